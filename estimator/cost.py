@@ -1,0 +1,171 @@
+"""§6.8 / §7.9 — the cost gate: planned calls, tokens, price, truncation warnings, refusal.
+
+Cost is computed from the actual corpus, never a constant. The plan is the worst case the
+trace may spend (every source a candidate in round 2, every span check retried), so the
+calls a trace makes can never exceed what the gate quoted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from .params import DEFAULT_PARAMS, Params
+from .tokens import ApproxTokenizer, Tokenizer
+from .units import Corpus
+
+
+class Pricing(Protocol):
+    """Per-token prices of a model, or None when the price is unknown."""
+
+    def price(self, model: str) -> tuple[float, float] | None:
+        """(input USD per token, output USD per token)."""
+        ...
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """The §7.9 call count, term by term."""
+
+    layers: int
+    candidates: int
+    span_targets: int
+    probe_samples: int = 0
+
+    @property
+    def round1(self) -> int:
+        return self.layers + 2 if self.layers else 0
+
+    @property
+    def round2(self) -> int:
+        return self.candidates + 2 if self.candidates else 0
+
+    @property
+    def spans(self) -> int:
+        return 2 * self.span_targets
+
+    @property
+    def probe(self) -> int:
+        return 2 * self.probe_samples
+
+    @property
+    def total(self) -> int:
+        return self.round1 + self.round2 + self.spans + self.probe
+
+
+def plan_calls(corpus: Corpus, params: Params = DEFAULT_PARAMS, *, probe: bool = False) -> CallPlan:
+    """(|L|+2) + (d'+2) + 2d'' (+ 2k with the probe), at the worst case d' = d'' = min(d, MAX_SOURCES)."""
+    d = min(len(corpus.units), params.max_sources)
+    return CallPlan(layers=len(corpus.layers_present()), candidates=d, span_targets=d,
+                    probe_samples=params.causal_samples if probe else 0)
+
+
+@dataclass(frozen=True)
+class CostQuote:
+    model: str
+    plan: CallPlan
+    sources: int
+    input_tokens: int
+    output_tokens: int
+    untruncated_tokens: int
+    cost_usd: float | None
+    warnings: tuple[str, ...] = ()
+    refused: str | None = None
+    truncated_sources: tuple[str, ...] = field(default=())
+
+    @property
+    def planned_calls(self) -> int:
+        return self.plan.total
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "model": self.model,
+            "sources": self.sources,
+            "planned_calls": self.planned_calls,
+            "calls": {"round1": self.plan.round1, "round2": self.plan.round2, "spans": self.plan.spans,
+                      "probe": self.plan.probe},
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "untruncated_corpus_tokens": self.untruncated_tokens,
+            "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
+            "warnings": list(self.warnings),
+            "truncated_sources": list(self.truncated_sources),
+            "refused": self.refused,
+        }
+
+
+# Output tokens per call kind: a judge answers one digit, a span check a short JSON object.
+JUDGE_OUTPUT_TOKENS = 2
+SUPPORT_OUTPUT_TOKENS = 160
+PROMPT_OVERHEAD_TOKENS = 220  # instructions, data-only rule, headings and fences of one call
+
+
+def quote_cost(corpus: Corpus, claim: str, *, model: str, params: Params = DEFAULT_PARAMS,
+               tokenizer: Tokenizer | None = None, pricing: Pricing | None = None,
+               query: str = "", probe: bool = False) -> CostQuote:
+    """Price one trace of ``claim`` over ``corpus`` before spending anything."""
+    tok = tokenizer or ApproxTokenizer()
+    plan = plan_calls(corpus, params, probe=probe)
+    claim_tokens = tok.count(claim)
+    query_tokens = tok.count(query)
+    untruncated = sum(u.evidence.tokens for u in corpus.units)
+
+    sizes = {u.id: tok.count(u.text) for u in corpus.units}
+    ablation_corpus = sum(min(n, params.source_token_cap) for n in sizes.values())
+    support_each = sorted((min(n, params.support_token_cap) for n in sizes.values()), reverse=True)
+    support_corpus = sum(support_each[: plan.span_targets])
+
+    judge_calls = plan.round1 + plan.round2
+    input_tokens = judge_calls * (ablation_corpus + claim_tokens + query_tokens + PROMPT_OVERHEAD_TOKENS)
+    # Span checks: each target once, plus the retry the plan allows for it.
+    input_tokens += 2 * (support_corpus + plan.span_targets * (claim_tokens + PROMPT_OVERHEAD_TOKENS))
+    output_tokens = judge_calls * JUDGE_OUTPUT_TOKENS + plan.spans * SUPPORT_OUTPUT_TOKENS
+    if plan.probe:
+        input_tokens += plan.probe * (ablation_corpus + query_tokens + PROMPT_OVERHEAD_TOKENS)
+        output_tokens += plan.probe * params.causal_max_output
+
+    warnings: list[str] = []
+    truncated: list[str] = []
+    for u in corpus.units:
+        if sizes[u.id] > params.source_token_cap:
+            truncated.append(u.id)
+            warnings.append(
+                f"{u.id} ({u.label}) is {sizes[u.id]:,} tokens, larger than the {params.source_token_cap}-token "
+                "scoring window: only the first part is scored. A claim grounded later in it will read as "
+                "ungrounded.")
+            if sizes[u.id] > params.support_token_cap:
+                warnings.append(
+                    f"{u.id} ({u.label}) is also cut to {params.support_token_cap} tokens for the span check.")
+    if len(corpus.units) > params.max_sources:
+        warnings.append(f"{len(corpus.units)} sources exceed MAX_SOURCES={params.max_sources}: "
+                        f"{len(corpus.units) - params.max_sources} will be omitted from each round and named.")
+    if corpus.unversioned:
+        warnings.append("The agent instructions are the current text, not a snapshot: an edit since this turn "
+                        "cannot be detected.")
+    for name in corpus.unscorable:
+        warnings.append(f"Attachment {name!r} was not kept, so it cannot be scored.")
+    if claim_tokens > 200:
+        warnings.append(f"The selection is {claim_tokens} tokens and is sent with every call: a long selection "
+                        "costs proportionally more.")
+
+    refused: str | None = None
+    if not corpus.units:
+        refused = "The turn has no sources: nothing in its context can be traced."
+    elif untruncated > params.max_evidence_tokens:
+        refused = (f"The corpus is {untruncated:,} tokens untruncated, over the MAX_EVIDENCE_TOKENS ceiling of "
+                   f"{params.max_evidence_tokens:,}. Refused rather than trimmed: a silently reduced corpus gives "
+                   "a confidently wrong attribution.")
+    elif plan.total > params.max_calls:
+        refused = (f"The trace would need up to {plan.total} model calls, over the MAX_CALLS ceiling of "
+                   f"{params.max_calls}.")
+
+    cost: float | None = None
+    prices = pricing.price(model) if pricing is not None else None
+    if prices is not None:
+        cost = input_tokens * prices[0] + output_tokens * prices[1]
+    else:
+        warnings.append(f"No price is known for model {model!r}: calls and tokens are quoted, cost is unknown.")
+
+    return CostQuote(model=model, plan=plan, sources=len(corpus.units), input_tokens=input_tokens,
+                     output_tokens=output_tokens, untruncated_tokens=untruncated, cost_usd=cost,
+                     warnings=tuple(warnings), refused=refused, truncated_sources=tuple(truncated))

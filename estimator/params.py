@@ -1,0 +1,59 @@
+"""Every constant of the method (seed §7.8) in one frozen, validated object.
+
+A request may override any field; the override is validated the same way, so a
+bad value is rejected with the field's name rather than silently used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Params(BaseModel):
+    """The method's constants. Defaults are the values of §7.8."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tau: float = Field(0.5, gt=0, le=8, description="Meaningful-drop threshold (scorer quantisation floor).")
+    tau_gamma: float = Field(0.75, gt=0, le=8, description="Internal-knowledge ceiling on total context effect Γ.")
+    presence_threshold: float = Field(0.5, gt=0, le=1, description="θ: anchor coverage for 'claim still present'.")
+    min_anchors: int = Field(2, ge=1, le=20, description="Below this, presence is a coin flip.")
+    min_anchor_len: int = Field(3, ge=1, le=20, description="Shorter tokens carry no provenance.")
+    quote_min_chars: int = Field(40, ge=1, le=1000, description="ℓq: verbatim quote absolute length (chars).")
+    quote_min_fraction: float = Field(0.6, gt=0, le=1, description="ρ: fraction of the sentence covered.")
+    min_quote_len: int = Field(12, ge=1, le=1000, description="Shorter spans match by luck.")
+    source_token_cap: int = Field(700, ge=16, le=100_000, description="Per-source budget in ablation tiers.")
+    support_token_cap: int = Field(2200, ge=16, le=200_000, description="Per-source budget for the span check.")
+    max_sources: int = Field(12, ge=1, le=64, description="Sources ablated individually in one round.")
+    history_max_messages: int = Field(12, ge=0, le=200, description="Prior messages considered, newest first.")
+    history_tokens_per_message: int = Field(300, ge=8, le=100_000, description="Per-message history budget.")
+    max_calls: int = Field(48, ge=1, le=10_000, description="Hard per-request ceiling on model calls.")
+    max_evidence_tokens: int = Field(
+        60_000, ge=1, le=10_000_000, description="Hard ceiling on the UNTRUNCATED corpus, in tokens."
+    )
+    causal_samples: int = Field(3, ge=1, le=20, description="k: regenerations per side in the probe.")
+    causal_max_output: int = Field(2600, ge=16, le=100_000, description="Token cap per regeneration.")
+    concurrency: int = Field(6, ge=1, le=64, description="In-flight model calls per request.")
+    rate_max_calls: int = Field(400, ge=1, le=1_000_000, description="Per-user model calls per window.")
+    rate_window_seconds: int = Field(300, ge=1, le=86_400, description="Rate-limit window.")
+    discriminative_df_fraction: float = Field(
+        0.8, gt=0, le=1, description="An anchor carried by more than ⌈f·|C|⌉ sources is not discriminative."
+    )
+    regex_timeout_seconds: float = Field(0.05, gt=0, le=5, description="Per-match timeout for anchor patterns.")
+
+    @model_validator(mode="after")
+    def _caps_are_ordered(self) -> Params:
+        if self.support_token_cap < self.source_token_cap:
+            raise ValueError("support_token_cap must be at least source_token_cap (the span check reads more)")
+        return self
+
+    def override(self, changes: dict[str, Any] | None) -> Params:
+        """Return a validated copy with ``changes`` applied (unknown names are rejected)."""
+        if not changes:
+            return self
+        return Params.model_validate({**self.model_dump(), **changes})
+
+
+DEFAULT_PARAMS = Params()

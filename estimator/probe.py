@@ -1,0 +1,163 @@
+"""Algorithm 6 — ProbeSource (seed §6.7, §7.6): would the agent still say this without that source?
+
+The one intervention a hosted API permits: remove the source, regenerate the answer from the query
+alone, and test whether the claim reappears. Presence is anchor coverage of the claim's
+discriminative anchors, ``cov(A, x) >= θ``. The verdict is a direction, never a weight:
+
+* ``|A| < MIN_ANCHORS`` — inconclusive before any call is sent (presence would be a coin flip);
+* ``B < k`` — inconclusive: the baseline is unstable (the mandatory guard, §6.7);
+* ``W = 0`` — required; ``W = k`` — not required; otherwise inconclusive (mixed).
+
+No response prefix is ever supplied (it leaks the evidence, §5.1). Regenerations are sampled
+(temperature None) and capped at ``CAUSAL_MAX_OUTPUT`` tokens. A failed regeneration carries no
+information: if any call fails the verdict is inconclusive with the reason, never a verdict on
+partial data, and the calls not yet sent are not sent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import anyio
+
+from prompts import render, template
+
+from .anchors import anchors, cov, discriminative
+from .fence import data_only_rule, data_only_rule_version, fenced_block
+from .judge import NO_QUERY, NO_SOURCES, CallLedger, cut_to_budget
+from .llm import LLM, LLMError, LLMRequest, Message, Usage
+from .params import DEFAULT_PARAMS, Params
+from .tokens import ApproxTokenizer, Tokenizer
+from .units import Corpus
+
+ProbeVerdict = Literal["required", "not_required", "inconclusive"]
+PROMPT = "probe_regenerate"
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """The probe's verdict for one (claim, source) pair, with everything needed to read it.
+
+    ``baseline`` (B) and ``without`` (W) are None when they were not measured: the bail-out sent
+    nothing, and a failed call leaves only partial data, which is never reported as a count."""
+
+    verdict: ProbeVerdict
+    note: str | None
+    target_id: str
+    anchors: tuple[str, ...]
+    baseline: int | None
+    without: int | None
+    k: int
+    calls: int
+    failed: int
+    usage: Usage
+    cost_usd: float | None
+    prompt_version: str
+    model: str
+
+    @property
+    def required(self) -> bool:
+        return self.verdict == "required"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "note": self.note,
+            "target_id": self.target_id,
+            "anchors": list(self.anchors),
+            "baseline": self.baseline,
+            "without": self.without,
+            "k": self.k,
+            "calls": {"planned": 2 * self.k, "made": self.calls, "failed": self.failed},
+            "usage": {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens,
+                      "cached_input_tokens": self.usage.cached_input_tokens},
+            "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
+            "prompt_version": self.prompt_version,
+            "model": self.model,
+        }
+
+
+def build_regenerate_request(query: str, sources: list[tuple[str, str, str]], params: Params) -> LLMRequest:
+    """One regeneration: the query and the present sources as fenced [id] label blocks — no response
+    prefix, no claim. Sampled (temperature None), capped at CAUSAL_MAX_OUTPUT tokens."""
+    blocks = [fenced_block(source_id, label, text) for source_id, label, text in sources]
+    prompt = render(PROMPT, data_only_rule=data_only_rule(), query=query.strip() or NO_QUERY,
+                    sources="\n\n".join(blocks) if blocks else NO_SOURCES).text
+    return LLMRequest(messages=(Message("user", prompt),), purpose="probe", temperature=None,
+                      max_tokens=params.causal_max_output)
+
+
+def present(found: tuple[str, ...], text: str, params: Params) -> bool:
+    """Present(x): cov(A, x) >= PRESENCE_THRESHOLD."""
+    return cov(found, text) >= params.presence_threshold
+
+
+def _verdict(baseline: int, without: int, k: int) -> tuple[ProbeVerdict, str | None]:
+    if baseline < k:
+        return "inconclusive", f"baseline unstable: {baseline}/{k} full-context runs"
+    if without == 0:
+        return "required", None
+    if without == k:
+        return "not_required", None
+    return "inconclusive", "mixed result without the source"
+
+
+async def probe_source(llm: LLM, claim: str, query: str, corpus: Corpus, target_id: str, *,
+                       params: Params = DEFAULT_PARAMS, tokenizer: Tokenizer | None = None) -> ProbeResult:
+    """Algorithm 6: k regenerations with every source present and k without ``target_id``.
+
+    Raises KeyError when ``target_id`` is not a source of ``corpus`` (before any call)."""
+    corpus.by_id(target_id)
+    tok = tokenizer or ApproxTokenizer()
+    k = params.causal_samples
+    version = template(PROMPT)[1] + "+" + data_only_rule_version()
+    found = discriminative(anchors(claim, params), corpus.units, params)
+
+    def result(verdict: ProbeVerdict, note: str | None, ledger: CallLedger | None,
+               baseline: int | None = None, without: int | None = None) -> ProbeResult:
+        return ProbeResult(
+            verdict=verdict, note=note, target_id=target_id, anchors=found, baseline=baseline,
+            without=without, k=k, calls=ledger.made if ledger else 0, failed=ledger.failed if ledger else 0,
+            usage=ledger.usage if ledger else Usage(), cost_usd=ledger.cost_usd if ledger else 0.0,
+            prompt_version=version, model=llm.model)
+
+    if len(found) < params.min_anchors:
+        return result("inconclusive", f"claim carries only {len(found)} distinctive anchor(s)", None)
+
+    ordered = sorted(corpus.units, key=lambda u: u.ordinal)
+    texts = [(u.id, u.label, cut_to_budget(u.text, params.source_token_cap, tok)[0]) for u in ordered]
+    full = build_regenerate_request(query, texts, params)
+    ablated = build_regenerate_request(query, [t for t in texts if t[0] != target_id], params)
+    requests = [full] * k + [ablated] * k
+
+    # The ledger enforces the 2k ceiling and keeps the account; the limiter is held across the
+    # failure check so that a call waiting for a slot is never sent after another one failed.
+    ledger = CallLedger(planned=2 * k, concurrency=2 * k)
+    limiter = anyio.CapacityLimiter(params.concurrency)
+    outcomes: list[bool | None] = [None] * len(requests)
+    errors: list[str] = []
+
+    async def run(index: int) -> None:
+        async with limiter:
+            if errors:
+                return  # a call already failed: the verdict is inconclusive, so spend nothing more
+            try:
+                response = await ledger.call(llm, requests[index])
+            except LLMError as exc:
+                errors.append(f"{exc}{' (billed)' if exc.billed else ''}")
+                return
+        outcomes[index] = present(found, response.text, params)
+
+    async with anyio.create_task_group() as group:
+        for index in range(len(requests)):
+            group.start_soon(run, index)
+
+    if errors:
+        failed = (f"{len(errors)} of {ledger.made} regeneration(s) failed, and a failed regeneration carries "
+                  f"no information: {errors[0]}")
+        return result("inconclusive", failed, ledger)
+    baseline = sum(1 for hit in outcomes[:k] if hit)
+    without = sum(1 for hit in outcomes[k:] if hit)
+    verdict, note = _verdict(baseline, without, k)
+    return result(verdict, note, ledger, baseline, without)

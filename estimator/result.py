@@ -1,0 +1,219 @@
+"""The result of one traced claim (Algorithm 4's return value), as frozen dataclasses.
+
+``TraceResult.to_dict`` is the stable JSON contract the service and the interface read.
+A score that carries no information is ``NaN`` in memory and ``null`` in JSON, never a number.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .llm import Usage
+from .units import Layer
+
+Role = Literal["grounds", "distractor", "irrelevant"]
+Verdict = Literal["internal_knowledge", "redundant", "attributed", "no_information"]
+SupportLabel = Literal["supported", "contradicted", "silent"]
+Round = Literal["round1", "round2", "spans"]
+
+VERDICT_TEXT: Mapping[str, str] = {
+    "attributed": "attributed",
+    "redundant": "carried by several sources",
+    "internal_knowledge": "answered from the model's own knowledge",
+    "no_information": "no information: the judge gave no usable score with every source present or with none",
+}
+
+
+def json_number(value: float | None) -> float | None:
+    """A float for JSON: NaN and infinities become null (no information), never a number."""
+    if value is None or math.isnan(value) or math.isinf(value):
+        return None
+    return value
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """A progress report of a running trace: calls so far against the plan, the stage, a message, and
+    the layer drops Δ_L known so far (by layer name)."""
+
+    calls_done: int
+    calls_planned: int
+    round: Round
+    message: str
+    layer_scores: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SupportVerdict:
+    """Algorithm 5's verdict for one source: what the source says about the claim, with a verified span.
+
+    ``quote`` is set only when it verified against the source's full text; ``no_information`` marks a
+    verdict that carries none (the call failed or its answer could not be read)."""
+
+    verdict: SupportLabel
+    quote: str | None
+    line_start: int | None
+    line_end: int | None
+    confidence: float
+    downgraded: bool
+    reason: str
+    calls: int
+    no_information: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "quote": self.quote,
+            "line_start": self.line_start,
+            "line_end": self.line_end,
+            "confidence": json_number(self.confidence),
+            "downgraded": self.downgraded,
+            "reason": self.reason,
+            "calls": self.calls,
+            "no_information": self.no_information,
+        }
+
+
+@dataclass(frozen=True)
+class LayerScore:
+    """Round 1 for one layer: Δ_L = s(1) − s(1 ⊖ L), its role, and whether the measurement was missing."""
+
+    layer: Layer
+    delta: float
+    role: Role
+    s_without: float
+    no_information: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"layer": self.layer.value, "delta": json_number(self.delta), "role": self.role,
+                "s_without": json_number(self.s_without), "no_information": self.no_information}
+
+
+@dataclass(frozen=True)
+class SourceScore:
+    """One source: its round-2 drop (None when it was not tested) and its span check (None when it was
+    not a span target, i.e. omitted by MAX_SOURCES and named in ``TraceResult.omitted``)."""
+
+    source_id: str
+    layer: Layer
+    label: str
+    kind: str
+    delta: float | None
+    role: Role | None
+    support: SupportVerdict | None
+    diagnosis: str | None
+    s_without: float | None = None
+    no_information: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source_id": self.source_id,
+            "layer": self.layer.value,
+            "label": self.label,
+            "kind": self.kind,
+            "delta": json_number(self.delta),
+            "role": self.role,
+            "s_without": json_number(self.s_without),
+            "no_information": self.no_information,
+            "support": None if self.support is None else self.support.to_dict(),
+            "diagnosis": self.diagnosis,
+        }
+
+
+@dataclass(frozen=True)
+class CallAccount:
+    """Model calls of one trace.
+
+    ``planned`` is the §7.9 worst case the cost gate quoted; ``made`` every call actually sent (failed
+    ones included); ``saved`` measurements answered from the per-trace memo instead of a call;
+    ``cached`` calls the provider reported as served from its cache; ``failed`` calls that raised,
+    ``failed_billed`` those of them the provider still billed."""
+
+    planned: int
+    made: int
+    saved: int
+    cached: int
+    failed: int
+    failed_billed: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {"planned": self.planned, "made": self.made, "saved": self.saved, "cached": self.cached,
+                "failed": self.failed, "failed_billed": self.failed_billed,
+                "unspent": self.planned - self.made}
+
+
+@dataclass(frozen=True)
+class TraceResult:
+    """Everything Algorithm 4 returns for one claim, plus the disclosures that make it readable."""
+
+    gamma: float
+    s_all: float
+    s_none: float
+    verdict: Verdict
+    verdict_text: str
+    layers: tuple[LayerScore, ...]
+    sources: tuple[SourceScore, ...]
+    omitted: tuple[str, ...]
+    unscorable: tuple[str, ...]
+    round2_skipped_reason: str | None
+    warnings: tuple[str, ...]
+    calls: CallAccount
+    usage: Usage
+    cost_usd: float | None
+    prompt_versions: Mapping[str, str]
+    params: Mapping[str, Any]
+    model: str
+    corpus_digest: str
+    diagnosis: str | None = None
+    contributing_layers: tuple[Layer, ...] = ()
+    claim: str = ""
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def internal_knowledge(self) -> bool:
+        return self.verdict == "internal_knowledge"
+
+    @property
+    def redundant(self) -> bool:
+        return self.verdict == "redundant"
+
+    def layer(self, layer: Layer) -> LayerScore:
+        for score in self.layers:
+            if score.layer == layer:
+                return score
+        raise KeyError(layer)
+
+    def source(self, source_id: str) -> SourceScore:
+        for score in self.sources:
+            if score.source_id == source_id:
+                return score
+        raise KeyError(source_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "claim": self.claim,
+            "gamma": json_number(self.gamma),
+            "s_all": json_number(self.s_all),
+            "s_none": json_number(self.s_none),
+            "verdict": self.verdict,
+            "verdict_text": self.verdict_text,
+            "diagnosis": self.diagnosis,
+            "contributing_layers": [layer.value for layer in self.contributing_layers],
+            "layers": [score.to_dict() for score in self.layers],
+            "sources": [score.to_dict() for score in self.sources],
+            "omitted": list(self.omitted),
+            "unscorable": list(self.unscorable),
+            "round2_skipped_reason": self.round2_skipped_reason,
+            "warnings": list(self.warnings),
+            "calls": self.calls.to_dict(),
+            "usage": {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens,
+                      "cached_input_tokens": self.usage.cached_input_tokens},
+            "cost_usd": json_number(self.cost_usd),
+            "prompt_versions": dict(self.prompt_versions),
+            "params": dict(self.params),
+            "model": self.model,
+            "corpus_digest": self.corpus_digest,
+        }

@@ -1,0 +1,145 @@
+"""The stored turn: the four inputs of Algorithm 1 plus the turn's identity.
+
+Parts are read tolerantly (unknown fields and part kinds are kept, not rejected),
+because newer writers add kinds that older readers do not know.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+TOOL_CALL_KINDS = frozenset({"tool-call", "builtin-tool-call"})
+TOOL_RETURN_KINDS = frozenset({"tool-return", "builtin-tool-return"})
+
+
+class MessagePart(BaseModel):
+    """One part of a native model message (pydantic-ai shape)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+
+    part_kind: str = Field(description="tool-call, builtin-tool-call, tool-return, builtin-tool-return, "
+                           "user-prompt, system-prompt, text, retry-prompt, …")
+    tool_name: str | None = None
+    tool_call_id: str | None = None
+    args: Any = None
+    content: Any = None
+    outcome: str | None = Field(None, description="success | failed | denied | interrupted; missing = success")
+
+    @property
+    def kind(self) -> str:
+        return self.part_kind
+
+
+class ModelMessage(BaseModel):
+    """A native message: a request (to the model) or a response (from it)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    kind: Literal["request", "response"] | str = "request"
+    parts: list[MessagePart] = Field(default_factory=list)
+    instructions: str | None = None
+
+
+class FlatToolCall(BaseModel):
+    """One flattened tool call of the response payload (the fallback path)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    name: str
+    arguments: Any = None
+    response: Any = None
+
+
+class ResponsePayload(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    tool_calls: list[FlatToolCall] = Field(default_factory=list)
+
+
+class ChatMessage(BaseModel):
+    """A request-payload message. Tool messages from earlier turns are history."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    role: str
+    content: Any = None
+    name: str | None = None
+    tool_call_id: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+
+
+class RequestPayload(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    messages: list[ChatMessage] = Field(default_factory=list)
+
+
+class StoredTurn(BaseModel):
+    """A persisted agent turn, exactly as a platform keeps it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    turn_id: str = Field(min_length=1, max_length=256)
+    model: str | None = Field(None, description="The model that produced the turn (litellm model string).")
+    agent: str | None = Field(None, description="The agent's name, for display.")
+    response: str = Field(description="The final response text the user saw.")
+    query: str | None = Field(
+        None, description="The user's query; when absent it is the last user message of the request payload."
+    )
+    created_at: datetime | None = None
+    system_prompt: str | None = None
+    system_prompt_versioned: bool = Field(
+        False,
+        description="True when system_prompt is a snapshot taken with the turn; otherwise it is the current "
+        "text and is flagged unversioned.",
+    )
+    attachments: list[str] = Field(
+        default_factory=list, description="Names of attached files whose bytes were not kept (unscorable)."
+    )
+    model_messages: list[ModelMessage] = Field(default_factory=list)
+    response_payload: ResponsePayload = Field(default_factory=ResponsePayload)
+    request_payload: RequestPayload = Field(default_factory=RequestPayload)
+
+    @field_validator("response")
+    @classmethod
+    def _response_not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("response must contain the text the user saw")
+        return v
+
+    def effective_query(self) -> str:
+        """The current user query: explicit, else the last user message with text."""
+        if self.query:
+            return self.query
+        for m in reversed(self.request_payload.messages):
+            if m.role == "user" and content_text(m.content).strip():
+                return content_text(m.content)
+        for msg in reversed(self.model_messages):
+            for part in reversed(msg.parts):
+                if part.part_kind == "user-prompt":
+                    text = content_text(part.content)
+                    if text.strip():
+                        return text
+        return ""
+
+
+def content_text(content: Any) -> str:
+    """Text of a message content that is a string or a list of text parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        out: list[str] = []
+        for item in content:
+            if isinstance(item, str):
+                out.append(item)
+            elif isinstance(item, dict):
+                text = item.get("text", item.get("content"))
+                if isinstance(text, str):
+                    out.append(text)
+        return "\n".join(out)
+    return ""

@@ -1,0 +1,105 @@
+"""The ``provenance`` command line. Subcommands work on stored-turn files without a server
+(gate, quote, trace) or on the service's storage (serve, keys, import)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from .errors import ProvenanceError
+
+
+def _dump(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    from . import free_tier, render_text
+    from .turn_files import load_turn_file
+
+    turn = load_turn_file(args.file)
+    view = free_tier.gate_view(turn)
+    if args.json:
+        _dump(view.report.to_dict())
+    else:
+        sys.stdout.write(render_text.gate_text(turn, view))
+    return 0
+
+
+def cmd_quote(args: argparse.Namespace) -> int:
+    from . import free_tier, render_text
+    from .turn_files import load_turn_file
+
+    turn = load_turn_file(args.file)
+    model = free_tier.resolve_model(turn, args.model)
+    view = free_tier.gate_view(turn)
+    selection = free_tier.require_selection(turn, view, args.sentence)
+    quote = free_tier.cost_quote(turn, view.corpus, selection.text, model=model)
+    if args.json:
+        _dump(quote.to_dict())
+    else:
+        sys.stdout.write(render_text.quote_text(quote))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="provenance", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    gate = sub.add_parser("gate", help="free tier: which sentences of a stored turn can be traced (no model calls)")
+    gate.add_argument("file", help="a stored-turn JSON file")
+    gate.add_argument("--json", action="store_true", help="print the stable JSON contract")
+    gate.set_defaults(func=cmd_gate)
+
+    quote = sub.add_parser("quote", help="cost gate: price tracing one sentence before spending")
+    quote.add_argument("file", help="a stored-turn JSON file")
+    quote.add_argument("sentence", help="the sentence (or segment id) to trace; must occur in the response")
+    quote.add_argument("--model", help="litellm model string (default: the turn's own model)")
+    quote.add_argument("--json", action="store_true", help="print the stable JSON contract")
+    quote.set_defaults(func=cmd_quote)
+
+    for register in _extra_commands():
+        register(sub)
+    return parser
+
+
+def _extra_commands() -> list[Any]:
+    registers: list[Any] = []
+    try:
+        from .cli_trace import register as trace_register
+
+        registers.append(trace_register)
+    except ImportError:  # pragma: no cover - only while a command module is absent
+        pass
+    try:
+        from .cli_service import register as service_register
+
+        registers.append(service_register)
+    except ImportError:  # pragma: no cover
+        pass
+    return registers
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+        return code
+    except ProvenanceError as exc:
+        sys.stderr.write(f"provenance: {exc.title}: {exc.detail}\n")
+        if exc.fix:
+            sys.stderr.write(f"  fix: {exc.fix}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("provenance: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,135 @@
+"""``provenance serve`` and ``provenance keys``: the commands that run on the service's storage.
+
+Both build the same ``Settings`` (``PROVENANCE_*``), so they find the same data directory and
+database. ``serve`` binds its socket first, so it can say where to open the service even with
+``--port 0``; on a first start with no keys the service prints the admin key once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import sys
+from typing import Any
+
+from .settings import Settings
+
+
+def register(sub: Any) -> None:
+    serve = sub.add_parser(
+        "serve", help="run the HTTP service (SQLite in the data directory, in-process jobs)"
+    )
+    serve.add_argument("--host", help="interface to listen on (default: PROVENANCE_HOST or 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default: PROVENANCE_PORT or 8000; 0 picks a free one)")
+    serve.set_defaults(func=cmd_serve)
+
+    keys = sub.add_parser("keys", help="manage API keys (each bound to a tenant and a user)")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    create = keys_sub.add_parser("create", help="create a key and print it once")
+    create.add_argument("--tenant", required=True, help="the tenant every request with this key is scoped to")
+    create.add_argument("--user", required=True, help="the user whose model-call budget the key spends")
+    create.set_defaults(func=cmd_keys_create)
+    listing = keys_sub.add_parser("list", help="list keys (prefixes only; a key cannot be shown again)")
+    listing.add_argument("--tenant", help="only this tenant's keys")
+    listing.set_defaults(func=cmd_keys_list)
+    revoke = keys_sub.add_parser("revoke", help="revoke a key by its id (key_…)")
+    revoke.add_argument("key_id")
+    revoke.set_defaults(func=cmd_keys_revoke)
+
+
+def _settings(**overrides: Any) -> Settings:
+    return Settings(**{k: v for k, v in overrides.items() if v is not None})
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(True)
+    return sock
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from .app import create_app
+    from .observability import configure_logging
+
+    settings = _settings(host=args.host, port=args.port)
+    configure_logging(settings.log_level, json_lines=settings.log_json)
+    settings.ensure_data_dir()
+    sock = _bind(settings.host, settings.port)
+    port = sock.getsockname()[1]
+    shown = "127.0.0.1" if settings.host in ("0.0.0.0", "", "::") else settings.host
+    url = f"http://{shown}:{port}" if ":" not in shown else f"http://[{shown}]:{port}"
+    sys.stdout.write(
+        f"Provenance service listening on {url}\n  API docs:  {url}/docs\n  data dir:  {settings.data_dir}\n"
+    )
+    sys.stdout.flush()
+    config = uvicorn.Config(
+        create_app(settings),
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=5,
+        server_header=False,
+    )
+    uvicorn.Server(config).run(sockets=[sock])
+    return 0
+
+
+async def _with_db(settings: Settings, work: Any) -> Any:
+    from .db.session import Database
+
+    settings.ensure_data_dir()
+    db = Database(settings.effective_database_url)
+    try:
+        await db.migrate()
+        return await work(db)
+    finally:
+        await db.dispose()
+
+
+def cmd_keys_create(args: argparse.Namespace) -> int:
+    from .auth import create_key
+
+    async def work(db: Any) -> Any:
+        return await create_key(db, args.tenant, args.user)
+
+    record, key = asyncio.run(_with_db(_settings(), work))
+    sys.stdout.write(f"{key}\n")
+    sys.stderr.write(
+        f"Created {record.id} for tenant {record.tenant!r}, user {record.user!r}. "
+        "The key is shown only now; store it safely.\n"
+    )
+    return 0
+
+
+def cmd_keys_list(args: argparse.Namespace) -> int:
+    from .db.crud_keys import list_keys
+
+    async def work(db: Any) -> Any:
+        return await list_keys(db, args.tenant)
+
+    for k in asyncio.run(_with_db(_settings(), work)):
+        state = "revoked" if k.revoked else ("admin" if k.admin else "active")
+        sys.stdout.write(
+            f"{k.id}  {k.prefix}…  tenant={k.tenant}  user={k.user}  {state}  "
+            f"{k.created_at:%Y-%m-%d %H:%M}Z\n"
+        )
+    return 0
+
+
+def cmd_keys_revoke(args: argparse.Namespace) -> int:
+    from .db.crud_keys import revoke_key
+    from .errors import NotFound
+
+    async def work(db: Any) -> Any:
+        return await revoke_key(db, args.key_id)
+
+    if not asyncio.run(_with_db(_settings(), work)):
+        raise NotFound(f"no active key {args.key_id!r}", field="key_id", fix="see: provenance keys list")
+    sys.stdout.write(f"revoked {args.key_id}\n")
+    return 0

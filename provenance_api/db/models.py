@@ -1,0 +1,183 @@
+"""The tables: API keys, stored turns, quotes, trace jobs and trace results.
+
+Every row carries its tenant, and every query in ``crud_*`` filters on it. Stored turns are
+immutable once written; trace results are an append-only audit record (the ORM refuses to
+update or delete one). Times are stored as naive UTC and read back as aware UTC, so SQLite and
+Postgres behave the same.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    event,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, Mapper, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+# An autoincrementing integer on every engine (SQLite only autoincrements INTEGER PRIMARY KEY).
+SeqInt = BigInteger().with_variant(Integer, "sqlite")
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes in, aware UTC datetimes out; naive UTC in the column."""
+
+    impl = DateTime(timezone=False)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a UTC column")
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return None if value is None else value.replace(tzinfo=UTC)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        datetime: UTCDateTime(),
+        dict[str, Any]: JSON(),
+        list[Any]: JSON(),
+    }
+
+
+class ApiKey(Base):
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    tenant: Mapped[str] = mapped_column(String(128), index=True)
+    user: Mapped[str] = mapped_column(String(128))
+    admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime]
+    revoked_at: Mapped[datetime | None]
+
+
+class StoredTurnRow(Base):
+    __tablename__ = "stored_turns"
+    __table_args__ = (UniqueConstraint("tenant", "turn_id", name="uq_stored_turns_tenant_turn"),)
+
+    seq: Mapped[int] = mapped_column(SeqInt, primary_key=True, autoincrement=True)
+    tenant: Mapped[str] = mapped_column(String(128))
+    turn_id: Mapped[str] = mapped_column(String(256))
+    digest: Mapped[str] = mapped_column(String(64))
+    body: Mapped[str] = mapped_column(Text)
+    model: Mapped[str | None] = mapped_column(String(256))
+    agent: Mapped[str | None] = mapped_column(String(256))
+    turn_created_at: Mapped[datetime | None]
+    stored_at: Mapped[datetime]
+    stored_by: Mapped[str] = mapped_column(String(128))
+
+
+class QuoteRow(Base):
+    __tablename__ = "quotes"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(128), index=True)
+    user: Mapped[str] = mapped_column(String(128))
+    turn_id: Mapped[str] = mapped_column(String(256))
+    sentence: Mapped[str] = mapped_column(Text)
+    claim: Mapped[str] = mapped_column(Text)
+    segment_id: Mapped[str | None] = mapped_column(String(64))
+    model: Mapped[str] = mapped_column(String(256))
+    probe: Mapped[bool] = mapped_column(Boolean, default=False)
+    params: Mapped[dict[str, Any]]
+    quote: Mapped[dict[str, Any]]
+    planned_calls: Mapped[int] = mapped_column(Integer)
+    cost_usd: Mapped[float | None] = mapped_column(Float)
+    refused: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime]
+    expires_at: Mapped[datetime]
+    used_by: Mapped[str | None] = mapped_column(String(40))
+
+
+class TraceJobRow(Base):
+    __tablename__ = "trace_jobs"
+    __table_args__ = (Index("ix_trace_jobs_status", "status"), Index("ix_trace_jobs_tenant", "tenant"))
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(128))
+    user: Mapped[str] = mapped_column(String(128))
+    turn_id: Mapped[str] = mapped_column(String(256))
+    quote_id: Mapped[str] = mapped_column(String(40))
+    claim: Mapped[str] = mapped_column(Text)
+    segment_id: Mapped[str | None] = mapped_column(String(64))
+    model: Mapped[str] = mapped_column(String(256))
+    params: Mapped[dict[str, Any]]
+    status: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str | None] = mapped_column(Text)
+    calls_planned: Mapped[int] = mapped_column(Integer)
+    calls_made: Mapped[int] = mapped_column(Integer, default=0)
+    calls_billed: Mapped[int] = mapped_column(Integer, default=0)
+    round: Mapped[str | None] = mapped_column(String(16))
+    message: Mapped[str | None] = mapped_column(Text)
+    layer_scores: Mapped[dict[str, Any]]
+    quoted_cost_usd: Mapped[float | None] = mapped_column(Float)
+    max_cost_usd: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime]
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    updated_at: Mapped[datetime]
+
+
+class TraceResultRow(Base):
+    """The audit record of one finished trace. Append-only."""
+
+    __tablename__ = "trace_results"
+
+    id: Mapped[int] = mapped_column(SeqInt, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("trace_jobs.id"), unique=True)
+    tenant: Mapped[str] = mapped_column(String(128), index=True)
+    user: Mapped[str] = mapped_column(String(128))
+    turn_id: Mapped[str] = mapped_column(String(256))
+    turn_digest: Mapped[str] = mapped_column(String(64))
+    claim_digest: Mapped[str] = mapped_column(String(64))
+    query_digest: Mapped[str] = mapped_column(String(64))
+    corpus_digest: Mapped[str] = mapped_column(String(64))
+    prompt_versions: Mapped[dict[str, Any]]
+    params: Mapped[dict[str, Any]]
+    model: Mapped[str] = mapped_column(String(256))
+    result: Mapped[dict[str, Any]]
+    calls_planned: Mapped[int] = mapped_column(Integer)
+    calls_made: Mapped[int] = mapped_column(Integer)
+    calls_billed: Mapped[int] = mapped_column(Integer)
+    input_tokens: Mapped[int] = mapped_column(Integer)
+    output_tokens: Mapped[int] = mapped_column(Integer)
+    cost_usd: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime]
+
+
+class AppendOnlyViolation(RuntimeError):
+    """An attempt to change or remove an audit record."""
+
+
+@event.listens_for(TraceResultRow, "before_update")
+def _no_update(mapper: Mapper[Any], connection: Any, target: TraceResultRow) -> None:
+    raise AppendOnlyViolation("trace results are append-only: a stored result is never changed")
+
+
+@event.listens_for(TraceResultRow, "before_delete")
+def _no_delete(mapper: Mapper[Any], connection: Any, target: TraceResultRow) -> None:
+    raise AppendOnlyViolation("trace results are append-only: a stored result is never removed")

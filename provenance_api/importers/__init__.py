@@ -1,0 +1,108 @@
+"""Importers: stored chat history of six formats → stored turns (issue 5).
+
+Pure functions from parsed JSON to :class:`~estimator.turn.StoredTurn`; no I/O. Every format is read
+into the neutral messages of :mod:`.common` and split into turns by one rule, so
+``import_conversation(obj, conversation_id="c1")`` yields one turn per assistant reply, with
+deterministic ids ``c1:0``, ``c1:1``, … (re-importing is idempotent).
+
+Formats (``FORMATS``): ``pydantic_ai``, ``openai_chat``, ``openai_responses``, ``anthropic``,
+``langchain``, ``otel``. :func:`detect_format` picks one from the data; ``format=`` overrides it
+(hyphens are accepted: ``openai-chat``). MCP ``CallToolResult`` payloads inside tool returns are
+flattened by :mod:`.mcp` in every format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from . import anthropic, langchain, openai_chat, openai_responses, otel, pydantic_ai
+from .common import ImportIssue, ImportResult, NeutralMessage, NeutralToolCall, NeutralToolResult, split_turns
+
+Importer = Callable[[Any, str], ImportResult]
+
+IMPORTERS: dict[str, Importer] = {
+    pydantic_ai.FORMAT: pydantic_ai.import_pydantic_ai,
+    openai_chat.FORMAT: openai_chat.import_openai_chat,
+    openai_responses.FORMAT: openai_responses.import_openai_responses,
+    anthropic.FORMAT: anthropic.import_anthropic,
+    langchain.FORMAT: langchain.import_langchain,
+    otel.FORMAT: otel.import_otel,
+}
+FORMATS: tuple[str, ...] = tuple(IMPORTERS)
+MAX_CONVERSATION_ID = 240  # a turn id is "<conversation id>:<reply index>", at most 256 characters
+
+__all__ = [
+    "FORMATS",
+    "IMPORTERS",
+    "MAX_CONVERSATION_ID",
+    "ImportIssue",
+    "ImportResult",
+    "NeutralMessage",
+    "NeutralToolCall",
+    "NeutralToolResult",
+    "UnknownFormatError",
+    "detect_format",
+    "import_conversation",
+    "normalize_format",
+    "split_turns",
+]
+
+
+class UnknownFormatError(ValueError):
+    """The data matches none of the formats, or a format name is not one of ``FORMATS``."""
+
+
+def normalize_format(name: str) -> str:
+    """A format name as ``FORMATS`` spells it (``openai-chat`` → ``openai_chat``)."""
+    key = name.strip().lower().replace("-", "_")
+    if key not in IMPORTERS:
+        raise UnknownFormatError(f"unknown format {name!r}; expected one of {', '.join(FORMATS)}")
+    return key
+
+
+def _messages(obj: Any) -> list[Any] | None:
+    if isinstance(obj, list):
+        return obj
+    if isinstance(obj, dict):
+        for key in ("messages", "model_messages", "all_messages", "traj", "trajectory", "conversation",
+                    "history"):
+            if isinstance(obj.get(key), list):
+                return list(obj[key])
+    return None
+
+
+def detect_format(obj: Any) -> str:
+    """The format of one conversation, from its shape alone.
+
+    Order matters only where shapes overlap: a plain ``[{"role", "content": str}]`` list is valid
+    OpenAI Chat and Anthropic alike and is read as OpenAI Chat (both give the same turns)."""
+    if otel.looks_like(obj) and not (isinstance(obj, list) and openai_chat.looks_like(obj)):
+        return otel.FORMAT
+    envelope = obj if isinstance(obj, dict) and not isinstance(obj.get("messages"), list) else {}
+    if isinstance(envelope.get("input"), list) or isinstance(envelope.get("output"), list):
+        return openai_responses.FORMAT
+    messages = _messages(obj)
+    if not messages:
+        raise UnknownFormatError("no message list found (expected a list, or an object with 'messages')")
+    if pydantic_ai.looks_like(messages):
+        return pydantic_ai.FORMAT
+    if langchain.looks_like(messages):
+        return langchain.FORMAT
+    if openai_responses.looks_like(messages):
+        return openai_responses.FORMAT
+    if anthropic.looks_like(obj, messages):
+        return anthropic.FORMAT
+    if openai_chat.looks_like(messages):
+        return openai_chat.FORMAT
+    raise UnknownFormatError("the messages match none of: " + ", ".join(FORMATS))
+
+
+def import_conversation(obj: Any, format: str | None = None, *, conversation_id: str) -> ImportResult:
+    """One conversation → its stored turns. Raises ``UnknownFormatError`` when the format cannot be told,
+    ``ValueError`` when the data is not a conversation of that format at all; anything less is reported
+    in the result's ``errors`` and the rest is imported."""
+    if not conversation_id or len(conversation_id) > MAX_CONVERSATION_ID:
+        raise ValueError(f"conversation_id must be 1–{MAX_CONVERSATION_ID} characters")
+    name = normalize_format(format) if format else detect_format(obj)
+    return IMPORTERS[name](obj, conversation_id)

@@ -1,0 +1,330 @@
+"""The neutral intermediate every importer produces, and the one rule that splits it into stored turns.
+
+Each format module reads its own shape into a list of :class:`NeutralMessage` and calls
+:func:`split_turns`; the turn-splitting rule (issue 5 §2) lives here and nowhere else:
+
+* one stored turn per assistant *reply* — an assistant message with text whose tool calls (if any)
+  were all answered inside the message itself, or that a format marks as final;
+* its query is the last *real* user message before it (a user message carrying only tool results
+  is not a query); its tool calls are those made between that message and the reply;
+* everything before the query is the history, as OpenAI-chat-shaped messages ending with the query;
+* calls pair with returns by id only (by name where a format has no ids); a reused id pairs with the
+  most recent still-unanswered call of that id, never overwriting an earlier one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from estimator.turn import StoredTurn
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(frozen=True)
+class ImportIssue:
+    """Something of the input that was not imported as it stands, with where it is and why."""
+
+    where: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """Turns of one conversation; ``errors`` never means the turns are unusable, only that something
+    in the input could not be read (it was skipped); ``notes`` are readable content that is no turn."""
+
+    turns: list[StoredTurn]
+    errors: list[ImportIssue] = field(default_factory=list)
+    notes: list[ImportIssue] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class NeutralToolCall:
+    id: str | None
+    name: str
+    arguments: Any = None
+    failure: str | None = None  # marked failed before any return (LangChain invalid_tool_calls)
+
+
+@dataclass(frozen=True)
+class NeutralToolResult:
+    """A tool return; ``content`` is already flattened to text. ``outcome`` is "success" unless the format
+    marks this return as failed (then "failed", or pydantic-ai's own "denied" / "interrupted")."""
+
+    call_id: str | None
+    content: str | None
+    outcome: str = "success"
+    name: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome != "success"
+
+
+@dataclass
+class NeutralMessage:
+    role: Role
+    text: str = ""
+    tool_calls: list[NeutralToolCall] = field(default_factory=list)
+    tool_results: list[NeutralToolResult] = field(default_factory=list)
+    attachments: list[str] = field(default_factory=list)
+    model: str | None = None
+    created_at: datetime | None = None
+    final: bool = False  # a reply even though it carries calls (pydantic-ai structured output)
+    instructions: str | None = None  # instructions in force from this message on (pydantic-ai requests)
+    origin: int = -1  # index of the input message it was read from, for error locations
+
+
+def placed(message: NeutralMessage, index: int) -> NeutralMessage:
+    """The message, marked as read from input message ``index``."""
+    message.origin = index
+    return message
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def opt_str(value: Any) -> str | None:
+    """A non-empty string, else None."""
+    return value if isinstance(value, str) and value else None
+
+
+def parse_arguments(raw: Any) -> Any:
+    """Arguments as a parsed object; a JSON string is parsed, text that is not JSON is kept raw."""
+    if raw is None:
+        return {}
+    if isinstance(raw, str):
+        if not raw.strip():
+            return {}
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    return raw
+
+
+def arguments_json(arguments: Any) -> str:
+    """Arguments as the JSON string an OpenAI-chat tool call carries (raw text stays raw)."""
+    if isinstance(arguments, str):
+        return arguments
+    return json.dumps(arguments, ensure_ascii=False, default=str)
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An ISO-8601 string or a Unix time (seconds, milli-, micro- or nanoseconds) as an aware datetime."""
+    if isinstance(value, str) and value.strip():
+        text = value.strip()
+        if text.isdigit():
+            return parse_time(int(text))
+        try:
+            parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        seconds = float(value)
+        while seconds > 1e11:  # milli/micro/nanoseconds since the epoch
+            seconds /= 1000.0
+        try:
+            return datetime.fromtimestamp(seconds, tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            return None
+    return None
+
+
+def unwrap(obj: Any, keys: Sequence[str] = ("messages", "traj", "trajectory", "conversation", "history")
+           ) -> tuple[list[Any], dict[str, Any]]:
+    """The message list of a conversation given bare or inside an envelope object, and the envelope."""
+    if isinstance(obj, list):
+        return obj, {}
+    if isinstance(obj, dict):
+        for key in keys:
+            if isinstance(obj.get(key), list):
+                return obj[key], obj
+    raise ValueError("expected a list of messages or an object holding one")
+
+
+def is_query(message: NeutralMessage) -> bool:
+    return message.role == "user" and bool(message.text.strip() or message.attachments)
+
+
+def query_text(message: NeutralMessage) -> str:
+    """A query's text; a query of attachments alone is named by them."""
+    return message.text if message.text.strip() else f"[attached: {', '.join(message.attachments)}]"
+
+
+def is_reply(message: NeutralMessage) -> bool:
+    if message.role != "assistant" or not message.text.strip():
+        return False
+    if message.final:
+        return True
+    inline = {r.call_id for r in message.tool_results}
+    return all(c.failure is not None or (c.id is not None and c.id in inline) for c in message.tool_calls)
+
+
+@dataclass
+class _Pair:
+    """One call and, once seen, the return that answers it (and the index of the message carrying it)."""
+
+    call: NeutralToolCall
+    call_id: str
+    result: NeutralToolResult | None = None
+    result_at: int = -1
+
+    def failure_by(self, index: int) -> str | None:
+        """The format's failure mark as seen by the reply at ``index`` (None: not failed)."""
+        if self.call.failure:
+            return self.call.failure
+        if self.result is not None and self.result_at <= index and self.result.failed:
+            return self.result.outcome
+        return None
+
+
+def _pair(conversation_id: str, messages: Sequence[NeutralMessage], errors: list[ImportIssue]
+          ) -> tuple[list[list[_Pair]], list[list[_Pair | None]]]:
+    """Per message: its calls, and for each of its returns the call it answers (None: no such call).
+
+    Calls pair with returns by id (by name where the format has no ids); a return answers the most
+    recent still-unanswered call of its id, so a reused id never overwrites an earlier call."""
+    pending: dict[tuple[str, str], list[_Pair]] = {}
+    calls: list[list[_Pair]] = []
+    answers: list[list[_Pair | None]] = []
+    for index, message in enumerate(messages):
+        mine: list[_Pair] = []
+        for call in message.tool_calls:
+            key = ("id", call.id) if call.id is not None else ("name", call.name)
+            pair = _Pair(call, call.id if call.id is not None else f"function:{call.name}")
+            pending.setdefault(key, []).append(pair)
+            mine.append(pair)
+        calls.append(mine)
+        got: list[_Pair | None] = []
+        for result in message.tool_results:
+            key = ("id", result.call_id) if result.call_id is not None else ("name", result.name or "")
+            stack = pending.get(key)
+            if stack:
+                pair = stack.pop()
+                pair.result, pair.result_at = result, index
+                got.append(pair)
+            else:
+                got.append(None)
+                where = message.origin if message.origin >= 0 else index
+                errors.append(ImportIssue(f"{conversation_id}: message {where}",
+                                          f"tool return for {key[0]} {key[1]!r} answers no earlier call; "
+                                          "kept in the history only"))
+        answers.append(got)
+    return calls, answers
+
+
+def _chat(message: NeutralMessage, calls: list[_Pair], answers: list[_Pair | None]) -> list[dict[str, Any]]:
+    """One neutral message as OpenAI-chat messages. Failed returns are left out: failure is not evidence."""
+    returns: list[dict[str, Any]] = []
+    for result, pair in zip(message.tool_results, answers, strict=True):
+        if result.failed or (pair is not None and pair.call.failure):
+            continue
+        returns.append({"role": "tool", "tool_call_id": pair.call_id if pair else result.call_id,
+                        "name": pair.call.name if pair else result.name, "content": result.content})
+    if message.role != "assistant":
+        if is_query(message):
+            returns.append({"role": "user", "content": query_text(message)})
+        return returns
+    item: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+    if calls:
+        item["tool_calls"] = [
+            {"id": p.call_id, "type": "function",
+             "function": {"name": p.call.name, "arguments": arguments_json(p.call.arguments)}} for p in calls]
+    return [item, *returns]  # returns inside an assistant message come from server-side tools
+
+
+def _native(query: NeutralMessage | None, reply: NeutralMessage, segment: range,
+            messages: Sequence[NeutralMessage], calls: list[list[_Pair]], answers: list[list[_Pair | None]]
+            ) -> list[dict[str, Any]]:
+    """The current turn in the pydantic-ai shape (tool-call / tool-return with outcome), so the corpus's
+    primary path sees and discloses the calls that failed."""
+    ours = {id(p) for i in segment for p in calls[i]}
+    out: list[dict[str, Any]] = [{"kind": "request", "parts": [
+        {"part_kind": "user-prompt", "content": query_text(query) if query else ""}]}]
+    for i in segment:
+        if calls[i]:
+            out.append({"kind": "response", "model_name": messages[i].model, "parts": [
+                {"part_kind": "tool-call", "tool_name": p.call.name, "tool_call_id": p.call_id,
+                 "args": p.call.arguments} for p in calls[i]]})
+        returns: list[dict[str, Any]] = [
+            {"part_kind": "tool-return", "tool_name": p.call.name, "tool_call_id": p.call_id,
+             "content": p.call.failure, "outcome": "failed"} for p in calls[i] if p.call.failure]
+        returns += [{"part_kind": "tool-return", "tool_name": p.call.name, "tool_call_id": p.call_id,
+                     "content": r.content, "outcome": r.outcome}
+                    for r, p in zip(messages[i].tool_results, answers[i], strict=True)
+                    if p is not None and id(p) in ours and not p.call.failure
+                    and (r.content is not None or r.failed)]
+        if returns:
+            out.append({"kind": "request", "parts": returns})
+    out.append({"kind": "response", "model_name": reply.model,
+                "parts": [{"part_kind": "text", "content": reply.text}]})
+    return out
+
+
+def split_turns(conversation_id: str, messages: Sequence[NeutralMessage], system_prompt: str | None = None, *,
+                model: str | None = None, agent: str | None = None, marks_failure: bool = False,
+                errors: Sequence[ImportIssue] = ()) -> ImportResult:
+    """One stored turn per assistant reply of a conversation (see the module docstring for the rule).
+
+    ``system_prompt`` is the conversation's own instructions layer (a snapshot, so the turns are
+    flagged versioned); ``system`` messages and ``instructions`` in the messages add to it as they
+    appear. ``marks_failure``: the format marks failed returns, so each turn also carries its current
+    calls as pydantic-ai model messages, with failed returns as ``outcome: "failed"``."""
+    issues = list(errors)
+    calls, answers = _pair(conversation_id, messages, issues)
+    turns: list[StoredTurn] = []
+    history: list[dict[str, Any]] = []
+    system_parts = [system_prompt] if system_prompt and system_prompt.strip() else []
+    instructions: str | None = None
+    query_at, history_at_query = -1, 0
+    for index, message in enumerate(messages):
+        if message.instructions is not None:
+            instructions = message.instructions
+        if message.role == "system":
+            if message.text.strip():
+                system_parts.append(message.text)
+            continue
+        if is_query(message):
+            query_at = index
+        if is_reply(message):
+            query = messages[query_at] if query_at >= 0 else None
+            segment = range(query_at + 1, index + 1)
+            flat = [{"name": p.call.name, "arguments": p.call.arguments,
+                     "response": p.result.content if p.result is not None and p.result_at <= index else None}
+                    for i in segment for p in calls[i] if p.failure_by(index) is None]
+            has_calls = any(calls[i] for i in segment)
+            prompt = "\n\n".join([*system_parts, *([instructions] if instructions else [])])
+            turns.append(StoredTurn.model_validate({
+                "turn_id": f"{conversation_id}:{len(turns)}",
+                "model": message.model or model, "agent": agent, "response": message.text,
+                "query": query_text(query) if query is not None else None,
+                "created_at": message.created_at, "system_prompt": prompt or None,
+                "system_prompt_versioned": bool(prompt),
+                "attachments": list(query.attachments) if query is not None else [],
+                "model_messages": _native(query, message, segment, messages, calls, answers)
+                if marks_failure and has_calls else [],
+                "response_payload": {"tool_calls": flat},
+                "request_payload": {"messages": history[:history_at_query]},
+            }))
+        history.extend(_chat(message, calls[index], answers[index]))
+        if index == query_at:
+            history_at_query = len(history)
+    last = max((i for i, m in enumerate(messages) if is_reply(m)), default=-1)
+    unanswered = sum(len(calls[i]) for i in range(last + 1, len(messages)))
+    origin = messages[last + 1].origin if unanswered and messages[last + 1].origin >= 0 else last + 1
+    notes = [ImportIssue(f"{conversation_id}: message {origin}",
+                         f"the conversation ends with {unanswered} tool call(s) and no reply: no turn")
+             ] if unanswered else []
+    return ImportResult(turns=turns, errors=issues, notes=notes)

@@ -1,0 +1,149 @@
+"""Tool-return contents flattened to text, MCP ``CallToolResult`` first among them.
+
+An MCP result ``{"content": [blocks], "structuredContent": {...}, "isError": bool}`` becomes the text of
+its text blocks and embedded text resources; images, audio and binary resources are named, never
+inlined; ``isError: true`` is a failed execution. The same block flattening serves the block lists
+other formats put in a tool return (Anthropic ``tool_result`` blocks, OpenAI ``input_*`` parts,
+OpenTelemetry parts), so every importer turns a return into text the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .common import as_dict
+
+_TEXT_KINDS = frozenset({"text", "input_text", "output_text"})
+_MEDIA_KINDS = frozenset({"image", "audio", "video", "input_image", "input_audio", "blob", "uri", "file",
+                          "image_url", "input_file", "document", "computer_screenshot"})
+_BLOCK_KINDS = _TEXT_KINDS | _MEDIA_KINDS | {"resource", "resource_link", "search_result", "refusal"}
+
+
+def is_call_tool_result(content: Any) -> bool:
+    """An MCP CallToolResult: a ``content`` block list with ``isError`` or ``structuredContent`` beside it."""
+    return (isinstance(content, dict) and isinstance(content.get("content"), list)
+            and ("isError" in content or "structuredContent" in content))
+
+
+def flatten_result(content: Any) -> tuple[str, bool]:
+    """A tool return as (text, failed). Only an MCP ``isError: true`` marks failure here."""
+    if is_call_tool_result(content):
+        text = flatten_blocks(content["content"])
+        if not text.strip() and content.get("structuredContent") is not None:
+            text = _dump(content["structuredContent"])
+        return text, content.get("isError") is True
+    return flatten_content(content), False
+
+
+def flatten_content(content: Any) -> str:
+    """Text of a return or message content: a string, a list of blocks, or any other JSON (dumped)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and content and all(_is_block(b) for b in content):
+        return flatten_blocks(content)
+    if _is_block(content) and not isinstance(content, str):
+        return _block_text(content) or ""
+    return _dump(content)
+
+
+def message_content(content: Any) -> tuple[str, list[str]]:
+    """A message's text and the names of the media it carries (not inlined): a string or a part list."""
+    if content is None:
+        return "", []
+    if isinstance(content, str):
+        return content, []
+    if isinstance(content, dict):
+        content = [content]
+    if not isinstance(content, list):
+        return flatten_content(content), []
+    texts: list[str] = []
+    media: list[str] = []
+    for part in content:
+        if isinstance(part, str):
+            texts.append(part)
+        elif isinstance(part, dict) and part.get("type") in _MEDIA_KINDS:
+            text = _document_text(part)  # a plain-text document is text; other media are named
+            if text is None:
+                media.append(media_name(part))
+            else:
+                texts.append(text)
+        elif isinstance(part, dict):
+            text = _block_text(part)
+            if text:
+                texts.append(text)
+    return "\n".join(texts), media
+
+
+def _is_block(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, dict) and value.get("type") in _BLOCK_KINDS)
+
+
+def flatten_blocks(blocks: list[Any]) -> str:
+    """Content blocks joined as text; media and binary blocks named, not inlined."""
+    out: list[str] = []
+    for block in blocks:
+        text = block if isinstance(block, str) else _block_text(block) if isinstance(block, dict) else None
+        if text:
+            out.append(text)
+    return "\n".join(out)
+
+
+def media_name(block: dict[str, Any]) -> str:
+    """A short name for a media or file block, without its bytes."""
+    kind = str(block.get("type", "file"))
+    source = as_dict(block.get("source"))
+    label = (block.get("filename") or block.get("title") or block.get("name") or block.get("file_id")
+             or block.get("uri") or source.get("url") or source.get("file_id"))
+    url = block.get("image_url")
+    if label is None and isinstance(url, dict):
+        url = url.get("url")
+    if label is None and isinstance(url, str) and not url.startswith("data:"):
+        label = url
+    if label is None and isinstance(block.get("file"), dict):
+        label = block["file"].get("filename") or block["file"].get("file_id")
+    mime = (block.get("mimeType") or block.get("mime_type") or block.get("media_type")
+            or source.get("media_type") or block.get("modality"))
+    kind = kind.removeprefix("input_").removesuffix("_url")
+    parts = [kind] + ([str(label)] if label else []) + ([f"({mime})"] if mime else [])
+    return " ".join(parts)
+
+
+def _block_text(block: dict[str, Any]) -> str | None:
+    kind = block.get("type")
+    if kind in _TEXT_KINDS or kind == "refusal":
+        text = block.get("text", block.get("content", block.get("refusal")))
+        return text if isinstance(text, str) else None
+    if kind == "resource" and isinstance(block.get("resource"), dict):
+        resource = block["resource"]
+        if isinstance(resource.get("text"), str):
+            return str(resource["text"])
+        return f"[resource {resource.get('uri', '?')} ({resource.get('mimeType', 'binary')}) not inlined]"
+    if kind == "resource_link":
+        return f"[resource link {block.get('uri', '?')}]"
+    if _document_text(block) is not None:
+        return _document_text(block)
+    if kind == "search_result":
+        head = " · ".join(str(block[k]) for k in ("title", "source") if block.get(k))
+        body = flatten_content(block.get("content"))
+        return "\n".join(t for t in (head, body) if t)
+    if kind in _MEDIA_KINDS:
+        return f"[{media_name(block)} not inlined]"
+    return None
+
+
+def _document_text(block: dict[str, Any]) -> str | None:
+    """The text of an Anthropic ``document`` block with a plain-text source."""
+    source = as_dict(block.get("source"))
+    data = source.get("data")
+    is_text = block.get("type") == "document" and source.get("type") == "text"
+    return data if is_text and isinstance(data, str) else None
+
+
+def _dump(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, indent=2, default=str)
+    except (TypeError, ValueError):
+        return str(value)

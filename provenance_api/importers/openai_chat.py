@@ -1,0 +1,90 @@
+"""OpenAI Chat Completions transcripts (a ``messages`` list) → stored turns.
+
+Roles: ``system`` / ``developer`` (the instructions, string or text parts), ``user`` (string or parts;
+images, audio and files are named as attachments), ``assistant`` (``content``, ``refusal``,
+``tool_calls`` of type ``function{name, arguments: JSON string}`` or ``custom{name, input}``, and the
+deprecated ``function_call``), ``tool`` (``tool_call_id``) and the deprecated ``function`` (paired by
+name only). The format has no failure flag: an error is only text in ``content``, kept as it is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .common import (
+    ImportIssue,
+    ImportResult,
+    NeutralMessage,
+    NeutralToolCall,
+    NeutralToolResult,
+    as_dict,
+    opt_str,
+    parse_arguments,
+    parse_time,
+    placed,
+    split_turns,
+    unwrap,
+)
+from .mcp import flatten_content, message_content
+
+FORMAT = "openai_chat"
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+
+
+def looks_like(messages: list[Any]) -> bool:
+    return bool(messages) and all(isinstance(m, dict) and m.get("role") in ROLES for m in messages)
+
+
+def import_openai_chat(obj: Any, conversation_id: str) -> ImportResult:
+    raw, envelope = unwrap(obj)
+    errors: list[ImportIssue] = []
+    neutral: list[NeutralMessage] = []
+    for index, message in enumerate(raw):
+        where = f"{conversation_id}: message {index}"
+        if not isinstance(message, dict) or message.get("role") not in ROLES:
+            role = message.get("role") if isinstance(message, dict) else None
+            errors.append(ImportIssue(where, f"not a chat message (role {role!r}); skipped"))
+            continue
+        try:
+            neutral.append(placed(read_message(message), index))
+        except (TypeError, ValueError, AttributeError) as exc:
+            errors.append(ImportIssue(where, f"unreadable {message['role']} message: {exc}; skipped"))
+    return split_turns(conversation_id, neutral, model=opt_str(envelope.get("model")), errors=errors)
+
+
+def read_message(message: dict[str, Any]) -> NeutralMessage:
+    """One chat message as a neutral message."""
+    role = message["role"]
+    created = parse_time(message.get("created_at") or message.get("timestamp"))
+    if role in ("system", "developer"):
+        return NeutralMessage("system", message_content(message.get("content"))[0])
+    if role == "user":
+        text, media = message_content(message.get("content"))
+        return NeutralMessage("user", text, attachments=media, created_at=created)
+    if role == "tool":
+        return NeutralMessage("tool", tool_results=[NeutralToolResult(
+            opt_str(message.get("tool_call_id")), flatten_content(message.get("content")),
+            name=opt_str(message.get("name")))])
+    if role == "function":
+        return NeutralMessage("tool", tool_results=[NeutralToolResult(
+            None, flatten_content(message.get("content")), name=opt_str(message.get("name")) or "function")])
+    text = message_content(message.get("content"))[0]
+    if not text.strip() and isinstance(message.get("refusal"), str):
+        text = message["refusal"]
+    calls = [_call(tc) for tc in message.get("tool_calls") or [] if isinstance(tc, dict)]
+    legacy = message.get("function_call")
+    if isinstance(legacy, dict):
+        calls.append(NeutralToolCall(None, str(legacy.get("name") or "function"),
+                                     parse_arguments(legacy.get("arguments"))))
+    return NeutralMessage("assistant", text, calls, model=opt_str(message.get("model")), created_at=created)
+
+
+def _call(tool_call: dict[str, Any]) -> NeutralToolCall:
+    if isinstance(tool_call.get("custom"), dict):
+        custom = tool_call["custom"]
+        return NeutralToolCall(opt_str(tool_call.get("id")), str(custom.get("name") or "tool"),
+                               custom.get("input") if custom.get("input") is not None else {})
+    function = as_dict(tool_call.get("function"))
+    name = function.get("name") or tool_call.get("name") or "tool"
+    return NeutralToolCall(opt_str(tool_call.get("id")), str(name),
+                           parse_arguments(function.get("arguments", tool_call.get("arguments"))))

@@ -1,0 +1,296 @@
+"""OpenTelemetry GenAI semantic conventions (spans and events) → stored turns.
+
+Accepted inputs: the attributes of one chat span; a span (``attributes``, ``events``, ``status``, times);
+a list of spans, ``{"spans": [...]}`` or an OTLP JSON export (``resourceSpans``, attributes as
+``[{key, value: {stringValue…}}]``); or a bare list of the older per-message events.
+
+Messages come from a chat span's ``gen_ai.system_instructions`` / ``gen_ai.input.messages`` /
+``gen_ai.output.messages`` (JSON strings accepted), or its ``gen_ai.client.inference.operation.details``
+event, or — older traces (≤ v1.36) — its per-message events ``gen_ai.system.message``,
+``gen_ai.user.message``, ``gen_ai.assistant.message{content, tool_calls}``, ``gen_ai.tool.message{content,
+id}`` and ``gen_ai.choice{message}``. Each chat span holds the whole conversation so far, so the span
+that saw the most messages is the conversation; every span's output tells its reply's model and time.
+Parts are matched on type, not role: ``text``, ``tool_call``, ``tool_call_response`` (``response`` or
+``result``), media parts (named). Failure is marked only on ``execute_tool`` spans (``error.type`` or
+status ERROR), matched to calls by ``gen_ai.tool.call.id``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from .common import (
+    ImportIssue,
+    ImportResult,
+    NeutralMessage,
+    NeutralToolCall,
+    NeutralToolResult,
+    Role,
+    as_dict,
+    opt_str,
+    parse_arguments,
+    parse_time,
+    placed,
+    split_turns,
+)
+from .mcp import flatten_content, flatten_result, media_name
+
+FORMAT = "otel"
+INPUT, OUTPUT, SYSTEM = "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions"
+DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+_LEGACY_ROLES: dict[str, Role] = {"gen_ai.system.message": "system", "gen_ai.user.message": "user",
+                                  "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool"}
+_MEDIA_PARTS = frozenset({"blob", "uri", "file", "image", "audio", "video"})
+_ERROR_CODES = ("ERROR", "STATUS_CODE_ERROR", 2)
+
+
+@dataclass
+class _Inference:
+    inputs: list[dict[str, Any]]
+    outputs: list[dict[str, Any]]
+    system: str | None = None
+    model: str | None = None
+    at: datetime | None = None
+
+
+@dataclass
+class _Trace:
+    inferences: list[_Inference] = field(default_factory=list)
+    failures: dict[str, list[str | None]] = field(default_factory=dict)  # call id → per execution
+
+
+def looks_like(obj: Any) -> bool:
+    try:
+        spans = spans_of(obj)
+    except ValueError:
+        return False
+    return any(_is_tool_span(s) or _inference(s) is not None for s in spans)
+
+
+def import_otel(obj: Any, conversation_id: str) -> ImportResult:
+    errors: list[ImportIssue] = []
+    trace = _read(spans_of(obj), conversation_id, errors)
+    if not trace.inferences:
+        raise ValueError("no chat span or GenAI message events found")
+    chosen = max(enumerate(trace.inferences), key=lambda e: (len(e[1].inputs) + len(e[1].outputs), e[0]))[1]
+    conversation = [*chosen.inputs, *chosen.outputs]
+    seen: dict[int, tuple[str | None, datetime | None]] = {}
+    for inference in trace.inferences:  # a span on this conversation tells its replies' model and time
+        start = len(inference.inputs)
+        if _same(conversation[:start + len(inference.outputs)], [*inference.inputs, *inference.outputs]):
+            for j in range(len(inference.outputs)):
+                seen[start + j] = (inference.model, inference.at)
+    neutral: list[NeutralMessage] = []
+    for position, message in enumerate(conversation):
+        read = _message(message)
+        if read is None:
+            errors.append(ImportIssue(f"{conversation_id}: message {position}",
+                                      "not a GenAI message; skipped"))
+            continue
+        if read.role == "assistant" and position in seen:
+            read.model, read.created_at = seen[position]
+        neutral.append(placed(read, position))
+    _mark_failures(neutral, trace.failures)
+    return split_turns(conversation_id, neutral, chosen.system, model=chosen.model, marks_failure=True,
+                       errors=errors)
+
+
+def spans_of(obj: Any) -> list[dict[str, Any]]:
+    """Spans of any accepted input shape, in start-time order where times are known."""
+    if isinstance(obj, dict) and isinstance(obj.get("resourceSpans"), list):
+        spans = [s for rs in obj["resourceSpans"] if isinstance(rs, dict)
+                 for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []
+                 if isinstance(ss, dict) for s in ss.get("spans") or []]
+    elif isinstance(obj, dict) and isinstance(obj.get("spans"), list):
+        spans = obj["spans"]
+    elif isinstance(obj, dict) and any(k in obj for k in (INPUT, OUTPUT, SYSTEM)):
+        spans = [{"attributes": obj}]
+    elif isinstance(obj, dict) and ("attributes" in obj or "events" in obj):
+        spans = [obj]
+    elif isinstance(obj, list) and obj and all(isinstance(e, dict) and str(e.get("name", "")) in
+                                               (*_LEGACY_ROLES, "gen_ai.choice") for e in obj):
+        spans = [{"events": obj}]
+    elif isinstance(obj, list):
+        spans = obj
+    else:
+        raise ValueError("expected GenAI span attributes, a span, a list of spans or an OTLP export")
+    spans = [s for s in spans if isinstance(s, dict)]
+    if spans and all(_time(s, "start") is not None for s in spans):
+        spans.sort(key=lambda s: _time(s, "start") or datetime.min)
+    return spans
+
+
+def _read(spans: list[dict[str, Any]], conversation_id: str, errors: list[ImportIssue]) -> _Trace:
+    trace = _Trace()
+    for span in spans:
+        attrs = _attrs(span.get("attributes"))
+        if _is_tool_span(span):
+            failed = _failure(span, attrs)
+            call_id = opt_str(attrs.get("gen_ai.tool.call.id"))
+            if call_id is not None:
+                trace.failures.setdefault(call_id, []).append(failed)
+            elif failed:
+                errors.append(ImportIssue(f"{conversation_id}: span {span.get('name', '?')}",
+                                          "failed execute_tool span has no gen_ai.tool.call.id; "
+                                          "it cannot be matched to a call"))
+            continue
+        inference = _inference(span)
+        if inference is not None:
+            trace.inferences.append(inference)
+    return trace
+
+
+def _is_tool_span(span: dict[str, Any]) -> bool:
+    attrs = _attrs(span.get("attributes"))
+    return attrs.get("gen_ai.operation.name") == "execute_tool" or str(span.get("name", "")).startswith(
+        "execute_tool")
+
+
+def _failure(span: dict[str, Any], attrs: dict[str, Any]) -> str | None:
+    status = as_dict(span.get("status"))
+    code = status.get("code", status.get("status_code"))
+    if attrs.get("error.type") is None and code not in _ERROR_CODES:
+        return None
+    return f"execute_tool failed: {attrs.get('error.type') or status.get('message') or 'status ERROR'}"
+
+
+def _inference(span: dict[str, Any]) -> _Inference | None:
+    attrs = _attrs(span.get("attributes"))
+    events = [e for e in span.get("events") or [] if isinstance(e, dict)]
+    details = [_attrs(e.get("attributes")) or _attrs(e.get("body")) for e in events
+               if e.get("name") == DETAILS_EVENT]
+    source = attrs if any(k in attrs for k in (INPUT, OUTPUT)) else next(iter(details), None)
+    model = opt_str(attrs.get("gen_ai.response.model")) or opt_str(attrs.get("gen_ai.request.model"))
+    at = _time(span, "end") or _time(span, "start")
+    if source is not None:
+        system = _json(source.get(SYSTEM))
+        return _Inference(_list(source.get(INPUT)), _list(source.get(OUTPUT)),
+                          _parts_text(system) if system else None, model, at)
+    legacy = [e for e in events if e.get("name") in _LEGACY_ROLES or e.get("name") == "gen_ai.choice"]
+    if not legacy:
+        return None
+    inputs, outputs = [], []
+    for event in legacy:
+        payload = _attrs(event.get("body")) or _attrs(event.get("attributes"))
+        if event.get("name") == "gen_ai.choice":
+            body = _json(payload.get("message"))
+            outputs.append(_legacy_message("assistant", body if isinstance(body, dict) else {}))
+        else:
+            inputs.append(_legacy_message(_LEGACY_ROLES[str(event["name"])], payload))
+    return _Inference(inputs, outputs, None, model, at)
+
+
+def _legacy_message(role: Role, payload: dict[str, Any]) -> dict[str, Any]:
+    """An older per-message event as a current-convention message."""
+    parts: list[dict[str, Any]] = []
+    content = payload.get("content")
+    if role == "tool":
+        parts.append({"type": "tool_call_response", "id": payload.get("id"), "response": content})
+    elif content not in (None, ""):
+        parts.append({"type": "text", "content": flatten_content(content)})
+    for tc in _list(payload.get("tool_calls")):
+        function = as_dict(tc.get("function"))
+        parts.append({"type": "tool_call", "id": tc.get("id"), "name": function.get("name", tc.get("name")),
+                      "arguments": function.get("arguments", tc.get("arguments"))})
+    return {"role": role, "parts": parts}
+
+
+def _message(message: dict[str, Any]) -> NeutralMessage | None:
+    role = message.get("role") if isinstance(message, dict) else None
+    parts = message.get("parts") if isinstance(message, dict) else None
+    if role not in ("system", "user", "assistant", "tool") or not isinstance(parts, list):
+        return None
+    out = NeutralMessage(role)
+    texts: list[str] = []
+    for part in (p for p in parts if isinstance(p, dict)):
+        kind = str(part.get("type", ""))
+        if kind == "text":
+            texts.append(flatten_content(part.get("content")))
+        elif kind.endswith("tool_call"):
+            arguments = part.get("arguments", part.get(kind))
+            out.tool_calls.append(NeutralToolCall(opt_str(part.get("id")), str(part.get("name") or "tool"),
+                                                  parse_arguments(arguments)))
+        elif kind.endswith("tool_call_response"):
+            text, mcp_error = flatten_result(_pick(part, "response", "result", kind))
+            out.tool_results.append(NeutralToolResult(opt_str(part.get("id")), text,
+                                                      "failed" if mcp_error else "success"))
+        elif kind in _MEDIA_PARTS:
+            out.attachments.append(media_name(part))
+    out.text = "\n".join(t for t in texts if t)
+    if role != "user":
+        out.attachments = []
+    return out
+
+
+def _mark_failures(messages: list[NeutralMessage], failures: dict[str, list[str | None]]) -> None:
+    """The k-th call of an id takes the k-th ``execute_tool`` span of that id (spans in time order)."""
+    used: dict[str, int] = {}
+    for message in messages:
+        for i, call in enumerate(message.tool_calls):
+            if call.id is None or call.id not in failures:
+                continue
+            k = used.get(call.id, 0)
+            used[call.id] = k + 1
+            runs = failures[call.id]
+            if k < len(runs) and runs[k]:
+                message.tool_calls[i] = replace(call, failure=runs[k])
+
+
+def _same(left: list[dict[str, Any]], right: list[dict[str, Any]]) -> bool:
+    """The same messages (role and parts; a ``finish_reason`` on an output message is ignored)."""
+    return [(m.get("role"), m.get("parts")) for m in left] == [(m.get("role"), m.get("parts")) for m in right]
+
+
+def _pick(part: dict[str, Any], *keys: str) -> Any:
+    return next((part[k] for k in keys if k in part), None)
+
+
+def _parts_text(value: Any) -> str:
+    if isinstance(value, list):
+        return "\n".join(flatten_content(p.get("content")) if isinstance(p, dict) else str(p) for p in value)
+    return flatten_content(value)
+
+
+def _time(span: dict[str, Any], which: str) -> datetime | None:
+    keys = (f"{which}_time", f"{which}TimeUnixNano", f"{which}_time_unix_nano", f"{which}Time")
+    return next((t for t in (parse_time(span.get(k)) for k in keys) if t is not None), None)
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, str) and value.strip()[:1] in ("[", "{"):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _list(value: Any) -> list[dict[str, Any]]:
+    value = _json(value)
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _attrs(value: Any) -> dict[str, Any]:
+    """Attributes as a dict, from a dict or OTLP's ``[{key, value: {stringValue | intValue | …}}]``."""
+    if isinstance(value, dict):
+        nested = value.get("kvlistValue")
+        return _attrs(nested.get("values")) if isinstance(nested, dict) else value
+    if isinstance(value, list):
+        return {str(kv.get("key")): _any_value(kv.get("value")) for kv in value if isinstance(kv, dict)}
+    return {}
+
+
+def _any_value(value: Any) -> Any:
+    if not isinstance(value, dict):
+        return value
+    for key in ("stringValue", "boolValue", "doubleValue"):
+        if key in value:
+            return value[key]
+    if "intValue" in value:
+        return int(value["intValue"])
+    if isinstance(value.get("arrayValue"), dict):
+        return [_any_value(v) for v in value["arrayValue"].get("values") or []]
+    return _attrs(value) if isinstance(value.get("kvlistValue"), dict) else value

@@ -1,0 +1,89 @@
+"""The service's settings: one object read from ``PROVENANCE_*`` environment variables.
+
+Every command that touches storage (``serve``, ``keys``, ``import``) builds the same ``Settings``,
+so they all find the same data directory and database. The judge model's provider is configured
+the litellm way (``OPENAI_API_KEY``, ``OPENAI_API_BASE``, ``ANTHROPIC_API_KEY``, …), which litellm
+reads itself; ``judge_api_base``/``judge_api_key`` only override those when set.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from estimator.params import DEFAULT_PARAMS, Params
+
+
+def default_data_dir() -> Path:
+    """Per-user data directory: ``$XDG_DATA_HOME/provenance`` or ``~/.local/share/provenance``."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "provenance"
+
+
+class Settings(BaseSettings):
+    """Configuration of one service instance (env prefix ``PROVENANCE_``)."""
+
+    model_config = SettingsConfigDict(env_prefix="PROVENANCE_", extra="ignore", frozen=True)
+
+    data_dir: Path = Field(
+        default_factory=default_data_dir,
+        description="SQLite file, admin key file; created with owner-only permissions.",
+    )
+    database_url: str | None = Field(
+        None, description="Any SQLAlchemy async URL (postgresql+asyncpg://…); default: SQLite in data_dir."
+    )
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    default_model: str | None = Field(None, description="Judge model for turns that do not name theirs.")
+    judge_api_base: str | None = Field(
+        None, description="Overrides the provider's base URL (else litellm's env)."
+    )
+    judge_api_key: SecretStr | None = Field(
+        None, description="Overrides the provider's key (else litellm's env)."
+    )
+    judge_timeout_seconds: float = Field(120.0, gt=0, le=3600)
+
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="§7.8 constants for this server, as JSON; requests may lower "
+        "the ceilings, never raise them.",
+    )
+    max_body_bytes: int = Field(2_000_000, ge=1024, description="Request body size limit (413 above it).")
+    quote_ttl_seconds: int = Field(900, ge=1, description="How long a quote id can start a trace.")
+    max_running_traces: int = Field(
+        4, ge=1, le=256, description="Trace jobs running at once in this process."
+    )
+    wait_max_seconds: float = Field(
+        30.0, gt=0, le=600, description="Longest ?wait=true on GET /v1/traces/{id}."
+    )
+    sse_poll_seconds: float = Field(0.5, gt=0, le=30, description="How often an event stream re-reads a job.")
+    admin_tenant: str = "local"
+    admin_user: str = "admin"
+    warm_up: bool = Field(True, description="Load the tokenizer and litellm in the background at startup.")
+    log_level: str = "INFO"
+    log_json: bool = True
+
+    @cached_property
+    def base_params(self) -> Params:
+        """The server's §7.8 constants (defaults overridden by ``PROVENANCE_PARAMS``), validated."""
+        return DEFAULT_PARAMS.override(self.params)
+
+    @property
+    def effective_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite+aiosqlite:///{self.data_dir / 'provenance.db'}"
+
+    @property
+    def admin_key_file(self) -> Path:
+        return self.data_dir / "admin.key"
+
+    def ensure_data_dir(self) -> Path:
+        """Create the data directory (owner-only) if missing and return it."""
+        self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return self.data_dir

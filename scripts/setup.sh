@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Install everything the project needs into .venv from the hash-pinned lock file.
+# Idempotent: a second run only checks that the environment matches the lock.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON="${PYTHON:-python3.11}"
+command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
+if [ ! -x .venv/bin/python ]; then
+    "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --disable-pip-version-check "uv==0.13.9"
+.venv/bin/uv pip sync --quiet --python .venv/bin/python --require-hashes requirements.lock
+.venv/bin/uv pip install --quiet --python .venv/bin/python --no-deps -e .

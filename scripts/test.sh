@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The project's test command: installs everything on a fresh machine, then runs
+# lint, types and the whole test suite. CI runs exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+./scripts/setup.sh
+export LITELLM_LOCAL_MODEL_COST_MAP=True HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+
+.venv/bin/ruff check estimator provenance_api prompts tests bench
+.venv/bin/mypy
+.venv/bin/pytest -q "$@"

@@ -1,0 +1,246 @@
+"""Run the service for tests over real HTTP: in a thread (``ApiServer``) or as a separate process
+(``ServerProcess``, so it can be SIGKILLed), each on a free loopback port with its own data dir.
+Also the small turns and the scripted judge the API tests share."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+import uvicorn
+
+from estimator.llm import LLMRequest, LLMResponse, ScriptedLLM, Usage
+from provenance_api.app import create_app
+from provenance_api.auth import create_key
+from provenance_api.db.session import Database
+from provenance_api.jobs import LLMFactory
+from provenance_api.settings import Settings
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "fixtures"
+
+
+def load_fixture(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((FIXTURES / name).read_text(encoding="utf-8"))
+    return data
+
+
+def small_turn(turn_id: str = "t-small-1", **changes: Any) -> dict[str, Any]:
+    """Two sources in two layers (a tool return and the instructions): a trace plans 12 calls."""
+    turn: dict[str, Any] = {
+        "turn_id": turn_id,
+        "model": "openai/fake-judge",
+        "agent": "support bot",
+        "query": "Where is my order A-1?",
+        "response": "Order A-1 shipped on 2025-03-03 with DHL. Would you like the tracking number?",
+        "system_prompt": "You are a support agent. Always name the carrier of a shipment.",
+        "system_prompt_versioned": True,
+        "response_payload": {
+            "tool_calls": [
+                {
+                    "name": "lookup_order",
+                    "arguments": {"order_id": "A-1"},
+                    "response": "Order A-1 shipped 2025-03-03 with carrier DHL, tracking 99812.",
+                }
+            ]
+        },
+    }
+    turn.update(changes)
+    return turn
+
+
+SMALL_CLAIM = "Order A-1 shipped on 2025-03-03 with DHL."
+SMALL_KEY = "with carrier DHL"
+
+
+def _approx_tokens(text: str) -> int:
+    return max(1, (len(text) + 3) // 4)  # as FakeOpenAI counts usage
+
+
+class KeyedJudge:
+    """A scripted judge keyed on one phrase: judge calls answer 9 when the phrase is among the
+    sources shown and 2 when not; span checks answer "supported" quoting the phrase when the
+    source holds it, else "silent". The same script serves FakeOpenAI (an OpenAI request body)
+    and ScriptedLLM (the estimator's request), with the usage FakeOpenAI reports."""
+
+    def __init__(self, key: str = SMALL_KEY) -> None:
+        self.key = key
+
+    def answer(self, system: str, user: str) -> str:
+        if "strict judge of support" in system:
+            return "9" if self.key in user else "2"
+        if self.key in user:
+            return json.dumps(
+                {
+                    "verdict": "supported",
+                    "evidence_quote": self.key,
+                    "confidence": 0.9,
+                    "reason": "the source states it",
+                }
+            )
+        return json.dumps(
+            {"verdict": "silent", "evidence_quote": "", "confidence": 0.8, "reason": "nothing on it"}
+        )
+
+    @staticmethod
+    def _split(messages: list[dict[str, Any]]) -> tuple[str, str]:
+        system = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
+        user = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") != "system")
+        return system, user
+
+    def openai(self, request: dict[str, Any]) -> str:
+        return self.answer(*self._split(list(request.get("messages") or [])))
+
+    def scripted(self, request: LLMRequest) -> LLMResponse:
+        messages = [{"role": m.role, "content": m.content} for m in request.messages]
+        text = self.answer(*self._split(messages))
+        prompt = "\n".join(m.content for m in request.messages)
+        return LLMResponse(text=text, usage=Usage(_approx_tokens(prompt), _approx_tokens(text)))
+
+
+def scripted_factory(judge: KeyedJudge | None = None, latency: float = 0.0) -> LLMFactory:
+    """An llm_factory answering with ScriptedLLM running ``judge``."""
+    script = judge or KeyedJudge()
+
+    def build(model: str, api_base: str | None) -> ScriptedLLM:
+        return ScriptedLLM(script.scripted, model=model, latency=latency)
+
+    return build
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def make_key(data_dir: Path, tenant: str, user: str, **settings: Any) -> str:
+    """Create an API key in the service's storage, as ``provenance keys create`` does."""
+
+    async def work() -> str:
+        db = Database(Settings(data_dir=data_dir, **settings).effective_database_url)
+        try:
+            await db.migrate()
+            return (await create_key(db, tenant, user))[1]
+        finally:
+            await db.dispose()
+
+    return asyncio.run(work())
+
+
+class ApiServer:
+    """``create_app`` under uvicorn in a background thread, on 127.0.0.1 and a free port."""
+
+    def __init__(self, data_dir: Path, *, llm_factory: LLMFactory | None = None, **settings: Any) -> None:
+        self.data_dir = data_dir
+        self.settings = Settings(data_dir=data_dir, **settings)
+        self.app = create_app(self.settings, llm_factory)
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self.port: int = self._sock.getsockname()[1]
+        self.server = uvicorn.Server(
+            uvicorn.Config(
+                self.app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=2
+            )
+        )
+        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def admin_key(self) -> str:
+        return self.settings.admin_key_file.read_text().strip()
+
+    def key(self, tenant: str, user: str) -> str:
+        return make_key(self.data_dir, tenant, user)
+
+    def client(self, key: str | None = None, **kw: Any) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return httpx.Client(base_url=self.base_url, headers=headers, timeout=kw.pop("timeout", 30.0), **kw)
+
+    def __enter__(self) -> ApiServer:
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the API server did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.server.should_exit = True
+        self._thread.join(15)
+        self._sock.close()
+
+
+class ServerProcess:
+    """``python -m provenance_api.cli serve`` as a child process, so a test can SIGKILL it."""
+
+    def __init__(self, data_dir: Path, env: dict[str, str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.env = {**os.environ, "PROVENANCE_DATA_DIR": str(data_dir), **(env or {})}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.port = 0
+        self.out = data_dir / "serve.out"
+        self.err = data_dir / "serve.err"
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> ServerProcess:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with self.out.open("wb") as out, self.err.open("ab") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "provenance_api.cli", "serve", "--port", "0"],
+                env=self.env,
+                stdout=out,
+                stderr=err,
+                cwd=REPO,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"serve exited with {self.proc.returncode}: {self.err.read_text()[-2000:]}"
+                )
+            found = re.search(r"listening on http://127\.0\.0\.1:(\d+)", self.out.read_text())
+            if found:
+                self.port = int(found.group(1))
+                try:
+                    if httpx.get(self.base_url + "/readyz", timeout=2).status_code == 200:
+                        return self
+                except httpx.HTTPError:
+                    pass
+            time.sleep(0.05)
+        raise RuntimeError("serve did not become ready")
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()

@@ -1,0 +1,122 @@
+"""The cost gate (§6.8, §7.9) on the foundation fixtures and on corpora built to break it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from estimator.corpus import build_corpus
+from estimator.cost import plan_calls, quote_cost
+from estimator.params import DEFAULT_PARAMS
+from estimator.tokens import ApproxTokenizer
+from estimator.turn import StoredTurn
+from provenance_api.free_tier import cost_quote, gate_view
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+class FixedPricing:
+    def __init__(self, known: dict[str, tuple[float, float]]) -> None:
+        self.known = known
+
+    def price(self, model: str) -> tuple[float, float] | None:
+        return self.known.get(model)
+
+
+def load(name: str) -> StoredTurn:
+    return StoredTurn.model_validate_json((FIXTURES / name).read_text(encoding="utf-8"))
+
+
+def test_fixture_a_quotes_31_calls_and_warns_about_the_two_sources_over_the_window() -> None:
+    turn = load("eo_worldview_turn.json")
+    view = gate_view(turn)
+    assert len(view.corpus.layers_present()) == 3 and len(view.corpus) == 8
+    quote = cost_quote(turn, view.corpus, view.segments[0].text, model="openai/gpt-4o")
+    assert quote.planned_calls == (3 + 2) + (8 + 2) + 2 * 8 == 31
+    assert len(quote.truncated_sources) == 2
+    window_warnings = [w for w in quote.warnings if "700-token scoring window" in w]
+    assert len(window_warnings) == 2
+    for sid in quote.truncated_sources:
+        assert any(w.startswith(sid + " ") for w in window_warnings)
+    assert quote.refused is None
+    assert quote.cost_usd is not None and quote.cost_usd > 0
+
+
+def test_fixture_b_quotes_39_calls_with_two_layers_present() -> None:
+    turn = load("ndvi_parametric_turn.json")
+    view = gate_view(turn)
+    quote = cost_quote(turn, view.corpus, turn.response, model="openai/gpt-4o")
+    assert len(view.corpus.layers_present()) == 2
+    assert quote.planned_calls == (2 + 2) + (11 + 2) + 2 * 11 == 39
+
+
+def _turn_with_tool_text(text: str, history: list[str] | None = None) -> StoredTurn:
+    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": h} for i, h in enumerate(history or [])]
+    messages.append({"role": "user", "content": "what does the file say?"})
+    return StoredTurn.model_validate({
+        "turn_id": "t", "response": "It says so.", "system_prompt": "Be brief.",
+        "response_payload": {"tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"},
+                                             "response": text}]},
+        "request_payload": {"messages": messages},
+    })
+
+
+def test_over_evidence_ceiling_is_refused_with_the_reason() -> None:
+    turn = _turn_with_tool_text("word " * 80_000)
+    corpus = build_corpus(turn)
+    quote = quote_cost(corpus, "It says so.", model="m")
+    assert quote.refused is not None and "MAX_EVIDENCE_TOKENS" in quote.refused
+
+
+def test_evidence_ceiling_is_measured_on_the_untruncated_corpus() -> None:
+    # Measuring the trimmed size made the ceiling unreachable: twelve 6,000-token history messages
+    # are only 3,600 tokens once each is cut to 300, yet the corpus really is 72,000 tokens.
+    history = [("alpha beta gamma delta " * 1500) for _ in range(12)]
+    turn = _turn_with_tool_text("short file", history)
+    tok = ApproxTokenizer()
+    corpus = build_corpus(turn, tokenizer=tok)
+    trimmed = sum(tok.count(u.text) for u in corpus.units)
+    assert trimmed < DEFAULT_PARAMS.max_evidence_tokens
+    quote = quote_cost(corpus, "It says so.", model="m", tokenizer=tok)
+    assert quote.untruncated_tokens > DEFAULT_PARAMS.max_evidence_tokens
+    assert quote.refused is not None and "untruncated" in quote.refused
+
+
+def test_over_max_calls_is_refused_with_the_reason() -> None:
+    turn = load("eo_worldview_turn.json")
+    corpus = build_corpus(turn)
+    quote = quote_cost(corpus, "x", model="m", params=DEFAULT_PARAMS.override({"max_calls": 30}))
+    assert quote.refused is not None and "MAX_CALLS" in quote.refused and "31" in quote.refused
+
+
+def test_unknown_price_still_quotes_calls_and_tokens() -> None:
+    corpus = build_corpus(_turn_with_tool_text("the file text"))
+    quote = quote_cost(corpus, "It says so.", model="nobody/knows", pricing=FixedPricing({}))
+    assert quote.cost_usd is None and quote.planned_calls > 0 and quote.input_tokens > 0
+    assert any("cost is unknown" in w for w in quote.warnings)
+    assert quote.to_dict()["cost_usd"] is None
+
+
+def test_selection_length_multiplies_by_call_count() -> None:
+    tok = ApproxTokenizer()
+    corpus = build_corpus(_turn_with_tool_text("the file text"), tokenizer=tok)
+    short = quote_cost(corpus, "It says so.", model="m", tokenizer=tok)
+    longer_claim = "It says so. " + "word " * 100
+    long = quote_cost(corpus, longer_claim, model="m", tokenizer=tok)
+    extra = tok.count(longer_claim) - tok.count("It says so.")
+    judge_calls = short.plan.round1 + short.plan.round2
+    span_calls = short.plan.spans
+    assert long.input_tokens - short.input_tokens == extra * (judge_calls + span_calls)
+
+
+def test_price_comes_from_the_pricing_and_counts_output() -> None:
+    corpus = build_corpus(_turn_with_tool_text("the file text"))
+    quote = quote_cost(corpus, "c", model="m", pricing=FixedPricing({"m": (1e-6, 2e-6)}))
+    assert quote.cost_usd == quote.input_tokens * 1e-6 + quote.output_tokens * 2e-6
+
+
+def test_probe_adds_2k_calls_with_output_cap_disclosed() -> None:
+    corpus = build_corpus(_turn_with_tool_text("the file text"))
+    base = plan_calls(corpus)
+    probed = quote_cost(corpus, "c", model="m", probe=True)
+    assert probed.planned_calls == base.total + 2 * DEFAULT_PARAMS.causal_samples
+    assert probed.output_tokens >= 2 * DEFAULT_PARAMS.causal_samples * DEFAULT_PARAMS.causal_max_output
