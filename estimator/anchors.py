@@ -38,7 +38,7 @@ PATTERNS: tuple[tuple[str, str], ...] = (
     ("allcaps", r"\b[A-Z][A-Z0-9_]{2,}\b"),
     ("underscore_identifier", r"\b[A-Za-z][A-Za-z0-9]*(_[A-Za-z0-9]+)+\b"),
     ("camel_case", r"\b[a-z]+([A-Z][a-z0-9]+)+\b"),
-    ("quantity_unit", r"\b\d+(\.\d+)?\s?(?i:km|nm|mm|cm|deg|%|kb|mb|gb|tb|hz|px)\b"),
+    ("quantity_unit", r"\b\d+(\.\d+)?\s?(?i:km|nm|mm|cm|deg|%|kb|mb|gb|tb|hz|px)(?:\b|(?<=%))"),
     ("degrees", r"\d+(\.\d+)?\s?°"),
     ("iso_date", r"\b\d{4}-\d{2}-\d{2}\b"),
     ("version_decimal", r"\bv?\d+\.\d+(\.\d+)?\b"),
@@ -112,7 +112,7 @@ def anchors(text: str, params: Params = DEFAULT_PARAMS) -> tuple[str, ...]:
     return tuple(found)
 
 
-@lru_cache(maxsize=512)
+@lru_cache(maxsize=64)
 def _normalised(text: str) -> str:
     return normalise(text)
 

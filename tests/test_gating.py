@@ -148,6 +148,14 @@ def test_ties_go_to_the_lowest_ordinal_and_longest_block_wins() -> None:
     assert best_verbatim(sentence, corpus) == best_verbatim_difflib(sentence, corpus) == expected
 
 
+def test_repetitive_source_takes_the_window_path_and_still_agrees_with_difflib() -> None:
+    corpus = make_corpus("xy" * 3000, "ab" * 5000)  # every sampled k-gram occurs thousands of times
+    for sentence in ("ab" * 50 + "c" + "ab" * 30, "ba" * 20 + "c" + "ab" * 20 + "c" + "ba" * 20):
+        fast = best_verbatim(sentence, corpus)
+        assert fast == best_verbatim_difflib(sentence, corpus)
+    assert best_verbatim("ab" * 50 + "c" + "ab" * 30, corpus) == Citation("s1", 1, 1, "ab" * 50)
+
+
 def test_threshold_uses_the_same_float_comparison_as_the_definition() -> None:
     # 0.6 * 5 == 3.0000000000000004, so ceil() says 4 while 3 / 5 >= 0.6 holds: a naive T misses this quote.
     params = DEFAULT_PARAMS.override({"quote_min_chars": 1, "quote_min_fraction": 0.6})
