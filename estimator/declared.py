@@ -107,7 +107,11 @@ FILE_NAME = regex.compile(r"\b[\w-]+(?:\.[\w-]+)*\.(?:csv|tsv|json|jsonl|md|txt|
                           r"ya?ml|xml|html?|nc|tiff?|h5|hdf|parquet|zip|log|ipynb)\b", regex.IGNORECASE)
 _IDENTIFIERS: tuple[tuple[regex.Pattern[str], RefKind], ...] = ((URL, "url"), (PATH, "path"),
                                                               (FILE_NAME, "file_name"))
-_NEGATION = regex.compile(r"(?i)(?:\b(?:not|no|nothing|never|none|neither|nor|without)\b|n't\b)[^,;:.!?]*$")
+# A disclaimer of use ("I did not use …", "nothing is drawn from …"), not a negative claim ("no fee per …").
+_NEGATION = regex.compile(
+    r"(?i)(?:\b(?:not|no|nothing|never|none|neither|nor|without)\b|n't\b)(?:\s+[\w']+){0,3}?\s+"
+    r"(?:use|used|using|read|draw|drawn|take|taken|base|based|rely|relied|consult|consulted|check|checked|"
+    r"open|opened|access|accessed|come|comes|came|cite|cited)\b[^,;:.!?]*$")
 _PRONOUNS: frozenset[str] = frozenset({"it", "this", "that", "them", "these", "those", "there", "here",
                                        "which"})
 _WORD = regex.compile(r"[a-z0-9]+")
@@ -290,7 +294,7 @@ def _cue_refs(sentence: str, resolver: _Resolver) -> Iterator[DeclaredRef]:
             end = match.start("obj") + len(obj)
             ids, _ = resolver.identifiers(obj, match.start("obj"))
             tags = _phrase_tags(obj)
-            named = any(pattern.search(obj) for pattern, _ in _IDENTIFIERS) or MARKER.search(obj)
+            named = any(ident.search(obj) for ident, _ in _IDENTIFIERS) or MARKER.search(obj)
             if not ids and not named:  # a path or URL that is not in the context names nothing in it
                 ids = resolver.by_tags(tags, weak=not strong)
             if ids or strong:
@@ -310,7 +314,7 @@ def declared_refs(sentence: str, corpus: Corpus) -> tuple[DeclaredRef, ...]:
     found.sort(key=lambda r: (r.span[0], -(r.span[1] - r.span[0])))
     kept: list[DeclaredRef] = []
     for ref in found:
-        if _NEGATION.search(sentence[: ref.span[0]]):
+        if _NEGATION.search(sentence[: ref.span[1]]):
             continue  # "nothing here is drawn from …", "I did not use …": a disclaimer, not a credit
         if any(k.span[0] <= ref.span[0] and ref.span[1] <= k.span[1] for k in kept):
             continue
@@ -388,3 +392,9 @@ def grounding_ids_from_trace(trace: Any) -> tuple[str, ...]:
 
 def contradicting_ids_from_trace(trace: Any) -> tuple[str, ...]:
     return tuple(s.source_id for s in read_trace_sources(trace) if s.verdict == "contradicted" and s.verified)
+
+
+def audit_trace(sentence: str, corpus: Corpus, trace: Any) -> DeclaredAudit:
+    """``audit_declared`` with the grounding (and contradicting) sources a completed trace established."""
+    return audit_declared(sentence, corpus, grounding_ids_from_trace(trace),
+                          contradicting_ids=contradicting_ids_from_trace(trace))

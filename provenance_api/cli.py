@@ -62,26 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
     quote.add_argument("--json", action="store_true", help="print the stable JSON contract")
     quote.set_defaults(func=cmd_quote)
 
-    for register in _extra_commands():
-        register(sub)
+    from .cli_service import register as register_service
+    from .cli_trace import register as register_trace
+
+    register_trace(sub)
+    register_service(sub)
     return parser
-
-
-def _extra_commands() -> list[Any]:
-    registers: list[Any] = []
-    try:
-        from .cli_trace import register as trace_register
-
-        registers.append(trace_register)
-    except ImportError:  # pragma: no cover - only while a command module is absent
-        pass
-    try:
-        from .cli_service import register as service_register
-
-        registers.append(service_register)
-    except ImportError:  # pragma: no cover
-        pass
-    return registers
 
 
 def main(argv: Sequence[str] | None = None) -> int:

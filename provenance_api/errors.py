@@ -194,6 +194,7 @@ class ProviderError(ProvenanceError, LLMError):
     ``provider_status``: the provider's HTTP status, when it answered one.
     ``retry_after``: seconds the provider asked us to wait, when it said so.
     ``retryable``: whether a later identical call may succeed.
+    ``provider_message``: the provider's own error text (secrets scrubbed), when it gave one.
     """
 
     status = 502
@@ -202,7 +203,8 @@ class ProviderError(ProvenanceError, LLMError):
     retryable: ClassVar[bool] = False
 
     def __init__(self, detail: str | None = None, *, billed: bool = False, provider_status: int | None = None,
-                 retry_after: float | None = None, field: str | None = None, fix: str | None = None,
+                 retry_after: float | None = None, provider_message: str | None = None,
+                 field: str | None = None, fix: str | None = None,
                  extra: Mapping[str, Any] | None = None) -> None:
         merged = dict(extra or {})
         if provider_status is not None:
@@ -213,6 +215,7 @@ class ProviderError(ProvenanceError, LLMError):
         self.billed = billed  # after super(): LLMError.__init__ resets it
         self.provider_status = provider_status
         self.retry_after = retry_after
+        self.provider_message: str = scrub_secrets(provider_message or "")
 
     def headers(self) -> dict[str, str]:
         return _retry_after_header(self.retry_after)

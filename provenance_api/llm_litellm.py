@@ -14,12 +14,12 @@ Behaviour:
 * **Errors** are mapped by exception type (and, where litellm's types are ambiguous, by the
   exception's cause chain): see ``_classify``. Messages never contain the api key or header values.
 * **Structured output**: a request with ``json_schema`` is sent with
-  ``response_format={"type": "json_schema", ...}``. If the server rejects that (a 400/422 naming
-  response_format/schema/grammar, or any 500 to a schema request — llama.cpp's server answers 500),
-  the same call falls back to ``{"type": "json_object", "schema": ...}`` and then to no
-  ``response_format``; the mode that worked is remembered for later calls of this client (a
-  rejection that names the schema is remembered at once). JSON answers are stripped of markdown
-  code fences.
+  ``response_format={"type": "json_schema", ...}``. If the server rejects that, the same call falls
+  back to ``{"type": "json_object", "schema": ...}`` and then to no ``response_format`` (llama.cpp's
+  server answers 500 to ``json_schema``). A 400/422/500 whose message names response_format /
+  schema / grammar falls back at once and for good; a bare 500 is first retried like any 5xx (it
+  may be transient), and falls back only when the retries are spent. The mode that worked is
+  remembered for later calls of this client. JSON answers are stripped of markdown code fences.
 * **Accounting**: ``calls_attempted`` counts HTTP attempts; ``calls_answered`` attempts that got a
   2xx answer, usable or not; ``calls_billed`` answers that reported token usage. The billing rule:
   *an attempt is billed when the provider answered 2xx with usage reporting tokens*. So a 2xx
@@ -232,12 +232,11 @@ def _retry_after(exc: BaseException) -> float | None:
 
 
 class _StructuredOutputRejected(Exception):
-    """Internal: the server rejected the response_format of this attempt."""
+    """Internal: the server rejected the response_format of this attempt, naming it."""
 
-    def __init__(self, error: ProviderError, *, definitive: bool) -> None:
+    def __init__(self, error: ProviderError) -> None:
         super().__init__(str(error))
         self.error = error
-        self.definitive = definitive
 
 
 @dataclass
@@ -319,11 +318,20 @@ class LiteLLMClient:
                 try:
                     answer = await self._with_retries(litellm, kwargs, state, structured=mode != "none")
                 except _StructuredOutputRejected as rejected:
+                    # the server named the schema / response_format: this mode will never work here
                     log.info("%s: the server rejected response_format %s (%s); falling back",
                              self._model, mode, rejected.error.detail)
                     index += 1
-                    if rejected.definitive:
-                        self._remember_mode(index)
+                    self._remember_mode(index)
+                    continue
+                except ProviderUnavailable as err:
+                    if mode == "none" or err.provider_status != 500:
+                        raise
+                    # a bare 500 to a schema request, even after retries: try the next mode for this
+                    # call, and keep it only if it works
+                    log.info("%s: HTTP 500 to response_format %s (%s); falling back",
+                             self._model, mode, err.detail)
+                    index += 1
                     continue
                 self._remember_mode(index)
                 return self._response(answer, json_answer=True)
@@ -394,7 +402,7 @@ class LiteLLMClient:
         exc = outcome.exception() if outcome is not None else None
         retry_after = getattr(exc, "retry_after", None)
         if isinstance(retry_after, int | float) and retry_after > 0:
-            delay = max(delay, float(retry_after))
+            pass
         return float(min(delay, self.backoff_max))
 
     def _log_retry(self, retry_state: RetryCallState) -> None:
@@ -420,20 +428,21 @@ class LiteLLMClient:
             raise ProviderTimeout(f"{self._model}: no answer within {self.timeout:g}s") from None
         except Exception as exc:
             error, answered = self._classify(litellm, exc)
+            error.provider_message = self._provider_message(exc)
             if answered:
                 self.calls_answered += 1
-            if structured and self._is_schema_rejection(error):
-                raise _StructuredOutputRejected(
-                    error, definitive=bool(_SCHEMA_WORDS.search(error.detail))) from None
+            if structured and self._names_the_schema(error):
+                raise _StructuredOutputRejected(error) from None
             raise error from None  # the provider exception may quote secrets: not chained
         self.calls_answered += 1
         return self._read(litellm, response, state)
 
     @staticmethod
-    def _is_schema_rejection(error: ProviderError) -> bool:
-        if isinstance(error, ProviderBadRequest) and error.provider_status in (400, 422):
-            return bool(_SCHEMA_WORDS.search(error.detail))
-        return isinstance(error, ProviderUnavailable) and error.provider_status == 500
+    def _names_the_schema(error: ProviderError) -> bool:
+        """A 400/422/500 whose message names response_format / schema / grammar."""
+        return (error.provider_status in (400, 422, 500)
+                and isinstance(error, ProviderBadRequest | ProviderUnavailable)
+                and bool(_SCHEMA_WORDS.search(error.provider_message)))
 
     def _read(self, litellm: Any, response: Any, state: _CallState) -> _Answer:
         usage_obj = _get(response, "usage")

@@ -13,6 +13,7 @@ from estimator.corpus import build_corpus
 from estimator.declared import (
     DeclaredRef,
     audit_declared,
+    audit_trace,
     contradicting_ids_from_trace,
     declared_refs,
     grounding_ids_from_trace,
@@ -79,6 +80,9 @@ def test_paths_file_names_and_tool_names_count_only_when_they_name_a_source() ->
     assert credited("I could not read the attached survey_2024.xlsx, so nothing here is drawn from it.",
                     WOODS) == []
     assert credited("I did not use species_profile for this.", WOODS) == []
+    assert credited("Nothing here is drawn from the help center.", SHOP) == []
+    # …while a negative claim keeps its credit.
+    assert credited("There is no restocking fee per my instructions.", SHOP) == [("phrase", ("s3",))]
 
 
 def test_the_best_matching_source_wins_and_ties_keep_every_candidate() -> None:
@@ -180,6 +184,9 @@ def test_grounding_ids_from_a_trace_object_or_its_dict() -> None:
     assert contradicting_ids_from_trace(trace) == ("s3",)
     assert [s.verified for s in read_trace_sources(trace)] == [True, False, False, True, False, False]
     assert grounding_ids_from_trace({"sources": []}) == ()
+    assert audit_trace("Per your order record, it shipped.", SHOP, trace).outcome == "consistent"
+    refuted = audit_trace("As stated in the return label confirmation, it shipped.", SHOP, trace.to_dict())
+    assert refuted.outcome == "conflated" and refuted.grounding == ("s0", "s1")
 
 
 CUE_PIECES = ["according to ", "per the ", "your order record says ", "as you said ", "[1] ", "[s9] ",

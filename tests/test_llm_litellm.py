@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -13,7 +14,8 @@ from support.fake_openai import FakeOpenAI, FakeReply
 
 from estimator.cost import Pricing
 from estimator.llm import LLM, LLMError, LLMRequest, Message
-from estimator.tokens import Tokenizer
+from estimator.tokens import ApproxTokenizer, Tokenizer
+from provenance_api import tokenizer as tokenizer_module
 from provenance_api.errors import (
     InvalidInput,
     ProvenanceError,
@@ -151,24 +153,41 @@ async def test_json_schema_request_uses_response_format_json_schema() -> None:
         assert llm.structured_mode == "json_schema"
 
 
-async def test_schema_rejected_falls_back_to_json_object_and_remembers() -> None:
+async def test_bare_500_to_a_schema_is_retried_then_falls_back_to_json_object_and_remembers() -> None:
     with FakeOpenAI(lambda req: ANSWER, reject_json_schema=True) as srv:  # like llama.cpp: 500
-        llm = client(srv)
+        llm = client(srv, max_attempts=2)
         first = await llm.complete(schema_request())
         assert json.loads(first.text)["verdict"] == "supported"
-        assert [rf_type(b) for b in srv.requests] == ["json_schema", "json_object"]
-        assert srv.requests[1]["response_format"]["schema"] == SCHEMA
+        assert [rf_type(b) for b in srv.requests] == ["json_schema", "json_schema", "json_object"]
+        assert srv.requests[2]["response_format"]["schema"] == SCHEMA
         assert llm.structured_mode == "json_object"
 
         await llm.complete(schema_request())
-        assert [rf_type(b) for b in srv.requests] == ["json_schema", "json_object", "json_object"]
-        assert (llm.calls_attempted, llm.calls_answered, llm.calls_billed) == (3, 2, 2)
+        assert [rf_type(b) for b in srv.requests][3:] == ["json_object"]
+        assert (llm.calls_attempted, llm.calls_answered, llm.calls_billed) == (4, 2, 2)
+
+
+async def test_a_500_naming_the_schema_falls_back_at_once() -> None:
+    message = "1 validation error: response_format.type: Input should be 'text' or 'json_object'"
+    with FakeOpenAI(lambda req: ANSWER, reject_json_schema=message) as srv:
+        llm = client(srv, max_attempts=3)
+        await llm.complete(schema_request())
+        assert [rf_type(b) for b in srv.requests] == ["json_schema", "json_object"]
+        assert llm.structured_mode == "json_object"
+
+
+async def test_a_transient_500_to_a_schema_request_keeps_json_schema() -> None:
+    with FakeOpenAI(lambda req: ANSWER, faults=[FakeReply.error(500)]) as srv:
+        llm = client(srv)
+        await llm.complete(schema_request())
+        assert [rf_type(b) for b in srv.requests] == ["json_schema", "json_schema"]
+        assert llm.structured_mode == "json_schema"
 
 
 async def test_schema_and_json_object_rejected_fall_back_to_plain_and_remember() -> None:
     with FakeOpenAI(lambda req: "```json\n" + ANSWER + "\n```", reject_json_schema=True,
                     reject_json_object=True) as srv:
-        llm = client(srv)
+        llm = client(srv, max_attempts=1)
         first = await llm.complete(schema_request())
         assert json.loads(first.text)["confidence"] == 0.9  # fences stripped in plain mode
         assert [rf_type(b) for b in srv.requests] == ["json_schema", "json_object", None]
@@ -402,6 +421,19 @@ def test_tiktoken_tokenizer_offline() -> None:
     assert tok.count("<|endoftext|>") > 1  # special tokens are plain text here
     multibyte = "日本語のテキストです"
     assert multibyte.startswith(tok.truncate(multibyte, 3))
+
+
+def test_tokenizer_falls_back_without_touching_a_bad_bpe_file(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    bogus = tmp_path / "9b5ad71b2ce5302211f9c61530b329a4922fc6a4"  # tiktoken's cache name for cl100k
+    bogus.write_bytes(b"not a bpe file")
+    monkeypatch.setattr(tokenizer_module, "_ENCODING_CACHE", {})
+    monkeypatch.setattr(tokenizer_module, "bundled_tiktoken_dir", lambda: tmp_path)
+    tok = TiktokenTokenizer()
+    assert not tok.exact and tok.fallback_reason and "digest" in tok.fallback_reason
+    assert tok.count("hello world") == ApproxTokenizer().count("hello world")
+    assert tok.truncate("hello world", 2) == ApproxTokenizer().truncate("hello world", 2)
+    assert bogus.read_bytes() == b"not a bpe file"  # tiktoken would have deleted it and downloaded
 
 
 # --------------------------------------------------------------------------- errors and litellm setup

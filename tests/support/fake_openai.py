@@ -157,7 +157,7 @@ class FakeOpenAI:
         *,
         faults: FaultPlan | None = None,
         api_key: str | None = None,
-        reject_json_schema: bool = False,
+        reject_json_schema: bool | str = False,
         reject_json_object: bool = False,
         model_ids: Sequence[str] = ("fake",),
         host: str = "127.0.0.1",
@@ -165,8 +165,9 @@ class FakeOpenAI:
         """``api_key``: when set, a request without ``Authorization: Bearer <api_key>`` gets a 401
         whose message echoes the key it was given (as some providers do), so tests can check that
         clients never repeat secrets. ``reject_json_schema``: a ``response_format`` of type
-        ``json_schema`` answers 500 (like the stock llama.cpp server). ``reject_json_object``: a
-        ``response_format`` of type ``json_object`` answers 400."""
+        ``json_schema`` answers 500 (like the stock llama.cpp server), with a bare "Internal Server
+        Error" message, or with the given string. ``reject_json_object``: a ``response_format`` of
+        type ``json_object`` answers 400."""
         self.script: Script = script or _default_script
         self.faults = faults
         self.api_key = api_key
@@ -483,7 +484,9 @@ class FakeOpenAI:
         response_format = payload.get("response_format")
         rf_type = response_format.get("type") if isinstance(response_format, dict) else None
         if self.reject_json_schema and rf_type == "json_schema":
-            await self._error(writer, 500, "Internal Server Error")
+            rejection = self.reject_json_schema
+            message = rejection if isinstance(rejection, str) else "Internal Server Error"
+            await self._error(writer, 500, message)
             return True
         if self.reject_json_object and rf_type == "json_object":
             await self._error(writer, 400, "response_format type 'json_object' is not supported")

@@ -1,0 +1,103 @@
+"""The command line on stored-turn files: the stable JSON contracts and the trace over real HTTP."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from provenance_api.cli import main
+from support.fake_openai import FakeOpenAI
+
+FIXTURE_A = str(Path(__file__).resolve().parents[1] / "fixtures" / "eo_worldview_turn.json")
+NOTE = "Non-authoritative note: classification maps can change"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_gate_json_is_the_stable_contract(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "gate", FIXTURE_A, "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert set(data["summary"]) >= {"sources", "sentences", "traceable", "quoted", "agent_voice", "action",
+                                    "unanchored"}
+    assert data["summary"]["sources"] == 8 and data["summary"]["sentences"] == 13
+    for seg in data["segments"]:
+        assert set(seg) >= {"id", "text", "start", "end", "status", "class", "anchors", "citations"}
+        for c in seg["citations"]:
+            assert set(c) >= {"source_id", "line_start", "line_end"}
+    quoted = [s for s in data["segments"] if s["status"] == "quoted"]
+    assert quoted and all(s["citations"] for s in quoted)
+
+
+def test_gate_text_starts_with_the_summary_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "gate", FIXTURE_A)
+    assert code == 0
+    assert out.splitlines()[1].startswith("8 sources · 13 sentences:")
+
+
+def test_quote_json_is_the_stable_contract(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "quote", FIXTURE_A, NOTE, "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["planned_calls"] == 31 and data["refused"] is None
+    assert isinstance(data["input_tokens"], int) and data["input_tokens"] > 0
+    assert isinstance(data["warnings"], list) and len([w for w in data["warnings"] if "700-token" in w]) == 2
+    assert "cost_usd" in data
+
+
+def test_quote_with_an_unpriced_model_reports_unknown_cost(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "quote", FIXTURE_A, NOTE, "--model", "openai/house-model-7", "--json")
+    assert code == 0 and json.loads(out)["cost_usd"] is None
+
+
+def test_sentence_not_in_the_response_is_refused_with_the_fix(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "quote", FIXTURE_A, "The moon is made of cheese.")
+    assert code == 2
+    assert "does not occur in the turn's response" in err and "fix:" in err
+
+
+def test_missing_file_is_a_clear_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(capsys, "gate", str(tmp_path / "absent.json"))
+    assert code == 2 and "no such file" in err
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"turn_id": "x"}', encoding="utf-8")
+    code, _, err = run(capsys, "gate", str(bad))
+    assert code == 2 and "field response" in err
+
+
+def _judge(request: dict[str, Any]) -> str:
+    system = request["messages"][0]["content"]
+    if "strict judge of support" in system:
+        user = request["messages"][-1]["content"]
+        return "5" if "agent instructions (system prompt)" in user else "1"
+    return json.dumps({"verdict": "silent", "evidence_quote": "", "confidence": 0.5, "reason": "nothing"})
+
+
+def test_trace_runs_over_real_http_and_never_exceeds_the_quote(capsys: pytest.CaptureFixture[str]) -> None:
+    with FakeOpenAI(_judge) as srv:
+        code, out, err = run(capsys, "trace", FIXTURE_A, NOTE, "--model", "openai/fake", "--api-base",
+                             srv.base_url, "--api-key", "test-key", "--yes", "--json")
+        answered = srv.answered
+    assert code == 0, err
+    data = json.loads(out)
+    assert set(data) >= {"gamma", "s_all", "s_none", "verdict", "layers", "sources", "omitted", "calls", "usage",
+                         "cost_usd"}
+    assert data["gamma"] == 4.0 and data["verdict"] == "attributed"
+    assert data["calls"]["made"] <= data["calls"]["planned"] == 31
+    assert data["calls"]["made"] == answered
+    assert "calls" in err  # progress went to stderr
+
+
+def test_trace_without_consent_spends_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    with FakeOpenAI(_judge) as srv:
+        code, _, err = run(capsys, "trace", FIXTURE_A, NOTE, "--model", "openai/fake", "--api-base",
+                           srv.base_url)
+        assert srv.requests == []
+    assert code == 2 and "nothing was spent" in err
