@@ -402,7 +402,7 @@ class LiteLLMClient:
         exc = outcome.exception() if outcome is not None else None
         retry_after = getattr(exc, "retry_after", None)
         if isinstance(retry_after, int | float) and retry_after > 0:
-            pass
+            delay = max(delay, float(retry_after))
         return float(min(delay, self.backoff_max))
 
     def _log_retry(self, retry_state: RetryCallState) -> None:
