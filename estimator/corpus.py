@@ -331,10 +331,7 @@ def build_corpus(turn: StoredTurn, params: Params = DEFAULT_PARAMS,
         ))
 
     prior = _history_messages(turn)
-    if params.history_max_messages == 0:
-        prior = []
-    else:
-        prior = prior[-params.history_max_messages:]
+    prior = [] if params.history_max_messages == 0 else prior[-params.history_max_messages:]
     for offset, (role, text, header) in enumerate(prior):
         turns_ago = len(prior) - offset
         role_label = _ROLE_LABELS.get(role, role)

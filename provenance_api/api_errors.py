@@ -20,12 +20,6 @@ class MethodNotAllowed(ProvenanceError):
     title = "Method not allowed"
 
 
-class BadRequest(ProvenanceError):
-    status = 400
-    type_slug = "bad-request"
-    title = "Bad request"
-
-
 class NotReady(ProvenanceError):
     """The service cannot serve yet (database unreachable, schema behind)."""
 

@@ -39,9 +39,7 @@ from .observability import Metrics, log_fields, redact, trace_id_var
 log = logging.getLogger("provenance_api.jobs")
 
 LLMFactory = Callable[[str, str | None], LLM]
-INTERRUPTED_ON_START = (
-    "the service stopped while this trace was queued or running; calls already billed are kept"
-)
+INTERRUPTED_ON_START = "the service stopped while this trace was queued or running; calls already billed are kept"
 INTERRUPTED_ON_STOP = "the service shut down while this trace was running; calls already billed are kept"
 
 
@@ -171,6 +169,7 @@ async def run_trace_job(ctx: TraceContext, job_id: str, reservation: Reservation
             outcome = "interrupted"
             return
         ctx.metrics.traces_running.inc()
+        log_fields(log, logging.INFO, "trace started", calls_reserved=reservation.calls)
         try:
             job = await crud_traces.get_job(ctx.db, None, job_id)
             outcome = await _execute(ctx, job, held)

@@ -20,7 +20,8 @@ Behaviour:
   schema / grammar falls back at once and for good; a bare 500 is first retried like any 5xx (it
   may be transient), and falls back only when the retries are spent. The mode that worked is
   remembered for later calls of this client. JSON answers are stripped of markdown code fences.
-* **Accounting**: ``calls_attempted`` counts HTTP attempts; ``calls_answered`` attempts that got a
+* **Accounting**: ``calls_attempted`` counts HTTP attempts (``retries`` of them repeats, after
+  ``retry_wait_seconds`` of backoff in all); ``calls_answered`` attempts that got a
   2xx answer, usable or not; ``calls_billed`` answers that reported token usage. The billing rule:
   *an attempt is billed when the provider answered 2xx with usage reporting tokens*. So a 2xx
   whose choices are empty but which carries usage raises ``ProviderResponseInvalid`` with
@@ -284,9 +285,12 @@ class LiteLLMClient:
         self.calls_attempted = 0
         self.calls_answered = 0
         self.calls_billed = 0
+        self.retries = 0  # attempts repeated after a retryable failure
+        self.retry_wait_seconds = 0.0  # total backoff slept before those repeats
 
     def __repr__(self) -> str:  # no key, no headers
-        return f"LiteLLMClient(model={self._model!r}, api_base={self.api_base!r})"
+        base = self._scrub(self.api_base) if self.api_base else None
+        return f"LiteLLMClient(model={self._model!r}, api_base={base!r})"
 
     @property
     def model(self) -> str:
@@ -299,7 +303,7 @@ class LiteLLMClient:
 
     def counters(self) -> dict[str, int]:
         return {"attempted": self.calls_attempted, "answered": self.calls_answered,
-                "billed": self.calls_billed}
+                "billed": self.calls_billed, "retries": self.retries}
 
     # ------------------------------------------------------------------ public
 
@@ -409,6 +413,8 @@ class LiteLLMClient:
         outcome = retry_state.outcome
         exc = outcome.exception() if outcome is not None else None
         delay = retry_state.next_action.sleep if retry_state.next_action is not None else 0.0
+        self.retries += 1
+        self.retry_wait_seconds += delay
         log.info("%s: attempt %d failed (%s); retrying in %.2fs", self._model, retry_state.attempt_number,
                  exc, delay)
 

@@ -117,16 +117,13 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
-        self.tokens = Counter(
-            "provenance_model_tokens_total", "Model tokens by direction", ["direction"], registry=r
-        )
+        self.tokens = Counter("provenance_model_tokens_total", "Model tokens by direction", ["direction"], registry=r)
         self.cost = Counter(
             "provenance_model_cost_usd_total", "Provider-reported cost of model calls (USD)", registry=r
         )
         self.cache_hits = Counter(
             "provenance_cache_hits_total",
-            "Calls avoided or discounted by a cache: "
-            "memo (per-trace memo) or provider (provider prompt cache)",
+            "Calls avoided or discounted by a cache: memo (per-trace memo) or provider (provider prompt cache)",
             ["kind"],
             registry=r,
         )
@@ -181,9 +178,13 @@ class RequestContextMiddleware:
         finally:
             elapsed = time.perf_counter() - started
             route = scope.get("route")
-            template = getattr(route, "path", None) or "unmatched"
+            template = getattr(route, "path_format", None) or getattr(route, "path", None) or "unmatched"
             self.metrics.requests.labels(scope["method"], template, str(status[0])).inc()
             self.metrics.latency.labels(scope["method"], template).observe(elapsed)
+            extra: dict[str, Any] = {}
+            trace_id = (scope.get("path_params") or {}).get("trace_id")
+            if trace_id:
+                extra["trace_id"] = trace_id
             log_fields(
                 _access,
                 logging.INFO,
@@ -192,5 +193,6 @@ class RequestContextMiddleware:
                 route=template,
                 status=status[0],
                 duration_ms=round(elapsed * 1000, 1),
+                **extra,
             )
             request_id_var.reset(token)

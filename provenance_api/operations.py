@@ -22,6 +22,7 @@ from .deps import Services
 from .errors import Conflict, CostRefused, RateLimited
 from .jobs import run_trace_job
 from .limits import request_params
+from .observability import trace_id_var
 from .schemas import (
     CitationOut,
     ExcludedOut,
@@ -133,9 +134,7 @@ def _price(
 ) -> tuple[str, str | None, dict[str, Any]]:
     view = free_tier.gate_view(record.turn, params)
     selection = free_tier.require_selection(record.turn, view, sentence)
-    quote = free_tier.cost_quote(
-        record.turn, view.corpus, selection.text, model=model, params=params, probe=probe
-    )
+    quote = free_tier.cost_quote(record.turn, view.corpus, selection.text, model=model, params=params, probe=probe)
     return selection.text, selection.segment_id, quote.to_dict()
 
 
@@ -229,9 +228,7 @@ async def start_trace(services: Services, caller: Principal, body: TraceIn) -> J
                 fix="raise max_cost_usd, lower params.max_sources, or choose a cheaper model",
             )
     if quote.refused is not None:
-        raise CostRefused(
-            quote.refused, field=field, fix="narrow the turn's corpus or lower the request's params"
-        )
+        raise CostRefused(quote.refused, field=field, fix="narrow the turn's corpus or lower the request's params")
     if quote.used_by is not None:
         raise Conflict(
             f"quote {quote.id!r} was already used to start trace {quote.used_by!r}",
@@ -248,6 +245,7 @@ async def start_trace(services: Services, caller: Principal, body: TraceIn) -> J
     except BaseException:
         await services.limiter.settle(reservation, 0)
         raise
+    trace_id_var.set(job.id)  # the request's log lines name the trace it started
     ctx = services.trace_context
     services.runner.submit(job.id, lambda: run_trace_job(ctx, job.id, reservation))
     return job

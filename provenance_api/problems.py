@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .api_errors import BadRequest, MethodNotAllowed
+from .api_errors import MethodNotAllowed
 from .errors import InvalidInput, NotFound, PayloadTooLarge, ProvenanceError, Unauthorized
 from .observability import log_fields, request_id_var
 
@@ -73,7 +73,11 @@ def http_problem(exc: StarletteHTTPException) -> ProvenanceError:
     if exc.status_code == 401:
         return Unauthorized(str(exc.detail))
     if exc.status_code in (400, 422):
-        return BadRequest("the request could not be read", fix="send a valid JSON body")
+        return InvalidInput(
+            "the request body could not be read as JSON",
+            field="body",
+            fix="send a UTF-8 JSON body with Content-Type: application/json",
+        )
     return ProvenanceError()
 
 

@@ -60,6 +60,20 @@ class Problem(BaseModel):
 
 
 class TurnStored(_Out):
+    model_config = ConfigDict(
+        frozen=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "turn_id": "turn-support-fallback-0042",
+                    "digest": "9f2c…",
+                    "stored_at": "2026-01-05T10:00:00Z",
+                    "created": True,
+                }
+            ]
+        },
+    )
+
     turn_id: str
     digest: str = Field(description="sha256 of the turn's canonical JSON: its identity for idempotency")
     stored_at: datetime
@@ -182,11 +196,7 @@ class SegmentsIn(BaseModel):
         extra="forbid",
         json_schema_extra={
             "examples": [
-                {
-                    "segments": [
-                        {"id": "p1", "text": "Layer: MODIS Annual Land Cover Type (IGBP classification)."}
-                    ]
-                }
+                {"segments": [{"id": "p1", "text": "Layer: MODIS Annual Land Cover Type (IGBP classification)."}]}
             ]
         },
     )
@@ -219,9 +229,7 @@ class QuoteIn(BaseModel):
         max_length=20_000,
         description="text of the response (after normalisation) or a segment id such as r3",
     )
-    model: str | None = Field(
-        None, min_length=1, max_length=256, description="litellm model string of the judge"
-    )
+    model: str | None = Field(None, min_length=1, max_length=256, description="litellm model string of the judge")
     probe: bool = False
     params: ParamsOverride | None = Field(None, description=PARAMS_DESCRIPTION)
 
@@ -295,8 +303,7 @@ class TraceIn(BaseModel):
         missing = [k for k, v in inline.items() if v is None]
         if missing:
             raise InvalidInput(
-                f"without quote_id a trace needs turn_id, sentence and max_cost_usd; missing "
-                f"{', '.join(missing)}",
+                f"without quote_id a trace needs turn_id, sentence and max_cost_usd; missing {', '.join(missing)}",
                 field=missing[0],
                 fix="send {quote_id} from POST /v1/quotes, or all of turn_id, sentence, max_cost_usd",
             )

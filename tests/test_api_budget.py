@@ -10,6 +10,7 @@ import httpx
 import pytest
 from support.api_server import SMALL_CLAIM, ApiServer, scripted_factory, small_turn
 
+from estimator.llm import ScriptedLLM
 from provenance_api.limits import InProcessLimiter
 
 PLANNED = 12  # the small turn's quote: (2+2) + (2+2) + 2·2
@@ -103,3 +104,27 @@ async def test_window_slides_and_settling_keeps_only_used_calls() -> None:
     assert (await limiter.state("t/u")).remaining == 5
     await limiter.settle(second, 0)
     assert (await limiter.state("t/u")).remaining == 10
+
+
+def test_per_trace_concurrency_is_capped_and_overrides_cannot_raise_it(tmp_path: Path) -> None:
+    built: list[ScriptedLLM] = []
+    inner = scripted_factory(latency=0.1)
+
+    def factory(model: str, api_base: str | None) -> ScriptedLLM:
+        llm = inner(model, api_base)
+        assert isinstance(llm, ScriptedLLM)
+        built.append(llm)
+        return llm
+
+    with (
+        ApiServer(tmp_path, llm_factory=factory, params={"concurrency": 3}, warm_up=False) as srv,
+        srv.client(srv.admin_key) as api,
+    ):
+        api.post("/v1/turns", json=small_turn())
+        over = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": "r0", "params": {"concurrency": 4}})
+        assert over.status_code == 422 and over.json()["field"] == "params.concurrency"
+        for cap in (3, 1):
+            q = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": "r0", "params": {"concurrency": cap}})
+            started = api.post("/v1/traces", json={"quote_id": q.json()["quote_id"]})
+            assert api.get(started.headers["location"], params={"wait": "true"}).json()["status"] == "succeeded"
+            assert built[-1].max_in_flight == cap

@@ -353,6 +353,7 @@ def test_health_readiness_metrics_and_request_ids(server: ApiServer, api: httpx.
         assert echoed.headers["x-request-id"] == "abc-123"
         assert len(anon.get("/healthz").headers["x-request-id"]) == 32
         api.post("/v1/traces", json={"quote_id": _quote(api)})
+        api.get(f"/v1/turns/{EO_ID}")
         text = anon.get("/metrics").text
     assert 'provenance_http_requests_total{method="GET",route="/v1/turns/{turn_id}",status="200"}' in text
     assert 'provenance_traces_total{outcome="succeeded"}' in text

@@ -235,6 +235,7 @@ async def test_429_is_retried_after_retry_after() -> None:
         assert response.text == "ok"
         first, second = srv.chat_arrivals
         assert second - first >= 0.2
+        assert llm.retries == 1 and llm.retry_wait_seconds >= 0.2  # not just litellm's own latency
         assert (llm.calls_attempted, llm.calls_answered, llm.calls_billed) == (2, 1, 1)
         assert srv.answered == 1
 
@@ -466,12 +467,21 @@ def test_litellm_is_configured_quietly_and_offline() -> None:
     assert "gpt-4o" in litellm.model_cost
 
 
-def test_fake_server_lists_models() -> None:
+def test_fake_server_lists_models_and_reports_script_errors() -> None:
     import httpx
 
-    with FakeOpenAI(model_ids=("fake", "local")) as srv:
+    def broken(req: dict[str, Any]) -> str:
+        raise KeyError("oops")
+
+    with FakeOpenAI(broken, model_ids=("fake", "local")) as srv:
         started = time.monotonic()
         data = httpx.get(srv.base_url + "/models", timeout=5).json()
         assert [m["id"] for m in data["data"]] == ["fake", "local"]
         assert srv.records[0].path == "/v1/models" and srv.records[0].arrived >= started
         assert srv.requests == []  # only chat completions count as requests
+
+        answer = httpx.post(srv.base_url + "/chat/completions", json={"model": "fake", "messages": []},
+                            timeout=5)
+        assert answer.status_code == 500 and "KeyError" in answer.json()["error"]["message"]
+        assert [type(e) for e in srv.script_errors] == [KeyError]
+        assert srv.answered == 0 and len(srv.requests) == 1

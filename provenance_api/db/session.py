@@ -14,7 +14,6 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, event, text
 from sqlalchemy.engine import make_url
@@ -78,7 +77,7 @@ class Database:
         try:
             async with self.engine.connect() as conn:
                 await conn.execute(text("SELECT 1"))
-                current = await conn.run_sync(_current_revision)
+                current = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
         except Exception as exc:  # a readiness probe reports, it does not raise
             return False, f"database unreachable: {type(exc).__name__}"
         head = ScriptDirectory.from_config(alembic_config()).get_current_head()
@@ -94,7 +93,3 @@ def _upgrade(connection: Connection) -> None:
     cfg = alembic_config()
     cfg.attributes["connection"] = connection
     command.upgrade(cfg, "head")
-
-
-def _current_revision(connection: Connection) -> str | None:
-    return MigrationContext.configure(connection).get_current_revision()

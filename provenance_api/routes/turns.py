@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Body, Query, Response, status
 from fastapi import Path as PathParam
@@ -27,7 +28,15 @@ from ..schemas import (
 
 router = APIRouter(prefix="/v1/turns", tags=["turns"], responses=problem_responses(401, 422))
 
-TurnId = Annotated[str, PathParam(min_length=1, max_length=256, description="the turn's turn_id")]
+TurnId = Annotated[
+    str,
+    PathParam(
+        min_length=1,
+        max_length=256,
+        description="the turn's turn_id (may contain /)",
+        examples=["turn-support-fallback-0042"],
+    ),
+]
 
 
 def _example_turn() -> dict[str, Any]:
@@ -72,7 +81,7 @@ async def store_turn(
     record, created = await crud_turns.put_turn(svc.db, caller.tenant, caller.user, turn)
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
     if created:
-        response.headers["Location"] = f"/v1/turns/{turn.turn_id}"
+        response.headers["Location"] = "/v1/turns/" + quote(turn.turn_id, safe="")
     return TurnStored(
         turn_id=record.turn_id, digest=record.digest, stored_at=record.stored_at, created=created
     )
@@ -108,15 +117,7 @@ async def list_turns(
 
 
 @router.get(
-    "/{turn_id}", response_model=TurnOut, responses=problem_responses(404), summary="Read a stored turn"
-)
-async def get_turn(svc: Svc, caller: Caller, turn_id: TurnId) -> TurnOut:
-    record = await crud_turns.get_turn(svc.db, caller.tenant, turn_id)
-    return TurnOut(turn_id=record.turn_id, digest=record.digest, stored_at=record.stored_at, turn=record.turn)
-
-
-@router.get(
-    "/{turn_id}/sources",
+    "/{turn_id:path}/sources",
     response_model=SourcesOut,
     responses=problem_responses(404),
     summary="The turn's corpus by layer",
@@ -128,7 +129,7 @@ async def get_sources(svc: Svc, caller: Caller, turn_id: TurnId) -> SourcesOut:
 
 
 @router.get(
-    "/{turn_id}/segments",
+    "/{turn_id:path}/segments",
     response_model=SegmentsOut,
     responses=problem_responses(404),
     summary="The free tier: every sentence with its status",
@@ -140,7 +141,7 @@ async def get_segments(svc: Svc, caller: Caller, turn_id: TurnId) -> SegmentsOut
 
 
 @router.post(
-    "/{turn_id}/segments",
+    "/{turn_id:path}/segments",
     response_model=SegmentsOut,
     responses=problem_responses(404, 413),
     summary="The free tier on the client's own segments",
@@ -149,3 +150,11 @@ async def post_segments(svc: Svc, caller: Caller, turn_id: TurnId, body: Segment
     """Segments as the client's renderer drew them, used as given (never re-split). Zero model calls."""
     client = [(s.id, s.text) for s in body.segments]
     return await operations.turn_segments(svc, caller, turn_id, client, body.params)
+
+
+@router.get(
+    "/{turn_id:path}", response_model=TurnOut, responses=problem_responses(404), summary="Read a stored turn"
+)
+async def get_turn(svc: Svc, caller: Caller, turn_id: TurnId) -> TurnOut:
+    record = await crud_turns.get_turn(svc.db, caller.tenant, turn_id)
+    return TurnOut(turn_id=record.turn_id, digest=record.digest, stored_at=record.stored_at, turn=record.turn)

@@ -134,7 +134,7 @@ def make_key(data_dir: Path, tenant: str, user: str, **settings: Any) -> str:
         db = Database(Settings(data_dir=data_dir, **settings).effective_database_url)
         try:
             await db.migrate()
-            return (await create_key(db, tenant, user))[1]
+            return str((await create_key(db, tenant, user))[1])
         finally:
             await db.dispose()
 
@@ -164,7 +164,7 @@ class ApiServer:
 
     @property
     def admin_key(self) -> str:
-        return self.settings.admin_key_file.read_text().strip()
+        return str(self.settings.admin_key_file.read_text().strip())
 
     def key(self, tenant: str, user: str) -> str:
         return make_key(self.data_dir, tenant, user)

@@ -11,7 +11,9 @@ over real sockets exactly as they would to a provider::
 
 Endpoints: ``POST /v1/chat/completions`` (non-streaming) and ``GET /v1/models``.
 
-``script(request_json) -> str | FakeReply`` decides each answer. A ``FakeReply`` can carry
+``script(request_json) -> str | FakeReply`` decides each answer (it runs on the server's event
+loop, so keep it quick; ask for latency with ``FakeReply.delay``; an exception it raises is
+answered as a 500 and kept in ``script_errors``). A ``FakeReply`` can carry
 faults: an HTTP error status (429 with ``Retry-After``, 500, 503, ...), a connection reset,
 a delay, an empty or malformed body, a body without choices, and explicit usage numbers.
 ``faults`` injects faults by request index (a list, ``None`` entries meaning "no fault", or a
@@ -189,6 +191,7 @@ class FakeOpenAI:
         self._tasks: set[asyncio.Task[None]] = set()
         self._started = threading.Event()
         self._start_error: BaseException | None = None
+        self.script_errors: list[Exception] = []  # exceptions raised by the script or fault plan
 
     # ------------------------------------------------------------------ observations
 
@@ -460,15 +463,21 @@ class FakeOpenAI:
         if payload.get("stream"):
             await self._error(writer, 400, "streaming is not supported by this fake server")
             return True
-        fault = self._planned_fault(index, payload)
-        if fault is None or (fault.text is None and fault.status == 200
-                             and not (fault.reset or fault.empty_body or fault.malformed)):
-            answer = self.script(payload)
-            scripted = answer if isinstance(answer, FakeReply) else FakeReply(text=answer)
-            # a fault that only tweaks (delay, usage, headers) answers with the script's text
-            reply = scripted if fault is None else replace(fault, text=scripted.text)
-        else:
-            reply = fault
+        try:
+            fault = self._planned_fault(index, payload)
+            if fault is None or (fault.text is None and fault.status == 200
+                                 and not (fault.reset or fault.empty_body or fault.malformed)):
+                answer = self.script(payload)
+                scripted = answer if isinstance(answer, FakeReply) else FakeReply(text=answer)
+                # a fault that only tweaks (delay, usage, headers) answers with the script's text
+                reply = scripted if fault is None else replace(fault, text=scripted.text)
+            else:
+                reply = fault
+        except Exception as exc:  # a broken script is a test bug: answer 500 and keep it for the test
+            with self._lock:
+                self.script_errors.append(exc)
+            await self._error(writer, 500, f"fake server script raised {type(exc).__name__}: {exc}")
+            return True
         if reply.delay:
             await asyncio.sleep(reply.delay)
         if reply.reset:
@@ -522,8 +531,8 @@ class FakeOpenAI:
                 "total_tokens": prompt_tokens + completion_tokens,
                 "prompt_tokens_details": {"cached_tokens": reply.cached_tokens or 0},
             }
-        await self._write(writer, 200, json.dumps(body).encode(), extra_headers)
-        if reply.include_usage:
+        if reply.include_usage:  # counted before the write: the client may read the answer at once
             with self._lock:
                 self._answered += 1
+        await self._write(writer, 200, json.dumps(body).encode(), extra_headers)
         return True

@@ -1,0 +1,236 @@
+"""Support for the viewer's browser tests: the service with a scripted judge behind the real litellm
+adapter, headless Chromium driven by Playwright, and screenshots.
+
+The judge is an OpenAI-compatible server on loopback (``FakeOpenAI``) answering from
+``SourceKeyedJudge``; the service reaches it through its default ``LiteLLMClient`` (settings
+``judge_api_base``/``judge_api_key``), exactly as it would reach a provider.
+
+Chromium is the distribution's package (``/usr/bin/chromium``, or ``PROVENANCE_CHROMIUM``); no
+browser is downloaded. Each browser starts with a fresh, temporary profile.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import BrowserContext, ConsoleMessage, Page, sync_playwright
+from support.api_server import ApiServer
+from support.fake_openai import FakeOpenAI, FakeReply
+
+from estimator.fence import FENCE
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "fixtures"
+ARTIFACTS = REPO / "test-artifacts" / "ui"
+DOCS_SCREENSHOT = REPO / "docs" / "result-view.png"
+TAU_BENCH = Path(__file__).resolve().parents[2] / "shared/data/tau-bench/airline-gpt-4o-dev.json"
+CHROMIUM = Path(os.environ.get("PROVENANCE_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+JUDGE_KEY = "test-judge-key"
+JUDGE_SYSTEM_MARK = "strict judge of support"
+SUPPORT_HEADINGS = ("\n\nSOURCE:\n", "\n\nAGENT INSTRUCTIONS:\n")
+
+
+def load_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def require_chromium() -> Path:
+    if not CHROMIUM.is_file():
+        pytest.fail(
+            f"Chromium not found at {CHROMIUM}: install the Debian package 'chromium' "
+            "(scripts/system-deps.sh does) or set PROVENANCE_CHROMIUM"
+        )
+    return CHROMIUM
+
+
+def require_tau_bench() -> list[dict[str, Any]]:
+    if not TAU_BENCH.is_file():
+        pytest.fail(f"τ-bench data missing: expected {TAU_BENCH} (shared/data beside the repository)")
+    data: list[dict[str, Any]] = load_json(TAU_BENCH)
+    return data
+
+
+# --------------------------------------------------------------------------- the scripted judge
+
+
+def _split(messages: Sequence[Any]) -> tuple[str, str]:
+    system = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
+    user = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") != "system")
+    return system, user
+
+
+def _fenced(text: str) -> str:
+    """The data between the first two fence lines (the source's own text), else ''."""
+    parts = text.split(FENCE)
+    return parts[1] if len(parts) >= 3 else ""
+
+
+def quote_around(text: str, at: int, length: int, margin: int = 40) -> str:
+    """A verbatim span of ``text`` around ``text[at:at+length]``, within its line and cut at spaces
+    (so no JSON escape is split): what a careful judge would copy."""
+    line_start = text.rfind("\n", 0, at) + 1
+    line_end = text.find("\n", at + length)
+    line_end = len(text) if line_end < 0 else line_end
+    start = max(line_start, at - margin)
+    if start > line_start:
+        space = text.find(" ", start, at)
+        start = space + 1 if space >= 0 else at
+    end = min(line_end, at + length + margin)
+    if end < line_end:
+        space = text.rfind(" ", at + length, end)
+        end = space if space >= 0 else at + length
+    return text[start:end].strip()
+
+
+@dataclass
+class SourceKeyedJudge:
+    """A forced-choice judge keyed on phrases: 9 when any key is among the sources shown, else 2; a span
+    check answers "supported" quoting the text around the key when the source holds it, else
+    "silent". Keys are matched case-insensitively, in the sources only (never in the claim)."""
+
+    keys: Sequence[str]
+    delay: float = 0.0
+    calls: list[str] = field(default_factory=list)
+
+    def _find(self, text: str) -> tuple[int, int] | None:
+        lowered = text.casefold()
+        for key in self.keys:
+            at = lowered.find(key.casefold())
+            if at >= 0:
+                return at, len(key)
+        return None
+
+    def answer(self, request: dict[str, Any]) -> str:
+        system, user = _split(list(request.get("messages") or []))
+        if JUDGE_SYSTEM_MARK in system:
+            self.calls.append("judge")
+            sources = user.split("\nSOURCES:\n", 1)[1] if "\nSOURCES:\n" in user else ""
+            return "9" if self._find(sources) else "2"
+        self.calls.append("support")
+        body = next((_fenced(user.split(h, 1)[1]) for h in SUPPORT_HEADINGS if h in user), "")
+        found = self._find(body)
+        if found is None:
+            return json.dumps(
+                {"verdict": "silent", "evidence_quote": "", "confidence": 0.77, "reason": "nothing on it"}
+            )
+        quote = quote_around(body, *found)
+        return json.dumps(
+            {"verdict": "supported", "evidence_quote": quote, "confidence": 0.86, "reason": "the source says so"}
+        )
+
+    def __call__(self, request: dict[str, Any]) -> FakeReply:
+        return FakeReply(text=self.answer(request), delay=self.delay)
+
+
+# --------------------------------------------------------------------------- the service
+
+
+@dataclass
+class Viewer:
+    """The running service (judge behind FakeOpenAI) and an API client signed in as the admin."""
+
+    server: ApiServer
+    judge_server: FakeOpenAI
+    judge: SourceKeyedJudge
+    api: httpx.Client
+
+    @property
+    def base_url(self) -> str:
+        return self.server.base_url
+
+    @property
+    def admin_key(self) -> str:
+        return self.server.admin_key
+
+    def store(self, turn: dict[str, Any]) -> None:
+        r = self.api.post("/v1/turns", json=turn)
+        assert r.status_code in (200, 201), r.text
+
+
+@contextmanager
+def viewer(data_dir: Path, judge: SourceKeyedJudge, **settings: Any) -> Iterator[Viewer]:
+    with FakeOpenAI(judge) as fake:
+        server = ApiServer(
+            data_dir,
+            judge_api_base=fake.base_url,
+            judge_api_key=JUDGE_KEY,
+            warm_up=False,
+            **settings,
+        )
+        with server, server.client(server.admin_key) as api:
+            yield Viewer(server=server, judge_server=fake, judge=judge, api=api)
+
+
+# --------------------------------------------------------------------------- the browser
+
+
+@dataclass
+class BrowserRun:
+    """One Chromium profile and its page, with every console error and page error collected."""
+
+    context: BrowserContext
+    page: Page
+    prefix: str
+    errors: list[str] = field(default_factory=list)
+    shots: list[Path] = field(default_factory=list)
+
+    def shot(self, name: str, *, full_page: bool = False) -> Path:
+        """A screenshot of the page as test-artifacts/ui/<prefix>-<step>-<name>.png."""
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        path = ARTIFACTS / f"{self.prefix}-{len(self.shots) + 1:02d}-{name}.png"
+        self.page.screenshot(path=str(path), full_page=full_page)
+        self.shots.append(path)
+        return path
+
+
+@contextmanager
+def browser(prefix: str, width: int = 1280, height: int = 900) -> Iterator[BrowserRun]:
+    executable = require_chromium()
+    profile = tempfile.mkdtemp(prefix="provenance-ui-")
+    try:
+        with sync_playwright() as pw:
+            context = pw.chromium.launch_persistent_context(
+                profile,
+                executable_path=str(executable),
+                headless=True,
+                args=CHROMIUM_ARGS,
+                viewport={"width": width, "height": height},
+                locale="en-US",
+                timezone_id="UTC",
+            )
+            try:
+                page = context.pages[0] if context.pages else context.new_page()
+                run = BrowserRun(context=context, page=page, prefix=prefix)
+
+                def on_console(message: ConsoleMessage) -> None:
+                    if message.type == "error":
+                        run.errors.append(f"console: {message.text} @ {message.location}")
+
+                page.on("console", on_console)
+                page.on("pageerror", lambda exc: run.errors.append(f"page error: {exc}"))
+                page.set_default_timeout(15_000)
+                yield run
+            finally:
+                context.close()
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
