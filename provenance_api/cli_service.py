@@ -13,13 +13,14 @@ import socket
 import sys
 from typing import Any
 
+from pydantic import ValidationError
+
+from .errors import InvalidInput
 from .settings import Settings
 
 
 def register(sub: Any) -> None:
-    serve = sub.add_parser(
-        "serve", help="run the HTTP service (SQLite in the data directory, in-process jobs)"
-    )
+    serve = sub.add_parser("serve", help="run the HTTP service (SQLite in the data directory, in-process jobs)")
     serve.add_argument("--host", help="interface to listen on (default: PROVENANCE_HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default: PROVENANCE_PORT or 8000; 0 picks a free one)")
     serve.set_defaults(func=cmd_serve)
@@ -39,14 +40,29 @@ def register(sub: Any) -> None:
 
 
 def _settings(**overrides: Any) -> Settings:
-    return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    try:
+        settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = "PROVENANCE_" + ".".join(str(x) for x in first["loc"]).upper()
+        raise InvalidInput(f"{name}: {first['msg']}", field=name, fix=f"correct or unset {name}") from None
+    settings.base_params  # noqa: B018 - validate PROVENANCE_PARAMS before anything starts
+    return settings
 
 
 def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise InvalidInput(
+            f"cannot listen on {host}:{port}: {exc.strerror}",
+            field="--port",
+            fix="choose another --port (0 picks a free one) or stop what is using it",
+        ) from None
     sock.set_inheritable(True)
     return sock
 
@@ -116,8 +132,7 @@ def cmd_keys_list(args: argparse.Namespace) -> int:
     for k in asyncio.run(_with_db(_settings(), work)):
         state = "revoked" if k.revoked else ("admin" if k.admin else "active")
         sys.stdout.write(
-            f"{k.id}  {k.prefix}…  tenant={k.tenant}  user={k.user}  {state}  "
-            f"{k.created_at:%Y-%m-%d %H:%M}Z\n"
+            f"{k.id}  {k.prefix}…  tenant={k.tenant}  user={k.user}  {state}  {k.created_at:%Y-%m-%d %H:%M}Z\n"
         )
     return 0
 

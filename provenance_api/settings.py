@@ -13,10 +13,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from estimator.params import DEFAULT_PARAMS, Params
+
+from .errors import InvalidInput
 
 
 def default_data_dir() -> Path:
@@ -40,27 +42,18 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
     default_model: str | None = Field(None, description="Judge model for turns that do not name theirs.")
-    judge_api_base: str | None = Field(
-        None, description="Overrides the provider's base URL (else litellm's env)."
-    )
-    judge_api_key: SecretStr | None = Field(
-        None, description="Overrides the provider's key (else litellm's env)."
-    )
+    judge_api_base: str | None = Field(None, description="Overrides the provider's base URL (else litellm's env).")
+    judge_api_key: SecretStr | None = Field(None, description="Overrides the provider's key (else litellm's env).")
     judge_timeout_seconds: float = Field(120.0, gt=0, le=3600)
 
     params: dict[str, Any] = Field(
         default_factory=dict,
-        description="§7.8 constants for this server, as JSON; requests may lower "
-        "the ceilings, never raise them.",
+        description="§7.8 constants for this server, as JSON; requests may lower the ceilings, never raise them.",
     )
     max_body_bytes: int = Field(2_000_000, ge=1024, description="Request body size limit (413 above it).")
     quote_ttl_seconds: int = Field(900, ge=1, description="How long a quote id can start a trace.")
-    max_running_traces: int = Field(
-        4, ge=1, le=256, description="Trace jobs running at once in this process."
-    )
-    wait_max_seconds: float = Field(
-        30.0, gt=0, le=600, description="Longest ?wait=true on GET /v1/traces/{id}."
-    )
+    max_running_traces: int = Field(4, ge=1, le=256, description="Trace jobs running at once in this process.")
+    wait_max_seconds: float = Field(30.0, gt=0, le=600, description="Longest ?wait=true on GET /v1/traces/{id}.")
     sse_poll_seconds: float = Field(0.5, gt=0, le=30, description="How often an event stream re-reads a job.")
     admin_tenant: str = "local"
     admin_user: str = "admin"
@@ -71,7 +64,16 @@ class Settings(BaseSettings):
     @cached_property
     def base_params(self) -> Params:
         """The server's §7.8 constants (defaults overridden by ``PROVENANCE_PARAMS``), validated."""
-        return DEFAULT_PARAMS.override(self.params)
+        try:
+            return DEFAULT_PARAMS.override(self.params)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(x) for x in first["loc"])
+            raise InvalidInput(
+                f"PROVENANCE_PARAMS: {where or 'params'}: {first['msg']}",
+                field=f"PROVENANCE_PARAMS.{where}" if where else "PROVENANCE_PARAMS",
+                fix="set PROVENANCE_PARAMS to a JSON object of valid §7.8 constants",
+            ) from None
 
     @property
     def effective_database_url(self) -> str:

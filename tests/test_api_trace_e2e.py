@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.api_server import ApiServer, KeyedJudge, load_fixture
+from support.api_server import ApiServer, KeyedJudge, load_fixture, small_turn
 from support.fake_openai import FakeOpenAI, FakeReply
 
 from estimator.attribution import trace_claim
@@ -31,9 +31,7 @@ def expected_result(judge: KeyedJudge) -> dict[str, Any]:
     corpus = free_tier.corpus_for(turn)
     llm = ScriptedLLM(judge.scripted, model=JUDGE_MODEL)
     result = asyncio.run(
-        trace_claim(
-            llm, CLAIM, turn.effective_query(), corpus, params=DEFAULT_PARAMS, tokenizer=free_tier.tokenizer()
-        )
+        trace_claim(llm, CLAIM, turn.effective_query(), corpus, params=DEFAULT_PARAMS, tokenizer=free_tier.tokenizer())
     )
     out: dict[str, Any] = result.to_dict()
     return out
@@ -54,16 +52,12 @@ def test_quote_trace_events_result_through_litellm_and_a_local_server(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     judge = KeyedJudge("MODIS_Combined_L3_IGBP_Land_Cover_Type_Annual")
-    with FakeOpenAI(
-        lambda req: FakeReply(text=judge.openai(req), delay=0.03), api_key=PROVIDER_KEY
-    ) as provider:
+    with FakeOpenAI(lambda req: FakeReply(text=judge.openai(req), delay=0.03), api_key=PROVIDER_KEY) as provider:
         monkeypatch.setenv("OPENAI_API_KEY", PROVIDER_KEY)
         monkeypatch.setenv("OPENAI_API_BASE", provider.base_url)
         with ApiServer(tmp_path, warm_up=False) as srv, srv.client(srv.admin_key, timeout=120) as api:
             assert api.post("/v1/turns", json=EO).status_code == 201
-            quote = api.post(
-                "/v1/quotes", json={"turn_id": EO["turn_id"], "sentence": CLAIM, "model": JUDGE_MODEL}
-            )
+            quote = api.post("/v1/quotes", json={"turn_id": EO["turn_id"], "sentence": CLAIM, "model": JUDGE_MODEL})
             assert quote.status_code == 201 and quote.json()["planned_calls"] == 31
             started = api.post("/v1/traces", json={"quote_id": quote.json()["quote_id"]})
             assert started.status_code == 202
@@ -91,11 +85,27 @@ def test_quote_trace_events_result_through_litellm_and_a_local_server(
     assert done["result"] == expected_result(judge)
 
     # every judge call crossed HTTP to the provider, authenticated, and was billed once
-    assert (
-        provider.answered
-        == done["calls"]["billed"]
-        == done["calls"]["made"]
-        == done["result"]["calls"]["made"]
-    )
+    assert provider.answered == done["calls"]["billed"] == done["calls"]["made"] == done["result"]["calls"]["made"]
     assert all(r.headers.get("authorization") == f"Bearer {PROVIDER_KEY}" for r in provider.records)
     assert {body["model"] for body in provider.requests} == {"fake-judge"}
+
+
+def test_a_trace_whose_every_call_fails_is_failed_and_never_repeats_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wrong = "sk-wrong-key-that-must-never-be-shown-0000"
+    with FakeOpenAI(KeyedJudge().openai, api_key=PROVIDER_KEY) as provider:  # answers 401 echoing the key sent
+        monkeypatch.setenv("OPENAI_API_KEY", wrong)
+        monkeypatch.setenv("OPENAI_API_BASE", provider.base_url)
+        with ApiServer(tmp_path, warm_up=False) as srv, srv.client(srv.admin_key, timeout=120) as api:
+            api.post("/v1/turns", json=small_turn())
+            quote = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": "r0", "model": JUDGE_MODEL})
+            started = api.post("/v1/traces", json={"quote_id": quote.json()["quote_id"]})
+            done = api.get(started.headers["location"], params={"wait": "true"}).json()
+            with api.stream("GET", f"{started.headers['location']}/events") as stream:
+                events = read_events(list(stream.iter_lines()))
+    assert done["status"] == "failed" and done["result"] is None
+    assert done["reason"].startswith("every model call failed") and done["calls"]["billed"] == 0
+    assert done["calls"]["made"] > 0 and provider.answered == 0
+    assert events[-1][1]["status"] == "failed"
+    assert wrong not in json.dumps(done) and wrong not in json.dumps(events)

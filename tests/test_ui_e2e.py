@@ -48,6 +48,30 @@ EO_CLAIM_ID = "r1"  # "Layer: MODIS Annual Land Cover Type (IGBP classification)
 EO_KEY = "Land Cover Type (MCD12Q1) Version 6.1"  # only the search_worldview_layers return (s0) says it
 TAU_CONVERSATION = "tau-airline-0-0"
 
+MARKDOWN = """### Order A-1
+
+Order A-1 **shipped** on 2025-03-03 with *DHL*, tracking `99812` —
+see [the carrier's page](https://example.org/track?id=99812) or <https://example.org/help>.
+The field order_status_code says so.
+
+- first **item**
+- second item
+  1. nested one
+  2. nested two
+
+> Keep the receipt.
+
+| order | carrier |
+|---|---|
+| A-1 | DHL |
+
+```
+track("A-1")
+```
+
+A [bad link](javascript:alert(1)) stays text.
+"""
+
 SEGMENT_MARKS = """() => {
   const out = {};
   for (const el of document.querySelectorAll('#response .seg')) {
@@ -180,9 +204,7 @@ def open_quote(run: BrowserRun, source_id: str) -> str:
     expect(dialog).to_be_visible()
     lines = page.locator("#source-lines .src-line.hl")
     expect(lines).to_have_count(end - start + 1)
-    assert [int(n) for n in lines.evaluate_all("els => els.map(e => e.dataset.line)")] == list(
-        range(start, end + 1)
-    )
+    assert [int(n) for n in lines.evaluate_all("els => els.map(e => e.dataset.line)")] == list(range(start, end + 1))
     highlighted = "\n".join(lines.all_text_contents())
     assert normalise(quote) in normalise(highlighted)
     expect(page.locator("#source-range")).to_contain_text("line")
@@ -192,6 +214,19 @@ def open_quote(run: BrowserRun, source_id: str) -> str:
     expect(dialog).to_be_hidden()
     expect(button).to_be_focused()
     return quote
+
+
+def save_docs_screenshot(page: Page, max_height: int = 1150) -> None:
+    """The README's picture of the result view (verdict, chart, the top of the tree), written when it
+    is missing or PROVENANCE_UPDATE_SCREENSHOTS=1."""
+    if DOCS_SCREENSHOT.exists() and os.environ.get("PROVENANCE_UPDATE_SCREENSHOTS") != "1":
+        return
+    box = page.locator("#result-panel").bounding_box()
+    assert box is not None
+    top = box["y"] + page.evaluate("window.scrollY")
+    clip = {"x": box["x"], "y": top, "width": box["width"], "height": min(box["height"], max_height)}
+    DOCS_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(DOCS_SCREENSHOT), clip=clip, full_page=True)
 
 
 # --------------------------------------------------------------------------- the flows
@@ -217,9 +252,7 @@ def test_viewer_flow_on_the_eo_fixture_turn(tmp_path: Path) -> None:
         expect(page.locator("#tip")).to_be_visible()
         expect(page.locator("#tip")).to_contain_text(f"({tip['source_id']}), line {tip['line_start']}")
         sources = page.locator("#sources")
-        expect(sources.get_by_role("heading", level=3)).to_have_text(
-            ["Tools · 5", "Instructions · 1", "History · 2"]
-        )
+        expect(sources.get_by_role("heading", level=3)).to_have_text(["Tools · 5", "Instructions · 1", "History · 2"])
         expect(page.locator("#unversioned-notice")).to_be_visible()
         expect(sources.locator('li[data-source-id="s3"] .trunc')).to_be_visible()
         expect(sources.locator('li[data-source-id="s3"] .source-meta')).to_contain_text("file read")
@@ -276,10 +309,7 @@ def test_viewer_flow_on_the_eo_fixture_turn(tmp_path: Path) -> None:
         expect(tree.locator('li[data-source-id="s5"]')).to_contain_text("an edit since this turn can't be")
         expect(tree.locator('li[data-source-id="s0"] .diag')).to_have_text("grounded in your data")
         run.shot("result", full_page=True)
-        panel = page.locator("#result-panel")
-        if not DOCS_SCREENSHOT.exists() or os.environ.get("PROVENANCE_UPDATE_SCREENSHOTS") == "1":
-            DOCS_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-            panel.screenshot(path=str(DOCS_SCREENSHOT))
+        save_docs_screenshot(page)
 
         assert EO_KEY in open_quote(run, "s0")
 
@@ -296,7 +326,46 @@ def test_viewer_flow_on_the_eo_fixture_turn(tmp_path: Path) -> None:
         page.reload()
         expect(page.locator("#verdict")).to_have_attribute("data-verdict", "attributed")
 
+        # another verdict: nothing in the NDVI turn carries its claim, so it is the model's own knowledge
+        ndvi = load_json(FIXTURES / "ndvi_parametric_turn.json")
+        v.store(ndvi)
+        quote_id = v.api.post("/v1/quotes", json={"turn_id": ndvi["turn_id"], "sentence": "r0"}).json()["quote_id"]
+        started = v.api.post("/v1/traces", json={"quote_id": quote_id}).json()
+        done = v.api.get(f"/v1/traces/{started['trace_id']}", params={"wait": "true"}).json()
+        assert done["status"] == "succeeded", done
+        page.goto(f"{v.base_url}/#/turn/{ndvi['turn_id']}/trace/{started['trace_id']}")
+        verdict = page.locator("#verdict")
+        expect(verdict).to_have_attribute("data-verdict", "internal_knowledge")
+        expect(verdict.locator(".verdict-title")).to_have_text("Answered from the model's own knowledge")
+        expect(verdict).to_contain_text("unverifiable model knowledge")
+        expect(page.locator("#gamma")).to_contain_text("Γ = 0.00")
+        expect(page.locator("#past-traces li")).to_have_count(1)
+        run.shot("internal-knowledge", full_page=True)
+
+        # the response's markdown: blocks, inline marks, safe links only, identifiers left alone
+        v.store(small_turn("t-markdown", response=MARKDOWN))
+        page.goto(f"{v.base_url}/#/turn/t-markdown")
+        response = page.locator("#response")
+        expect(response.locator("h5")).to_have_text("Order A-1")  # ### under the page's h1 and h2
+        expect(response.locator("strong").first).to_have_text("shipped")
+        expect(response.locator("em")).to_have_text(["DHL"])
+        expect(response.locator("code").first).to_have_text("99812")
+        expect(response.locator('a[href="https://example.org/track?id=99812"]')).to_have_text("the carrier's page")
+        expect(response.locator("a")).to_have_count(2)  # the javascript: link is shown as text only
+        expect(response).to_contain_text("order_status_code")
+        expect(response.locator("ul > li")).to_have_count(2)
+        expect(response.locator("ul ol > li")).to_have_count(2)
+        expect(response.locator("blockquote")).to_have_text("Keep the receipt.")
+        expect(response.locator("td")).to_have_text(["A-1", "DHL"])
+        expect(response.locator("pre code")).to_have_text('track("A-1")')
+        rendered = page.evaluate(
+            "() => [...document.querySelectorAll('#response .seg')].map(e => e.dataset.seg + ':' + e.textContent)"
+        )
+        assert rendered, "no segment was laid onto the rendered markdown"
+        run.shot("markdown")
+
         # a narrow window: everything reflows, nothing scrolls sideways
+        page.goto(f"{v.base_url}/#/turn/{turn_id}/trace/{trace_id}")
         page.set_viewport_size({"width": 390, "height": 844})
         expect(page.locator("#verdict")).to_be_visible()
         assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
@@ -360,7 +429,7 @@ def test_session_cookie_is_http_only_strict_accepted_by_the_api_and_tenant_scope
     judge = SourceKeyedJudge(["DHL"])
     with viewer(tmp_path / "data", judge) as v:
         v.store(small_turn())
-        with httpx.Client(base_url=v.base_url) as anon:
+        with httpx.Client(base_url=v.base_url, timeout=60) as anon:
             assert anon.get("/ui/session").json() == {"signed_in": False}
             page = anon.get("/")
             assert page.status_code == 200 and "text/html" in page.headers["content-type"]
@@ -372,7 +441,7 @@ def test_session_cookie_is_http_only_strict_accepted_by_the_api_and_tenant_scope
             assert anon.post("/ui/session", json={"api_key": "pvk_wrong"}).status_code == 401
             assert COOKIE_NAME not in anon.cookies
 
-        with httpx.Client(base_url=v.base_url) as client:
+        with httpx.Client(base_url=v.base_url, timeout=60) as client:
             signed = client.post("/ui/session", json={"api_key": v.admin_key})
             assert signed.status_code == 200 and signed.json()["tenant"] == "local"
             header = signed.headers["set-cookie"]
@@ -402,7 +471,7 @@ def test_session_cookie_is_http_only_strict_accepted_by_the_api_and_tenant_scope
 
             # another tenant sees none of it
             other = make_key(v.server.data_dir, "other-tenant", "eve")
-            with httpx.Client(base_url=v.base_url, headers={"Authorization": f"Bearer {other}"}) as eve:
+            with httpx.Client(base_url=v.base_url, headers={"Authorization": f"Bearer {other}"}, timeout=60) as eve:
                 assert eve.get("/ui/api/turns").json()["items"] == []
                 assert eve.get("/ui/api/turns/t-small-1/traces").status_code == 404
                 assert eve.get("/ui/api/turns/t-small-1/sources/s0").status_code == 404

@@ -23,11 +23,12 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import BrowserContext, ConsoleMessage, Page, sync_playwright
+from playwright.sync_api import BrowserContext, ConsoleMessage, Page, expect, sync_playwright
 from support.api_server import ApiServer
 from support.fake_openai import FakeOpenAI, FakeReply
 
 from estimator.fence import FENCE
+from provenance_api.llm_litellm import load_litellm
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"
@@ -169,6 +170,9 @@ class Viewer:
 
 @contextmanager
 def viewer(data_dir: Path, judge: SourceKeyedJudge, **settings: Any) -> Iterator[Viewer]:
+    """The service in this process, its judge behind FakeOpenAI. litellm (seconds to import) is
+    loaded first, so the first quote a page asks for is as quick as the rest."""
+    load_litellm()
     with FakeOpenAI(judge) as fake:
         server = ApiServer(
             data_dir,
@@ -229,6 +233,7 @@ def browser(prefix: str, width: int = 1280, height: int = 900) -> Iterator[Brows
                 page.on("console", on_console)
                 page.on("pageerror", lambda exc: run.errors.append(f"page error: {exc}"))
                 page.set_default_timeout(15_000)
+                expect.set_options(timeout=15_000)
                 yield run
             finally:
                 context.close()

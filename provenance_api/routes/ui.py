@@ -42,7 +42,7 @@ from ..auth import authenticate
 from ..db import crud_traces, crud_turns
 from ..db.models import TraceJobRow
 from ..deps import Svc
-from ..errors import NotFound
+from ..errors import NotFound, Unauthorized
 from ..ui_auth import CookieOrBearer
 
 router = APIRouter(include_in_schema=False)
@@ -150,7 +150,7 @@ async def session_state(request: Request, svc: Svc) -> Response:
         return _no_store(JSONResponse({"signed_in": False}))
     try:
         caller = await authenticate(svc.db, credential)
-    except Exception:
+    except Unauthorized:
         response = _no_store(JSONResponse({"signed_in": False}))
         ui_auth.clear_session(response, request)
         return response
@@ -270,9 +270,7 @@ async def ui_turns(
             items.append(_turn_item(record, line))
             if len(items) >= limit:
                 break
-    more = after is not None and bool(
-        await crud_turns.list_turns(svc.db, caller.tenant, limit=1, after=after)
-    )
+    more = after is not None and bool(await crud_turns.list_turns(svc.db, caller.tenant, limit=1, after=after))
     return _no_store(JSONResponse({"items": items, "next_cursor": str(after) if more else None}))
 
 

@@ -1466,7 +1466,7 @@
         h('p', null, verdictExplanation(r)),
         h('p', { id: 'gamma', class: 'gamma' },
           'Γ = ' + fmtScore(r.gamma) + ' — support with every source s(1) = ' + fmtScore(r.s_all) + ', with none s(0) = ' + fmtScore(r.s_none) + '.'),
-        r.diagnosis ? h('p', null, h('span', { class: 'diag alarm' }, r.diagnosis)) : null,
+        r.diagnosis ? h('p', null, h('span', { id: 'claim-diagnosis', class: 'diag' + (isAlarm(r.diagnosis) ? ' alarm' : ' neutral') }, r.diagnosis)) : null,
         r.round2_skipped_reason ? h('p', { class: 'note' }, 'Per-source round skipped: ' + r.round2_skipped_reason) : null));
 
     wrap.append(h('h3', { id: 'chart-title' }, 'What removing each part did'));
@@ -1548,13 +1548,17 @@
         (LAYER_NAMES[layerName] || layerName) + ' (' + sources.length + ')',
         layer ? h('span', { class: 'role' }, ' · Δ ' + fmtDrop(layer.delta) + ' · ' + (layer.no_information ? 'no information' : ROLE_WORDS[layer.role] || layer.role)) : null);
       const children = h('ul');
-      for (const s of sources) children.append(renderSourceNode(s));
+      for (const s of sources) children.append(renderSourceNode(s, r.diagnosis));
       tree.append(h('li', { dataset: { layer: layerName } }, head, children));
     }
     return tree;
   }
 
-  function renderSourceNode(s) {
+  function isAlarm(diagnosis) {
+    return /misread|overrode/.test(diagnosis);
+  }
+
+  function renderSourceNode(s, claimDiagnosis) {
     const known = state.turn.sourceById[s.source_id] || {};
     const head = h('div', { class: 'src-head' }, kindIcon(s.kind),
       h('span', null, s.label,
@@ -1581,8 +1585,8 @@
       else if (v.reason) span.append(h('span', { class: 'note' }, 'Judge: ' + v.reason));
       if (v.downgraded) span.append(h('span', { class: 'note warn' }, '⚠ Downgraded: the quoted text could not be found in the source, so this verdict was lowered to “silent”.'));
     }
-    if (s.diagnosis) {
-      const alarm = /misread|overrode/.test(s.diagnosis);
+    if (s.diagnosis && s.diagnosis !== claimDiagnosis) {
+      const alarm = isAlarm(s.diagnosis);
       span.append(h('span', { class: 'diag' + (alarm ? ' alarm' : '') }, (alarm ? '⚠ ' : '') + s.diagnosis));
     }
     if (known.unversioned || s.kind === 'instructions') {
