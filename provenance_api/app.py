@@ -29,7 +29,7 @@ from .deps import Services
 from .jobs import InProcessJobRunner, LLMFactory, ProgressHub, recover_interrupted
 from .limits import BodyLimitMiddleware, InProcessLimiter
 from .observability import Metrics, RequestContextMiddleware, log_fields
-from .routes import health, quotes, traces, turns, ui
+from .routes import health, imports, quotes, traces, turns, ui
 from .settings import Settings
 
 log = logging.getLogger("provenance_api.app")
@@ -120,7 +120,7 @@ def create_app(settings: Settings | None = None, llm_factory: LLMFactory | None 
     )
     app.state.services = services
     problems.install(app)
-    for module in (turns, quotes, traces, health):
+    for module in (turns, quotes, traces, health, imports):
         app.include_router(module.router)
     ui.install(app)  # the viewer at / (and its session cookie accepted by the API)
     # Outermost last: request id and access log → body limit → guard for unexpected errors → routes.

@@ -19,8 +19,22 @@ def _dump(data: Any) -> None:
 
 def cmd_gate(args: argparse.Namespace) -> int:
     from . import free_tier, render_text
+    from .errors import InvalidInput
     from .turn_files import load_turn_file
 
+    if args.all == bool(args.file):
+        raise InvalidInput(
+            "give either a stored-turn FILE or --all (every stored turn of a tenant)" if not args.all
+            else "give a FILE or --all, not both",
+            field="FILE",
+            fix="provenance gate FILE  or  provenance gate --all [--tenant T]",
+        )
+    if args.tenant and not args.all:
+        raise InvalidInput("--tenant goes with --all", field="--tenant", fix="add --all")
+    if args.all:
+        from .cli_service import cmd_gate_all
+
+        return cmd_gate_all(args.tenant, args.json)
     turn = load_turn_file(args.file)
     view = free_tier.gate_view(turn)
     if args.json:
@@ -51,7 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     gate = sub.add_parser("gate", help="free tier: which sentences of a stored turn can be traced (no model calls)")
-    gate.add_argument("file", help="a stored-turn JSON file")
+    gate.add_argument("file", nargs="?", help="a stored-turn JSON file")
+    gate.add_argument("--all", action="store_true", help="every stored turn of the tenant (the service's storage)")
+    gate.add_argument("--tenant", help="with --all: the tenant (default: PROVENANCE_ADMIN_TENANT)")
     gate.add_argument("--json", action="store_true", help="print the stable JSON contract")
     gate.set_defaults(func=cmd_gate)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import socket
 import sys
 from typing import Any
@@ -37,6 +38,13 @@ def register(sub: Any) -> None:
     revoke = keys_sub.add_parser("revoke", help="revoke a key by its id (key_…)")
     revoke.add_argument("key_id")
     revoke.set_defaults(func=cmd_keys_revoke)
+
+    imp = sub.add_parser("import", help="import chat history (.json, .jsonl or directories of them) as stored turns")
+    imp.add_argument("paths", nargs="+", metavar="PATH", help="a .json / .jsonl file, or a directory (recursive)")
+    imp.add_argument("--format", help="the format of every conversation (default: detected per conversation)")
+    imp.add_argument("--tenant", help="the tenant to store into (default: PROVENANCE_ADMIN_TENANT)")
+    imp.add_argument("--json", action="store_true", help="print the counts and errors as JSON")
+    imp.set_defaults(func=cmd_import)
 
 
 def _settings(**overrides: Any) -> Settings:
@@ -147,4 +155,56 @@ def cmd_keys_revoke(args: argparse.Namespace) -> int:
     if not asyncio.run(_with_db(_settings(), work)):
         raise NotFound(f"no active key {args.key_id!r}", field="key_id", fix="see: provenance keys list")
     sys.stdout.write(f"revoked {args.key_id}\n")
+    return 0
+
+
+def _progress(counts: Any) -> None:
+    sys.stderr.write(f"\rimporting: {counts.line()}")
+    sys.stderr.flush()
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from . import bulk
+
+    fmt = bulk.check_format(args.format)
+    paths = [Path(p) for p in args.paths]
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise InvalidInput(f"no such file or directory: {', '.join(missing)}", field="PATH", fix="check the path")
+    settings = _settings()
+    tenant = args.tenant or settings.admin_tenant
+
+    def items() -> Any:
+        for path in paths:
+            yield from bulk.file_items(path)
+
+    async def work(db: Any) -> Any:
+        return await bulk.import_items(db, tenant, settings.admin_user, items(), fmt, _progress)
+
+    counts = asyncio.run(_with_db(settings, work))
+    sys.stderr.write("\n")
+    if args.json:
+        sys.stdout.write(json.dumps(counts.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(f"tenant {tenant!r}: {counts.line()}\n")
+        for error in counts.errors:
+            sys.stdout.write(f"  {error['where']}: {error['reason']}\n")
+    return 1 if counts.rejected or counts.conflicting else 0
+
+
+def cmd_gate_all(tenant: str | None, as_json: bool) -> int:
+    from . import bulk
+
+    settings = _settings()
+
+    async def work(db: Any) -> Any:
+        return await bulk.gating_report(db, tenant or settings.admin_tenant)
+
+    report = asyncio.run(_with_db(settings, work))
+    if as_json:
+        sys.stdout.write(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(report.text())
     return 0

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import FloatRect, Page, expect
 from support.api_server import make_key, small_turn
 from ui_support import (
     DOCS_SCREENSHOT,
@@ -223,8 +223,8 @@ def save_docs_screenshot(page: Page, max_height: int = 1150) -> None:
         return
     box = page.locator("#result-panel").bounding_box()
     assert box is not None
-    top = box["y"] + page.evaluate("window.scrollY")
-    clip = {"x": box["x"], "y": top, "width": box["width"], "height": min(box["height"], max_height)}
+    top = box["y"] + float(page.evaluate("window.scrollY"))
+    clip: FloatRect = {"x": box["x"], "y": top, "width": box["width"], "height": min(box["height"], max_height)}
     DOCS_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(DOCS_SCREENSHOT), clip=clip, full_page=True)
 
@@ -325,6 +325,21 @@ def test_viewer_flow_on_the_eo_fixture_turn(tmp_path: Path) -> None:
         # opening the trace's address directly shows the same result
         page.reload()
         expect(page.locator("#verdict")).to_have_attribute("data-verdict", "attributed")
+
+        # a trace whose every model call fails ends "failed" with its reason, and shows no result
+        judge.failing = True
+        page.locator('#response .seg-traceable[data-seg="r2"]').first.click()
+        expect(page.locator("#gate-accept")).to_be_enabled()
+        page.locator("#gate-accept").click()
+        status = page.locator("#run-status")
+        expect(status).to_have_attribute("data-done", "false", timeout=60_000)
+        expect(status).to_contain_text("The trace failed: every model call failed")
+        expect(status).to_contain_text("No result is shown for it.")
+        expect(page.locator("#result-panel")).to_have_count(0)
+        expect(page.locator("#past-traces li")).to_have_count(2)
+        expect(page.locator("#past-traces li").first).to_contain_text("failed")
+        run.shot("failed-trace")
+        judge.failing = False
 
         # another verdict: nothing in the NDVI turn carries its claim, so it is the model's own knowledge
         ndvi = load_json(FIXTURES / "ndvi_parametric_turn.json")

@@ -112,6 +112,7 @@ class SourceKeyedJudge:
     keys: Sequence[str]
     delay: float = 0.0
     calls: list[str] = field(default_factory=list)
+    failing: bool = False  # answer every call with a provider error (400)
 
     def _find(self, text: str) -> tuple[int, int] | None:
         lowered = text.casefold()
@@ -140,6 +141,8 @@ class SourceKeyedJudge:
         )
 
     def __call__(self, request: dict[str, Any]) -> FakeReply:
+        if self.failing:
+            return FakeReply.error(400, "the scripted provider refuses this request")
         return FakeReply(text=self.answer(request), delay=self.delay)
 
 
@@ -210,6 +213,8 @@ class BrowserRun:
 @contextmanager
 def browser(prefix: str, width: int = 1280, height: int = 900) -> Iterator[BrowserRun]:
     executable = require_chromium()
+    for old in ARTIFACTS.glob(f"{prefix}-*.png"):
+        old.unlink()
     profile = tempfile.mkdtemp(prefix="provenance-ui-")
     try:
         with sync_playwright() as pw:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -156,3 +157,22 @@ async def list_turns(db: Database, tenant: str, *, limit: int, after: int | None
         )
         for r in rows
     ]
+
+
+async def iter_turns(db: Database, tenant: str, *, batch: int = 200) -> AsyncIterator[TurnRecord]:
+    """Every turn of ``tenant`` in storage order, read ``batch`` rows at a time."""
+    after = 0
+    while True:
+        query = (
+            select(StoredTurnRow)
+            .where(StoredTurnRow.tenant == tenant, StoredTurnRow.seq > after)
+            .order_by(StoredTurnRow.seq)
+            .limit(batch)
+        )
+        async with db.session() as session:
+            rows = list((await session.execute(query)).scalars().all())
+        if not rows:
+            return
+        for row in rows:
+            yield _record(row)
+        after = rows[-1].seq

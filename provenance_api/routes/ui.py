@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from collections import OrderedDict
 from datetime import datetime
-from functools import cache
+from functools import lru_cache
 from importlib import resources
 from typing import Annotated, Any
 
@@ -76,7 +77,7 @@ EXCERPT_CHARS = 160
 # --------------------------------------------------------------------------- the page and its assets
 
 
-@cache
+@lru_cache(maxsize=64)
 def _asset(name: str) -> tuple[bytes, str, str] | None:
     """(content, media type, ETag) of a shipped asset, or None."""
     if not _ASSET_NAME.match(name):
@@ -187,18 +188,21 @@ class _Memo:
     def __init__(self, size: int = 4096) -> None:
         self.size = size
         self.items: OrderedDict[tuple[str, str], tuple[str, str]] = OrderedDict()
+        self.lock = threading.Lock()  # filled from worker threads
 
     def get(self, key: tuple[str, str]) -> tuple[str, str] | None:
-        value = self.items.get(key)
-        if value is not None:
-            self.items.move_to_end(key)
-        return value
+        with self.lock:
+            value = self.items.get(key)
+            if value is not None:
+                self.items.move_to_end(key)
+            return value
 
     def put(self, key: tuple[str, str], value: tuple[str, str]) -> None:
-        self.items[key] = value
-        self.items.move_to_end(key)
-        while len(self.items) > self.size:
-            self.items.popitem(last=False)
+        with self.lock:
+            self.items[key] = value
+            self.items.move_to_end(key)
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
 
 
 _MEMO = _Memo()

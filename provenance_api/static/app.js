@@ -1310,6 +1310,7 @@
   function startRun(job, quote) {
     history.pushState(null, '', turnHash(state.turn.turn_id, job.trace_id));
     markCurrentTrace(job.trace_id);
+    highlightClaim(job.segment_id);
     byId('result').replaceChildren();
     followRun(job.trace_id, job.claim || (quote && quote.claim), job.calls ? job.calls.planned : quote.planned_calls);
   }
