@@ -38,8 +38,13 @@ def chat(ident: str, answer: str) -> dict[str, Any]:
 
 GOOD = [chat("c1", "Order c1 shipped with DHL."), chat("c2", "Order c2 is delayed."), chat("c3", "Order c3 arrived.")]
 # line 2 is not JSON, line 4 is JSON but no conversation; lines 1, 3 and 5 are good
-MIXED_LINES = [json.dumps(GOOD[0]), '{"id": "broken", "messages": [', json.dumps(GOOD[1]),
-               json.dumps({"hello": "world"}), json.dumps(GOOD[2])]
+MIXED_LINES = [
+    json.dumps(GOOD[0]),
+    '{"id": "broken", "messages": [',
+    json.dumps(GOOD[1]),
+    json.dumps({"hello": "world"}),
+    json.dumps(GOOD[2]),
+]
 
 
 def assert_mixed(counts: dict[str, Any], where_suffix: str) -> None:
@@ -152,8 +157,7 @@ def test_api_imports_tau_bench_idempotently_and_reports_gating(server: ApiServer
     with server.client(server.key("tau", "importer"), timeout=60.0) as api:
         first = api.post("/v1/imports", content=jsonl_chunks(lines), params={"name": "airline"})
         assert first.status_code == 200, first.text
-        assert first.json() == {"imported": TAU_TURNS, "unchanged": 0, "conflicting": 0, "rejected": 0,
-                                "errors": []}
+        assert first.json() == {"imported": TAU_TURNS, "unchanged": 0, "conflicting": 0, "rejected": 0, "errors": []}
         again = api.post("/v1/imports", content=jsonl_chunks(lines), params={"name": "airline"})
         assert again.json()["imported"] == 0 and again.json()["unchanged"] == TAU_TURNS
         report = api.get("/v1/reports/gating")

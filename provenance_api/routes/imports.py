@@ -41,8 +41,13 @@ async def import_history(
         str | None, Query(max_length=40, description="the format of every line (default: detected per line)")
     ] = None,
     name: Annotated[
-        str, Query(min_length=1, max_length=120, pattern=r"^[A-Za-z0-9._-]+$",
-                   description="prefix of the conversation ids (with each line's id field or line number)")
+        str,
+        Query(
+            min_length=1,
+            max_length=120,
+            pattern=r"^[A-Za-z0-9._-]+$",
+            description="prefix of the conversation ids (with each line's id field or line number)",
+        ),
     ] = "upload",
 ) -> dict[str, Any]:
     """Each line is one conversation in any supported format. Re-sending the same upload is
