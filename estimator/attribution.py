@@ -193,12 +193,16 @@ async def _ablate(run: _Run, corpus: Corpus, params: Params) -> _Ablation:
     return _Ablation(s1, s0, tuple(layer_scores), contributing, tested, omitted, s2)
 
 
-def _verdict(gamma: float, contributing: tuple[Layer, ...], params: Params) -> Verdict:
+def _verdict(gamma: float, contributing: tuple[Layer, ...], params: Params, *, unmeasured: bool = False) -> Verdict:
+    """``unmeasured``: a layer's removal gave no information. Then no contributing layer does not show
+    the claim is carried by several layers (the unmeasured one may carry it alone): no information."""
     if math.isnan(gamma):
         return "no_information"
     if gamma < params.tau_gamma:
         return "internal_knowledge"
-    return "attributed" if contributing else "redundant"
+    if contributing:
+        return "attributed"
+    return "no_information" if unmeasured else "redundant"
 
 
 def _skipped_reason(verdict: Verdict, gamma: float, params: Params) -> str:
@@ -211,6 +215,9 @@ def _skipped_reason(verdict: Verdict, gamma: float, params: Params) -> str:
     if verdict == "internal_knowledge":
         return head + (f"With Γ = {gamma:.2f} < τ_Γ = {params.tau_gamma:.2f} the claim survives the removal "
                        "of the whole context: there is no layer to search within.")
+    if not math.isnan(gamma):
+        return head + (f"Removing everything changed the answer (Γ = {gamma:.2f}), but the removal of a layer "
+                       "could not be measured, so whether one layer or several carry the claim is unknown.")
     return head + "No drop could be measured (no information with every source present or with none)."
 
 
@@ -247,8 +254,12 @@ def _warnings(run: _Run, corpus: Corpus, params: Params, tok: Tokenizer, cut_for
     for failure in run.judge.failures:
         out.append(f"No information {_describe(failure.mask, corpus, run.layers)}: {failure.reason}. It is "
                    "not a score: a drop involving it reads 0 (disclosed, not measured).")
-    if verdict == "no_information":
+    if verdict == "no_information" and math.isnan(run.scores.get(frozenset(), math.nan) - run.scores.get(
+            frozenset(u.id for u in corpus.units), math.nan)):
         out.append("Γ is unknown, so whether the claim is internal knowledge cannot be decided.")
+    elif verdict == "no_information":
+        out.append("No layer's removal moved the score, but a layer's removal gave no information: whether one "
+                   "layer or several carry the claim cannot be decided.")
     for unit_id, support in run.supports.items():
         if support.no_information:
             out.append(f"No information from the span check of {unit_id} "
@@ -262,7 +273,7 @@ def _warnings(run: _Run, corpus: Corpus, params: Params, tok: Tokenizer, cut_for
 def _assemble(run: _Run, corpus: Corpus, params: Params, tok: Tokenizer, claim: str, model: str,
               ab: _Ablation, span_omitted: tuple[Unit, ...], cut_for_spans: tuple[str, ...]) -> TraceResult:
     gamma = ab.s1 - ab.s0
-    verdict = _verdict(gamma, ab.contributing, params)
+    verdict = _verdict(gamma, ab.contributing, params, unmeasured=any(ls.no_information for ls in ab.layers))
     tested = {u.id for u in ab.tested}
     supports = [run.supports.get(u.id) for u in corpus.units if u.id in run.supports]
     overall = claim_diagnosis(verdict, supports)

@@ -53,8 +53,12 @@ class CallPlan:
         return self.round1 + self.round2 + self.spans + self.probe
 
 
-def plan_calls(corpus: Corpus, params: Params = DEFAULT_PARAMS, *, probe: bool = False) -> CallPlan:
-    """(|L|+2) + (d'+2) + 2d'' (+ 2k with the probe), at the worst case d' = d'' = min(d, MAX_SOURCES)."""
+def plan_calls(corpus: Corpus, params: Params = DEFAULT_PARAMS, *, probe: bool = False,
+               trace: bool = True) -> CallPlan:
+    """(|L|+2) + (d'+2) + 2d'' (+ 2k with the probe), at the worst case d' = d'' = min(d, MAX_SOURCES).
+    ``trace=False`` plans the probe alone (2k calls): a probe run on its own, after a trace."""
+    if not trace:
+        return CallPlan(layers=0, candidates=0, span_targets=0, probe_samples=params.causal_samples)
     d = min(len(corpus.units), params.max_sources)
     return CallPlan(layers=len(corpus.layers_present()), candidates=d, span_targets=d,
                     probe_samples=params.causal_samples if probe else 0)
@@ -102,10 +106,11 @@ PROMPT_OVERHEAD_TOKENS = 220  # instructions, data-only rule, headings and fence
 
 def quote_cost(corpus: Corpus, claim: str, *, model: str, params: Params = DEFAULT_PARAMS,
                tokenizer: Tokenizer | None = None, pricing: Pricing | None = None,
-               query: str = "", probe: bool = False) -> CostQuote:
-    """Price one trace of ``claim`` over ``corpus`` before spending anything."""
+               query: str = "", probe: bool = False, trace: bool = True) -> CostQuote:
+    """Price one trace of ``claim`` over ``corpus`` before spending anything. ``trace=False`` prices
+    the probe alone (2k regenerations, each capped at CAUSAL_MAX_OUTPUT output tokens)."""
     tok = tokenizer or ApproxTokenizer()
-    plan = plan_calls(corpus, params, probe=probe)
+    plan = plan_calls(corpus, params, probe=probe, trace=trace)
     claim_tokens = tok.count(claim)
     query_tokens = tok.count(query)
     untruncated = sum(u.evidence.tokens for u in corpus.units)

@@ -22,8 +22,11 @@ def fence(text: str) -> str:
 
 
 def fenced_block(source_id: str, label: str, text: str) -> str:
-    """A source as the grounding tiers list it: an ``[id] label`` header, then its fenced text."""
-    return f"[{source_id}] {neutralise(label)}\n{fence(text)}"
+    """A source as the grounding tiers list it: its ``[id] label`` header and its text, both inside
+    the fence. A label comes from tool arguments, which an attacker can influence, so it never stands
+    outside the data region; it is kept on one line so it cannot start lines of its own."""
+    header = f"[{source_id}] {' '.join(label.split())}"
+    return fence(header + "\n" + text)
 
 
 def data_only_rule() -> str:

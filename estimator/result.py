@@ -23,7 +23,7 @@ VERDICT_TEXT: Mapping[str, str] = {
     "attributed": "attributed",
     "redundant": "carried by several sources",
     "internal_knowledge": "answered from the model's own knowledge",
-    "no_information": "no information: the judge gave no usable score with every source present or with none",
+    "no_information": "no information: the judge gave no usable score for a measurement the verdict rests on",
 }
 
 
@@ -171,6 +171,8 @@ class TraceResult:
     contributing_layers: tuple[Layer, ...] = ()
     claim: str = ""
     notes: tuple[str, ...] = field(default=())
+    estimator: str = "judged"
+    """Which scalar produced the scores: "judged" (a forced-choice digit) or "logprob" (nats)."""
 
     @property
     def internal_knowledge(self) -> bool:
@@ -195,6 +197,7 @@ class TraceResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "claim": self.claim,
+            "estimator": self.estimator,
             "gamma": json_number(self.gamma),
             "s_all": json_number(self.s_all),
             "s_none": json_number(self.s_none),

@@ -19,6 +19,7 @@ from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 
 from fastapi import FastAPI
+from redis.asyncio import Redis
 
 from estimator.llm import LLM
 
@@ -26,17 +27,21 @@ from . import problems
 from .auth import announce_admin_key, ensure_admin_key
 from .db.session import Database
 from .deps import Services
-from .jobs import InProcessJobRunner, LLMFactory, ProgressHub, recover_interrupted
-from .limits import BodyLimitMiddleware, InProcessLimiter
+from .job_queue import ArqJobRunner, RedisProgressHub, redis_client, reservation_ttl
+from .jobs import InProcessJobRunner, JobRunner, LLMFactory, ProgressHub, recover_interrupted
+from .limits import BodyLimitMiddleware, InProcessLimiter, Limiter
+from .llm_cache import CachingLLM, JudgementCache, RedisJudgementCache, SqliteJudgementCache
 from .observability import Metrics, RequestContextMiddleware, log_fields
-from .routes import health, imports, quotes, traces, turns, ui
+from .redis_limits import RedisLimiter
+from .routes import health, imports, probes, quotes, traces, turns, ui
 from .settings import Settings
 
 log = logging.getLogger("provenance_api.app")
 
 DESCRIPTION = """Point it at a stored turn of an LLM agent and a sentence of that turn's answer, and it tells
 you which part of the agent's context caused the sentence. Store a turn, read its free tier (`segments`),
-price a trace (`quotes`), then run it (`traces`). Every `/v1` endpoint needs `Authorization: Bearer <key>`;
+price a trace (`quotes`), then run it (`traces`); probe a source (`probes`); gate a whole answer
+(`turns/{id}/verify`). Every `/v1` endpoint needs `Authorization: Bearer <key>`;
 errors are RFC 9457 `application/problem+json`."""
 
 
@@ -47,16 +52,56 @@ def _version() -> str:
         return "0.0.0"
 
 
-def default_llm_factory(settings: Settings) -> LLMFactory:
+def default_llm_factory(settings: Settings, cache: JudgementCache | None = None) -> LLMFactory:
+    """``LiteLLMClient`` per trace, behind the judgement cache when there is one."""
     key = settings.judge_api_key.get_secret_value() if settings.judge_api_key else None
     timeout = settings.judge_timeout_seconds
 
     def build(model: str, api_base: str | None) -> LLM:
         from .llm_litellm import LiteLLMClient
 
-        return LiteLLMClient(model, api_base=api_base, api_key=key, timeout=timeout)
+        client = LiteLLMClient(model, api_base=api_base, api_key=key, timeout=timeout)
+        return client if cache is None else CachingLLM(client, cache, api_base=api_base)
 
     return build
+
+
+def judgement_cache(settings: Settings, redis: Redis | None) -> JudgementCache | None:
+    """Redis when configured (shared), else a SQLite file in the data directory; None when disabled."""
+    if not settings.judgement_cache:
+        return None
+    ttl = settings.judgement_cache_ttl_seconds
+    if redis is not None:
+        return RedisJudgementCache(redis, ttl, prefix=settings.redis_prefix)
+    return SqliteJudgementCache(settings.data_dir / "judgements.db", ttl)
+
+
+def build_services(settings: Settings, llm_factory: LLMFactory | None = None, *, worker: bool = False) -> Services:
+    """The service's shared objects: embedded (SQLite, in-process limiter, runner and cache) by default,
+    Redis-backed limiter, cache, job queue and progress when ``PROVENANCE_REDIS_URL`` is set."""
+    params = settings.base_params
+    redis = redis_client(settings.redis_url) if settings.redis_url else None
+    limiter: Limiter
+    runner: JobRunner
+    hub: ProgressHub
+    if redis is not None:
+        limiter = RedisLimiter(redis, params.rate_max_calls, params.rate_window_seconds, prefix=settings.redis_prefix)
+        runner = ArqJobRunner(settings.redis_url or "", settings.redis_prefix, reservation_ttl(settings))
+        hub = RedisProgressHub(redis, settings.redis_prefix)
+    else:
+        limiter = InProcessLimiter(params.rate_max_calls, params.rate_window_seconds)
+        runner = InProcessJobRunner(settings.worker_max_jobs if worker else settings.max_running_traces)
+        hub = ProgressHub()
+    return Services(
+        settings=settings,
+        db=Database(settings.effective_database_url),
+        limiter=limiter,
+        runner=runner,
+        hub=hub,
+        metrics=Metrics(),
+        llm_factory=llm_factory or default_llm_factory(settings, judgement_cache(settings, redis)),
+        redis=redis,
+    )
 
 
 def _warm_up() -> None:
@@ -79,21 +124,14 @@ async def _close_provider_clients() -> None:
 def create_app(settings: Settings | None = None, llm_factory: LLMFactory | None = None) -> FastAPI:
     settings = settings or Settings()
     params = settings.base_params
-    services = Services(
-        settings=settings,
-        db=Database(settings.effective_database_url),
-        limiter=InProcessLimiter(params.rate_max_calls, params.rate_window_seconds),
-        runner=InProcessJobRunner(settings.max_running_traces),
-        hub=ProgressHub(),
-        metrics=Metrics(),
-        llm_factory=llm_factory or default_llm_factory(settings),
-    )
+    services = build_services(settings, llm_factory)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         settings.ensure_data_dir()
         await services.db.migrate()
-        await recover_interrupted(services.db)
+        if services.redis is None:  # with Redis, workers run the jobs and reap the dead ones
+            await recover_interrupted(services.db)
         key = await ensure_admin_key(services.db, settings)
         if key is not None:
             announce_admin_key(key, settings.admin_key_file)
@@ -111,6 +149,10 @@ def create_app(settings: Settings | None = None, llm_factory: LLMFactory | None 
             yield
         finally:
             await services.runner.stop()
+            if isinstance(services.hub, RedisProgressHub):
+                await services.hub.close()
+            if services.redis is not None:
+                await services.redis.aclose()
             await _close_provider_clients()
             await services.db.dispose()
             log_fields(log, logging.INFO, "service stopped")
@@ -120,7 +162,7 @@ def create_app(settings: Settings | None = None, llm_factory: LLMFactory | None 
     )
     app.state.services = services
     problems.install(app)
-    for module in (turns, quotes, traces, health, imports):
+    for module in (turns, quotes, traces, probes, health, imports):
         app.include_router(module.router)
     ui.install(app)  # the viewer at / (and its session cookie accepted by the API)
     # Outermost last: request id and access log → body limit → guard for unexpected errors → routes.

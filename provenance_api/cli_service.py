@@ -24,7 +24,15 @@ def register(sub: Any) -> None:
     serve = sub.add_parser("serve", help="run the HTTP service (SQLite in the data directory, in-process jobs)")
     serve.add_argument("--host", help="interface to listen on (default: PROVENANCE_HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default: PROVENANCE_PORT or 8000; 0 picks a free one)")
+    serve.add_argument("--local-model", metavar="FILE.gguf",
+                       help="run every model call (judge, span checks, probes) on this local model in-process: "
+                            "nothing leaves the machine")
+    serve.add_argument("--n-ctx", type=int, default=4096, help="context size of --local-model (default 4096)")
     serve.set_defaults(func=cmd_serve)
+
+    worker = sub.add_parser("worker", help="run trace jobs queued in Redis (needs PROVENANCE_REDIS_URL)")
+    worker.add_argument("--max-jobs", type=int, help="jobs at once (default: PROVENANCE_WORKER_MAX_JOBS or 4)")
+    worker.set_defaults(func=cmd_worker)
 
     keys = sub.add_parser("keys", help="manage API keys (each bound to a tenant and a user)")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
@@ -75,6 +83,25 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def local_llm_factory(path: str, n_ctx: int) -> Any:
+    """One in-process model for every trace (calls to it are serialised); the turn's model name is ignored."""
+    from .llm_llamacpp import LlamaCppLLM
+    from .scorer_llamacpp import LocalModel, LocalModelUnavailable
+
+    try:
+        local = LocalModel(path, n_ctx=n_ctx)
+    except LocalModelUnavailable as exc:
+        raise InvalidInput(str(exc), field="--local-model",
+                           fix="pass a GGUF file; scripts/local-model.sh path prints the built one") from exc
+    llm = LlamaCppLLM(local)
+    sys.stdout.write(f"Local model: {local.path.name} in-process (no model call leaves this machine)\n")
+
+    def build(model: str, api_base: str | None) -> LlamaCppLLM:
+        return llm
+
+    return build
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -93,7 +120,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     sys.stdout.flush()
     config = uvicorn.Config(
-        create_app(settings),
+        create_app(settings, local_llm_factory(args.local_model, args.n_ctx) if args.local_model else None),
         log_config=None,
         access_log=False,
         lifespan="on",
@@ -101,6 +128,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server_header=False,
     )
     uvicorn.Server(config).run(sockets=[sock])
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """Consume the Redis job queue until SIGINT/SIGTERM (jobs running then end ``interrupted``)."""
+    from .job_queue import build_worker
+    from .observability import configure_logging
+
+    settings = _settings(worker_max_jobs=args.max_jobs)
+    configure_logging(settings.log_level, json_lines=settings.log_json)
+    if not settings.redis_url:
+        raise InvalidInput(
+            "provenance worker needs a Redis server to take jobs from",
+            field="PROVENANCE_REDIS_URL",
+            fix="set PROVENANCE_REDIS_URL=redis://host:6379/0 (the same for the API processes)",
+        )
+    settings.ensure_data_dir()
+    sys.stdout.write(
+        f"Provenance worker: queue {settings.redis_prefix}:queue, {settings.worker_max_jobs} jobs at once\n"
+    )
+    sys.stdout.flush()
+    build_worker(settings).run()  # arq's own loop, with its SIGINT/SIGTERM handlers
     return 0
 
 

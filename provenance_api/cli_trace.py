@@ -1,10 +1,17 @@
-"""``provenance trace``: cost gate, consent, then the metered tiers against a real model."""
+"""``provenance trace``: cost gate, consent, then the metered tiers against a real model.
+
+``--estimator judged|logprob|both`` picks the scalar: the forced-choice judge (any chat model), the
+log-probability of the claim (a scoring-capable model: ``--local-model``, or a self-hosted server's
+``/v1/completions`` with echo), or both with their agreement. ``--local-model FILE.gguf`` runs every call
+(judge, span checks, scoring) in this process: nothing leaves the machine.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -19,6 +26,16 @@ def register(sub: Any) -> None:
     trace.add_argument("--model", help="litellm model string for the judge (default: the turn's own model)")
     trace.add_argument("--api-base", help="base URL of an OpenAI-compatible server (a local model, a proxy)")
     trace.add_argument("--api-key", help="API key for --api-base (default: the provider's usual variable)")
+    trace.add_argument("--estimator", choices=("judged", "logprob", "both"), default="judged",
+                       help="the scalar: a judged digit, log p(claim) from a scoring-capable model, or both "
+                            "with their agreement (default: judged)")
+    trace.add_argument("--local-model", metavar="FILE.gguf",
+                       help="run judge, span checks and scoring on this local model in-process (offline)")
+    trace.add_argument("--scorer-api-base",
+                       help="an OpenAI-compatible server whose /v1/completions echoes log-probabilities "
+                            "(default: --api-base)")
+    trace.add_argument("--scorer-model", help="the model name the scoring server knows (default: from --model)")
+    trace.add_argument("--n-ctx", type=int, default=4096, help="context size of --local-model (default 4096)")
     trace.add_argument("--yes", action="store_true", help="do not ask before spending")
     trace.add_argument("--json", action="store_true", help="print the result as the stable JSON contract")
     trace.add_argument("--timeout", type=float, default=120.0, help="per-call timeout in seconds")
@@ -33,23 +50,74 @@ def _confirm(prompt: str) -> bool:
     return sys.stdin.readline().strip().lower() in {"y", "yes"}
 
 
+@dataclass
+class Backends:
+    """The chat model and (when needed) the scorer one trace runs against."""
+
+    llm: Any
+    scorer: Any
+    model: str
+    local: Any | None = None
+
+
+def make_backends(args: argparse.Namespace, model: str, needs_scorer: bool) -> Backends:
+    if args.local_model:
+        from .llm_llamacpp import LlamaCppLLM
+        from .scorer_llamacpp import LlamaCppScorer, LocalModel, LocalModelUnavailable
+
+        try:
+            local = LocalModel(args.local_model, n_ctx=args.n_ctx)
+        except LocalModelUnavailable as exc:
+            raise InvalidInput(str(exc), field="--local-model",
+                               fix="pass a GGUF file; scripts/local-model.sh path prints the built one") from exc
+        return Backends(LlamaCppLLM(local), LlamaCppScorer(local), local.name, local)
+    from .llm_litellm import LiteLLMClient
+
+    llm = LiteLLMClient(model, api_base=args.api_base, api_key=args.api_key, timeout=args.timeout)
+    scorer = None
+    if needs_scorer:
+        from .scorer_completions import CompletionsScorer
+
+        base = args.scorer_api_base or args.api_base
+        name = args.scorer_model or model.split("/", 1)[-1]
+        scorer = CompletionsScorer(name, base, args.api_key, timeout=max(args.timeout, 600.0))
+    return Backends(llm, scorer, model)
+
+
 def cmd_trace(args: argparse.Namespace) -> int:
+    from estimator.agreement import agreement
     from estimator.attribution import trace_claim
+    from estimator.logprob import trace_logprob
     from estimator.result import ProgressEvent
+    from estimator.scoring_cost import quote_scoring, scoring_capability
 
     from . import free_tier, render_text
-    from .llm_litellm import LiteLLMClient
     from .turn_files import load_turn_file
 
     turn = load_turn_file(args.file)
-    model = free_tier.resolve_model(turn, args.model)
     view = free_tier.gate_view(turn)
     selection = free_tier.require_selection(turn, view, args.sentence)
+    model = "local" if args.local_model else free_tier.resolve_model(turn, args.model)
     quote = free_tier.cost_quote(turn, view.corpus, selection.text, model=model)
+    needs_scorer = args.estimator != "judged"
+    capability = scoring_capability(model, local_model=bool(args.local_model),
+                                    scorer_api_base=args.scorer_api_base, api_base=args.api_base)
+    scoring = quote_scoring(view.corpus, selection.text, capability, query=turn.effective_query(),
+                            tokenizer=free_tier.tokenizer())
     sys.stderr.write(render_text.quote_text(quote))
+    sys.stderr.write(f"Can score         {'yes' if capability.can_score else 'no'} ({capability.reason})\n")
+    if capability.can_score:
+        sys.stderr.write(f"Scoring calls     {scoring.scoring_calls} prompt-only (~{scoring.prompt_tokens:,} "
+                         "input tokens, no output)\n")
     if quote.refused:
         raise CostRefused(quote.refused, field="sentence", fix="narrow the turn's corpus or raise the ceiling")
-    if not args.yes and not _confirm(f"Spend up to {quote.planned_calls} model calls? [y/N] "):
+    if needs_scorer and not capability.can_score:
+        raise InvalidInput(f"--estimator {args.estimator} needs a scoring-capable model: {capability.reason}",
+                           field="--estimator",
+                           fix="use --local-model FILE.gguf or --scorer-api-base URL, or --estimator judged")
+    planned = {"judged": quote.planned_calls, "logprob": scoring.scoring_calls + scoring.span_calls,
+               "both": quote.planned_calls + scoring.scoring_calls}[args.estimator]
+    if not args.yes and not _confirm(f"Spend up to {planned} model calls? [y/N] "):
         raise InvalidInput("not confirmed: nothing was spent", field="--yes",
                            fix="answer y at the prompt, or pass --yes to accept the quoted cost")
 
@@ -57,14 +125,46 @@ def cmd_trace(args: argparse.Namespace) -> int:
         sys.stderr.write(f"\r[{event.round}] {event.calls_done}/{event.calls_planned} calls  {event.message[:60]:<60}")
         sys.stderr.flush()
 
-    client = LiteLLMClient(model, api_base=args.api_base, api_key=args.api_key, timeout=args.timeout)
+    backends = make_backends(args, model, needs_scorer)
+    tok = free_tier.tokenizer()
+    query = turn.effective_query()
 
-    async def run() -> Any:
-        return await trace_claim(client, selection.text, turn.effective_query(), view.corpus,
-                                 tokenizer=free_tier.tokenizer(), on_progress=progress)
+    async def run() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if args.estimator in ("judged", "both"):
+            out["judged"] = await trace_claim(backends.llm, selection.text, query, view.corpus, tokenizer=tok,
+                                              on_progress=progress)
+        if args.estimator in ("logprob", "both"):
+            judged = out.get("judged")
+            supports = None if judged is None else {
+                s.source_id: s.support for s in judged.sources if s.support is not None}
+            out["logprob"] = await trace_logprob(backends.scorer, None if supports else backends.llm,
+                                                 selection.text, query, view.corpus, tokenizer=tok,
+                                                 on_progress=progress, supports=supports)
+        return out
 
-    result = anyio.run(run)
+    try:
+        results = anyio.run(run)
+    finally:
+        if backends.local is not None:
+            backends.local.close()
     sys.stderr.write("\n")
+    if args.estimator == "both":
+        agree = agreement(results["judged"], results["logprob"])
+        if args.json:
+            doc = {"judged": results["judged"].to_dict(), "logprob": results["logprob"].to_dict(),
+                   "agreement": agree.to_dict()}
+            sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        else:
+            sys.stdout.write("== judged ==\n" + render_text.trace_text(view.corpus, results["judged"]))
+            sys.stdout.write("\n== logprob (nats) ==\n" + render_text.trace_text(view.corpus, results["logprob"]))
+            rho = "n/a" if agree.spearman is None else f"{agree.spearman:+.2f}"
+            sys.stdout.write(f"\nAgreement: verdict {'same' if agree.same_verdict else 'differs'} · top layer "
+                             f"{'same' if agree.same_top_layer else 'differs'} · top source "
+                             f"{'same' if agree.same_top_source else 'differs'} · Spearman ρ of source drops "
+                             f"{rho} over {len(agree.compared_sources)} source(s)\n")
+        return 0
+    result = results[args.estimator]
     if args.json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n")
     else:

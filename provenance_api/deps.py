@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from redis.asyncio import Redis
 
 from .auth import Principal, authenticate
 from .db.session import Database
@@ -27,6 +28,7 @@ class Services:
     hub: ProgressHub
     metrics: Metrics
     llm_factory: LLMFactory
+    redis: Redis | None = None
 
     @property
     def trace_context(self) -> TraceContext:

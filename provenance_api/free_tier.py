@@ -66,8 +66,8 @@ def require_selection(turn: StoredTurn, view: GateView, sentence: str) -> Select
 
 
 def cost_quote(turn: StoredTurn, corpus: Corpus, claim: str, *, model: str, params: Params = DEFAULT_PARAMS,
-               probe: bool = False) -> CostQuote:
+               probe: bool = False, trace: bool = True) -> CostQuote:
     from .llm_litellm import LiteLLMPricing
 
     return quote_cost(corpus, claim, model=model, params=params, tokenizer=tokenizer(),
-                      pricing=LiteLLMPricing(), query=turn.effective_query(), probe=probe)
+                      pricing=LiteLLMPricing(), query=turn.effective_query(), probe=probe, trace=trace)

@@ -1,4 +1,5 @@
-"""Trace jobs: the runner protocol, the in-process runner, and one trace's execution.
+"""Jobs: the runner protocol, the in-process runner, and one job's execution — a trace (with its
+declared-attribution audit) or a probe, chosen by the job's ``kind``.
 
 A trace runs as a job. Every model call goes through ``MeteredLLM``, which counts calls made
 and billed and writes them to the job's row *before* the estimator sees the answer — so a
@@ -25,8 +26,11 @@ from typing import Any, Protocol
 import anyio
 
 from estimator.attribution import ProgressEvent, trace_claim
-from estimator.llm import LLM, LLMError, LLMRequest, LLMResponse
+from estimator.declared import audit_trace
+from estimator.llm import LLM, LLMError, LLMRequest, LLMResponse, Usage
 from estimator.params import Params
+from estimator.probe import probe_source
+from estimator.units import Corpus
 
 from . import free_tier
 from .db import crud_traces, crud_turns
@@ -46,6 +50,11 @@ INTERRUPTED_ON_STOP = "the service shut down while this trace was running; calls
 class JobRunner(Protocol):
     def submit(self, job_id: str, work: Callable[[], Awaitable[None]]) -> None: ...
 
+    async def enqueue(self, job_id: str, reservation: Reservation, work: Callable[[], Awaitable[None]]) -> None:
+        """Hand a created job over: run ``work`` here, or queue the job for a worker process
+        (``job_queue.ArqJobRunner``), which settles ``reservation`` when it ends."""
+        ...
+
     async def stop(self) -> None: ...
 
 
@@ -64,6 +73,9 @@ class InProcessJobRunner:
         task = asyncio.get_running_loop().create_task(run(), name=f"trace {job_id}")
         self._tasks[job_id] = task
         task.add_done_callback(lambda _: self._tasks.pop(job_id, None))
+
+    async def enqueue(self, job_id: str, reservation: Reservation, work: Callable[[], Awaitable[None]]) -> None:
+        self.submit(job_id, work)
 
     async def stop(self) -> None:
         tasks = list(self._tasks.values())
@@ -99,6 +111,7 @@ class _Meter:
     made: int = 0
     answered: int = 0
     billed: int = 0
+    cached: int = 0
     last_error: str | None = None
     progress: Progress = field(default_factory=lambda: Progress(0, 0))
 
@@ -136,6 +149,12 @@ class MeteredLLM:
                 await self._on_call()
                 raise
             self.meter.answered += 1
+            if response.cached:  # answered by the judgement cache: not a model call, not billed
+                self.meter.made -= 1
+                self.meter.cached += 1
+                self._metrics.cache_hits.labels("judgement").inc()
+                await self._on_call()
+                return response
             self.meter.billed += 1
             self._metrics.model_calls.labels("answered").inc()
             self._metrics.observe_usage(response.usage, cached=response.cached)
@@ -164,10 +183,11 @@ async def run_trace_job(ctx: TraceContext, job_id: str, reservation: Reservation
     trace_id_var.set(job_id)
     held: list[MeteredLLM] = []
     outcome = "failed"
+    if not await crud_traces.mark_running(ctx.db, job_id):
+        # not queued any more: another delivery runs it, or it already ended — its reservation is theirs
+        log_fields(log, logging.WARNING, "trace not started: the job is no longer queued")
+        return
     try:
-        if not await crud_traces.mark_running(ctx.db, job_id):
-            outcome = "interrupted"
-            return
         ctx.metrics.traces_running.inc()
         log_fields(log, logging.INFO, "trace started", calls_reserved=reservation.calls)
         try:
@@ -245,40 +265,88 @@ async def _execute(ctx: TraceContext, job: JobRecord, held: list[MeteredLLM]) ->
         )
         ctx.hub.publish(job.id, meter.progress)
 
-    result = await trace_claim(
-        metered,
-        job.claim,
-        query,
-        corpus,
-        params=params,
-        tokenizer=free_tier.tokenizer(),
-        on_progress=on_progress,
-    )
+    work = _KINDS[job.kind]
+    done = await work(_Run(job, metered, corpus, query, params, on_progress))
     meter = metered.meter
     final = replace(meter.progress, calls_made=meter.made, calls_billed=metered.billed)
     if meter.made and not meter.answered:
         reason = f"every model call failed ({meter.made} calls); last error: {meter.last_error or 'unknown'}"
         await crud_traces.finish_unsuccessful(ctx.db, job.id, "failed", reason, final)
         return "failed"
-    ctx.metrics.cache_hits.labels("memo").inc(result.calls.saved)
+    ctx.metrics.cache_hits.labels("memo").inc(done.saved)
     audit = crud_traces.ResultAudit(
         turn_digest=record.digest,
         claim_digest=_digest(job.claim),
         query_digest=_digest(query),
-        corpus_digest=result.corpus_digest,
-        prompt_versions=dict(result.prompt_versions),
-        params=dict(result.params),
-        model=result.model,
-        result=result.to_dict(),
+        corpus_digest=corpus.digest,
+        prompt_versions=done.prompt_versions,
+        params=done.params,
+        model=metered.model,
+        result=done.result,
         calls_planned=job.calls_planned,
         calls_made=meter.made,
         calls_billed=metered.billed,
-        input_tokens=result.usage.input_tokens,
-        output_tokens=result.usage.output_tokens,
-        cost_usd=result.cost_usd,
+        input_tokens=done.usage.input_tokens,
+        output_tokens=done.usage.output_tokens,
+        cost_usd=done.cost_usd,
     )
     await crud_traces.finish_succeeded(ctx.db, job, audit, final)
     return "succeeded"
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What one kind of job is given: the job, the metered judge, the turn's corpus and query."""
+
+    job: JobRecord
+    llm: MeteredLLM
+    corpus: Corpus
+    query: str
+    params: Params
+    on_progress: Callable[[ProgressEvent], None]
+
+
+@dataclass(frozen=True)
+class _Done:
+    """What one kind of job produced: the result to store and its audit fields."""
+
+    result: dict[str, Any]
+    prompt_versions: dict[str, Any]
+    params: dict[str, Any]
+    usage: Usage
+    cost_usd: float | None
+    saved: int = 0
+
+
+async def _trace(run: _Run) -> _Done:
+    """A trace, with the declared-attribution audit of the sentence attached as ``declared``."""
+    result = await trace_claim(
+        run.llm,
+        run.job.claim,
+        run.query,
+        run.corpus,
+        params=run.params,
+        tokenizer=free_tier.tokenizer(),
+        on_progress=run.on_progress,
+    )
+    out = result.to_dict()
+    out["declared"] = audit_trace(run.job.claim, run.corpus, result).to_dict()
+    return _Done(out, dict(result.prompt_versions), dict(result.params), result.usage, result.cost_usd,
+                 result.calls.saved)
+
+
+async def _probe(run: _Run) -> _Done:
+    """Algorithm 6 on ``job.source_id``: sampled regenerations, never memoised or cached."""
+    assert run.job.source_id is not None
+    run.llm.meter.progress = Progress(0, 0, round="probe",
+                                      message=f"regenerating with and without {run.job.source_id}")
+    result = await probe_source(run.llm, run.job.claim, run.query, run.corpus, run.job.source_id,
+                                params=run.params, tokenizer=free_tier.tokenizer())
+    return _Done(result.to_dict(), {"probe_regenerate": result.prompt_version}, run.params.model_dump(),
+                 result.usage, result.cost_usd)
+
+
+_KINDS: dict[str, Callable[[_Run], Awaitable[_Done]]] = {"trace": _trace, "probe": _probe}
 
 
 async def recover_interrupted(db: Database) -> list[str]:

@@ -6,7 +6,8 @@ the reservation is settled to the calls actually made and the unused part is rel
 A reservation that does not fit is refused with 429, ``Retry-After`` saying when it would.
 
 ``Limiter`` is the protocol the service uses; ``InProcessLimiter`` keeps the window in memory
-(one process). A shared implementation (Redis) can stand behind the same protocol.
+(one process); ``redis_limits.RedisLimiter`` keeps it in Redis, shared by every process, with the
+same semantics (both pass ``tests/test_limiter.py``).
 """
 
 from __future__ import annotations
@@ -53,6 +54,29 @@ class Limiter(Protocol):
     async def state(self, user: str) -> BudgetState: ...
 
 
+def over_whole_budget(calls: int, used: int, max_calls: int, window: int) -> RateLimited:
+    """The refusal of a reservation larger than the whole budget (every Limiter raises the same)."""
+    return RateLimited(
+        f"this trace needs up to {calls} model calls, more than the whole per-user budget of "
+        f"{max_calls} calls per {window} s",
+        retry_after=float(window),
+        fix="lower params.max_calls or params.max_sources, or ask for a larger RATE_MAX_CALLS",
+        extra={"limit": max_calls, "remaining": max_calls - used, "requested": calls},
+    )
+
+
+def budget_exhausted(calls: int, used: int, max_calls: int, window: int, wait: float) -> RateLimited:
+    """The refusal of a reservation that does not fit what is left of the window."""
+    return RateLimited(
+        f"model-call budget exhausted: this trace reserves {calls} calls but only "
+        f"{max_calls - used} of {max_calls} per {window} s remain for this user "
+        f"(including calls reserved by running traces); retry in {math.ceil(wait)} s",
+        retry_after=wait,
+        fix="wait for Retry-After seconds, or for a running trace to finish",
+        extra={"limit": max_calls, "remaining": max_calls - used, "requested": calls},
+    )
+
+
 class InProcessLimiter:
     """A sliding-window call budget per user, in memory."""
 
@@ -87,23 +111,9 @@ class InProcessLimiter:
             entries = self._live(user, now)
             used = sum(n for _, n in entries.values())
             if calls > self.max_calls:
-                raise RateLimited(
-                    f"this trace needs up to {calls} model calls, more than the whole per-user budget of "
-                    f"{self.max_calls} calls per {self.window} s",
-                    retry_after=float(self.window),
-                    fix="lower params.max_calls or params.max_sources, or ask for a larger RATE_MAX_CALLS",
-                    extra={"limit": self.max_calls, "remaining": self.max_calls - used, "requested": calls},
-                )
+                raise over_whole_budget(calls, used, self.max_calls, self.window)
             if used + calls > self.max_calls:
-                wait = self._retry_after(entries, calls, now)
-                raise RateLimited(
-                    f"model-call budget exhausted: this trace reserves {calls} calls but only "
-                    f"{self.max_calls - used} of {self.max_calls} per {self.window} s remain for this user "
-                    f"(including calls reserved by running traces); retry in {math.ceil(wait)} s",
-                    retry_after=wait,
-                    fix="wait for Retry-After seconds, or for a running trace to finish",
-                    extra={"limit": self.max_calls, "remaining": self.max_calls - used, "requested": calls},
-                )
+                raise budget_exhausted(calls, used, self.max_calls, self.window, self._retry_after(entries, calls, now))
             self._next += 1
             entries[self._next] = (now, calls)
             return Reservation(self._next, user, calls, now)

@@ -16,12 +16,12 @@ from estimator.units import Corpus
 from . import free_tier
 from .auth import Principal
 from .db import crud_traces, crud_turns
-from .db.crud_traces import JobRecord, NewQuote, QuoteRecord
+from .db.crud_traces import JobKind, JobRecord, NewQuote, QuoteRecord
 from .db.crud_turns import TurnRecord
 from .deps import Services
-from .errors import Conflict, CostRefused, RateLimited
+from .errors import Conflict, CostRefused, InvalidInput, RateLimited
 from .jobs import run_trace_job
-from .limits import request_params
+from .limits import Reservation, request_params
 from .observability import trace_id_var
 from .schemas import (
     CitationOut,
@@ -29,6 +29,8 @@ from .schemas import (
     GateSummaryOut,
     LayerOut,
     PlannedCalls,
+    ProbeIn,
+    ProbeOut,
     ProgressOut,
     QuoteOut,
     SegmentOut,
@@ -132,9 +134,12 @@ async def turn_segments(
 def _price(
     record: TurnRecord, sentence: str, model: str, params: Params, probe: bool
 ) -> tuple[str, str | None, dict[str, Any]]:
+    """The cost gate for a trace, or — with ``probe`` — for the probe alone (2k regenerations)."""
     view = free_tier.gate_view(record.turn, params)
     selection = free_tier.require_selection(record.turn, view, sentence)
-    quote = free_tier.cost_quote(record.turn, view.corpus, selection.text, model=model, params=params, probe=probe)
+    quote = free_tier.cost_quote(
+        record.turn, view.corpus, selection.text, model=model, params=params, probe=probe, trace=not probe
+    )
     return selection.text, selection.segment_id, quote.to_dict()
 
 
@@ -198,6 +203,36 @@ def quote_out(q: QuoteRecord) -> QuoteOut:
 async def start_trace(services: Services, caller: Principal, body: TraceIn) -> JobRecord:
     """Resolve the quote (or quote inline), reserve its calls from the caller's budget, create the
     job and hand it to the runner. Nothing is reserved unless everything else is in order."""
+    return await start_job(services, caller, body, kind="trace")
+
+
+async def start_probe(services: Services, caller: Principal, body: ProbeIn) -> JobRecord:
+    """A probe of ``body.source_id`` as a job: quoted (the probe alone, 2k calls), budgeted and run
+    exactly as a trace is."""
+    return await start_job(services, caller, body.as_trace(), kind="probe", source_id=body.source_id)
+
+
+def check_max_cost(quote: QuoteRecord, max_cost_usd: float, *, what: str = "trace") -> None:
+    """Refuse (422 naming max_cost_usd) a quote that is unpriced or over ``max_cost_usd``."""
+    if quote.refused is None and quote.cost_usd is None:
+        raise CostRefused(
+            f"no price is known for model {quote.model!r}, so max_cost_usd cannot be guaranteed",
+            field="max_cost_usd",
+            fix=f"quote with POST /v1/quotes and start the {what} by quote_id to accept an "
+            "unpriced quote, or choose a model with a known price",
+        )
+    if quote.refused is None and quote.cost_usd is not None and quote.cost_usd > max_cost_usd:
+        raise CostRefused(
+            f"the quoted cost ${quote.cost_usd:.4f} is over max_cost_usd ${max_cost_usd:.4f}",
+            field="max_cost_usd",
+            fix="raise max_cost_usd, lower params.max_sources, or choose a cheaper model",
+        )
+
+
+async def start_job(
+    services: Services, caller: Principal, body: TraceIn, *, kind: JobKind, source_id: str | None = None
+) -> JobRecord:
+    probe = kind == "probe"
     if body.by_quote():
         assert body.quote_id is not None
         quote = await crud_traces.get_quote(services.db, caller.tenant, body.quote_id)
@@ -210,44 +245,74 @@ async def start_trace(services: Services, caller: Principal, body: TraceIn) -> J
             body.turn_id,
             body.sentence,
             model=body.model,
-            probe=body.probe,
+            probe=probe or body.probe,
             overrides=body.params,
         )
         field = "sentence"
-        if quote.refused is None and quote.cost_usd is None:
-            raise CostRefused(
-                f"no price is known for model {quote.model!r}, so max_cost_usd cannot be guaranteed",
-                field="max_cost_usd",
-                fix="quote with POST /v1/quotes and start the trace by quote_id to accept an "
-                "unpriced quote, or choose a model with a known price",
-            )
-        if quote.refused is None and quote.cost_usd is not None and quote.cost_usd > body.max_cost_usd:
-            raise CostRefused(
-                f"the quoted cost ${quote.cost_usd:.4f} is over max_cost_usd ${body.max_cost_usd:.4f}",
-                field="max_cost_usd",
-                fix="raise max_cost_usd, lower params.max_sources, or choose a cheaper model",
-            )
+        check_max_cost(quote, body.max_cost_usd, what=kind)
+    if quote.probe != probe:
+        raise InvalidInput(
+            f"quote {quote.id!r} prices a {'probe' if quote.probe else 'trace'}, not a {kind}",
+            field="probe" if field == "sentence" else field,
+            fix="start a probe with POST /v1/probes from a quote made with probe: true, and a trace "
+            "with POST /v1/traces from a quote without it",
+        )
+    if source_id is not None:
+        await _require_source(services, caller, quote.turn_id, source_id)
     if quote.refused is not None:
         raise CostRefused(quote.refused, field=field, fix="narrow the turn's corpus or lower the request's params")
     if quote.used_by is not None:
         raise Conflict(
-            f"quote {quote.id!r} was already used to start trace {quote.used_by!r}",
+            f"quote {quote.id!r} was already used to start {quote.used_by!r}",
             field="quote_id",
             fix="request a new quote with POST /v1/quotes",
         )
+    reservation = await reserve(services, caller, quote.planned_calls)
+    return await launch(services, quote, reservation, max_cost_usd=body.max_cost_usd, kind=kind,
+                        source_id=source_id)
+
+
+async def _require_source(services: Services, caller: Principal, turn_id: str, source_id: str) -> None:
+    record = await crud_turns.get_turn(services.db, caller.tenant, turn_id)
+    corpus = await anyio.to_thread.run_sync(free_tier.corpus_for, record.turn, services.settings.base_params)
+    if source_id not in {u.id for u in corpus.units}:
+        raise InvalidInput(
+            f"{source_id!r} is not a source of turn {turn_id!r}",
+            field="source_id",
+            fix=f"list the turn's sources with GET /v1/turns/{turn_id}/sources",
+        )
+
+
+async def reserve(services: Services, caller: Principal, calls: int) -> Reservation:
+    """Reserve ``calls`` from the caller's model-call budget (429 when they do not fit)."""
     try:
-        reservation = await services.limiter.reserve(caller.budget_key, quote.planned_calls)
+        return await services.limiter.reserve(caller.budget_key, calls)
     except RateLimited:
         services.metrics.budget_refusals.inc()
         raise
+
+
+async def launch(
+    services: Services,
+    quote: QuoteRecord,
+    reservation: Reservation,
+    *,
+    max_cost_usd: float | None,
+    kind: JobKind = "trace",
+    source_id: str | None = None,
+) -> JobRecord:
+    """Consume ``quote``, create its job and hand it to the runner, which settles ``reservation``
+    when the job ends (released at once if the job cannot be created)."""
     try:
-        job = await crud_traces.create_job(services.db, quote, max_cost_usd=body.max_cost_usd)
+        job = await crud_traces.create_job(
+            services.db, quote, max_cost_usd=max_cost_usd, kind=kind, source_id=source_id
+        )
     except BaseException:
         await services.limiter.settle(reservation, 0)
         raise
-    trace_id_var.set(job.id)  # the request's log lines name the trace it started
+    trace_id_var.set(job.id)  # the request's log lines name the job it started
     ctx = services.trace_context
-    services.runner.submit(job.id, lambda: run_trace_job(ctx, job.id, reservation))
+    await services.runner.enqueue(job.id, reservation, lambda: run_trace_job(ctx, job.id, reservation))
     return job
 
 
@@ -285,4 +350,24 @@ def progress_out(job: JobRecord, services: Services) -> ProgressOut:
         round=live.round if live else job.round,
         message=live.message if live else job.message,
         layer_scores=dict(live.layer_scores if live else job.layer_scores),
+    )
+
+
+def probe_out(job: JobRecord) -> ProbeOut:
+    return ProbeOut(
+        probe_id=job.id,
+        status=job.status,
+        turn_id=job.turn_id,
+        quote_id=job.quote_id,
+        claim=job.claim,
+        segment_id=job.segment_id,
+        source_id=job.source_id or "",
+        model=job.model,
+        calls=TraceCalls(planned=job.calls_planned, made=job.calls_made, billed=job.calls_billed),
+        message=job.message,
+        reason=job.reason,
+        created_at=job.created_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+        result=job.result if job.status == "succeeded" else None,
     )

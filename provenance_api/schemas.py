@@ -351,6 +351,104 @@ class ProgressOut(_Out):
     layer_scores: dict[str, float | None]
 
 
+# --------------------------------------------------------------------------- probes
+
+
+class ProbeIn(BaseModel):
+    """Either ``{quote_id, source_id}`` (a probe quote: ``POST /v1/quotes`` with ``probe: true``) or
+    ``{turn_id, sentence, source_id, max_cost_usd, k?}`` (quoted and started at once)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"quote_id": "q_3f9a0c2b7d1e4a5b6c7d", "source_id": "s0"},
+                {"turn_id": "turn-support-fallback-0042", "sentence": "r2", "source_id": "s0", "k": 3,
+                 "max_cost_usd": 0.05},
+            ]
+        },
+    )
+
+    source_id: str = Field(min_length=1, max_length=64, description="the source to remove (s0, s1, …)")
+    quote_id: str | None = Field(None, min_length=1, max_length=40)
+    turn_id: str | None = Field(None, min_length=1, max_length=256)
+    sentence: str | None = Field(None, min_length=1, max_length=20_000)
+    k: int | None = Field(None, ge=1, le=20, description="regenerations per side (params.causal_samples)")
+    max_cost_usd: float | None = Field(None, ge=0, le=1_000_000)
+    model: str | None = Field(None, min_length=1, max_length=256)
+    params: ParamsOverride | None = Field(None, description=PARAMS_DESCRIPTION)
+
+    def as_trace(self) -> TraceIn:
+        """The same request in the trace form, so both kinds share one quoting and budgeting path."""
+        params = dict(self.params or {})
+        if self.k is not None:
+            if self.quote_id is not None:
+                raise InvalidInput("a probe by quote_id takes k from its quote", field="k",
+                                   fix="quote with params.causal_samples=k, or drop k")
+            params["causal_samples"] = self.k
+        return TraceIn(quote_id=self.quote_id, turn_id=self.turn_id, sentence=self.sentence,
+                       max_cost_usd=self.max_cost_usd, model=self.model, params=params or None)
+
+
+class ProbeOut(_Out):
+    probe_id: str
+    status: TraceStatus
+    turn_id: str
+    quote_id: str
+    claim: str
+    segment_id: str | None
+    source_id: str
+    model: str
+    calls: TraceCalls
+    message: str | None
+    reason: str | None = Field(description="why a probe failed or was interrupted")
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    result: dict[str, Any] | None = Field(
+        description="verdict (required | not_required | inconclusive), note, anchors, baseline B and "
+        "without W of k, calls, usage, cost — only when status is succeeded"
+    )
+
+
+# --------------------------------------------------------------------------- verification gate
+
+
+class VerifyIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"max_cost_usd": 0.25}]})
+
+    max_cost_usd: float = Field(ge=0, le=1_000_000, description="the budget for every trace of the answer")
+    model: str | None = Field(None, min_length=1, max_length=256, description="litellm model string of the judge")
+    params: ParamsOverride | None = Field(None, description=PARAMS_DESCRIPTION)
+
+
+class VerifySentenceOut(_Out):
+    segment_id: str
+    text: str
+    status: str = Field(description="the free-tier status of the sentence")
+    decision: Literal["allow", "review", "block"]
+    rule: str
+    reason: str
+    outcome: Literal["quoted", "traced", "error", "budget_refused"] | None = Field(
+        description="what checking it produced; null when it needed no check"
+    )
+    trace_id: str | None
+    verdict: str | None = Field(description="the trace's verdict, when traced")
+    declared: dict[str, Any] | None = Field(description="the declared-attribution audit, when traced")
+
+
+class VerifyOut(_Out):
+    turn_id: str
+    decision: Literal["allow", "review", "block"]
+    rule: str = Field(description="the rule that fired")
+    reason: str
+    model: str
+    quoted_cost_usd: float = Field(description="the sum of the traces' quotes, within max_cost_usd")
+    max_cost_usd: float
+    calls: TraceCalls
+    sentences: list[VerifySentenceOut]
+
+
 # --------------------------------------------------------------------------- health
 
 

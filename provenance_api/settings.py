@@ -61,6 +61,19 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     log_json: bool = True
 
+    # scale-out: shared budgets, judgement cache and job queue (docs: README "Running at scale")
+    redis_url: str | None = Field(
+        None,
+        description="redis://…: budgets, judgement cache and trace jobs go through Redis (workers run them).",
+    )
+    redis_prefix: str = Field("provenance", min_length=1, description="Prefix of every Redis key and queue.")
+    judgement_cache: bool = Field(True, description="Answer repeated deterministic judge/support calls from cache.")
+    judgement_cache_ttl_seconds: int = Field(7 * 24 * 3600, ge=1, description="How long a cached judgement lives.")
+    worker_max_jobs: int = Field(4, ge=1, le=256, description="Trace jobs one `provenance worker` runs at once.")
+    worker_lease_seconds: float = Field(
+        30.0, gt=0, le=3600, description="A running job whose worker has not renewed its lease this long is dead."
+    )
+
     @cached_property
     def base_params(self) -> Params:
         """The server's §7.8 constants (defaults overridden by ``PROVENANCE_PARAMS``), validated."""

@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 ./scripts/system-deps.sh
 export LITELLM_LOCAL_MODEL_COST_MAP=True HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+# real Redis and PostgreSQL on loopback for their variants of the tests; stopped on exit
+. ./scripts/services.sh
+services_start
 
 .venv/bin/ruff check estimator provenance_api prompts tests bench
 .venv/bin/mypy

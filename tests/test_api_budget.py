@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 from support.api_server import SMALL_CLAIM, ApiServer, scripted_factory, small_turn
+from support.services import DbBackend
 
 from estimator.llm import ScriptedLLM
 from provenance_api.limits import InProcessLimiter
@@ -18,7 +19,7 @@ BUDGET = 2 * PLANNED - 1  # one running trace fits; a second one only after the 
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+def server(tmp_path_factory: pytest.TempPathFactory, db_backend: DbBackend) -> Iterator[ApiServer]:
     params = {"rate_max_calls": BUDGET, "rate_window_seconds": 3600}
     # a slow judge keeps the first trace running while the second asks
     with ApiServer(
@@ -26,6 +27,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
         llm_factory=scripted_factory(latency=0.25),
         params=params,
         warm_up=False,
+        database_url=db_backend.fresh_url(),
     ) as srv:
         yield srv
 
@@ -75,10 +77,16 @@ def test_reservation_refusal_and_release(server: ApiServer) -> None:
         assert "provenance_budget_refusals_total 1.0" in metrics
 
 
-def test_a_trace_larger_than_the_whole_budget_is_refused(tmp_path: Path) -> None:
+def test_a_trace_larger_than_the_whole_budget_is_refused(tmp_path: Path, db_backend: DbBackend) -> None:
     params = {"rate_max_calls": PLANNED - 1, "rate_window_seconds": 60}
     with (
-        ApiServer(tmp_path, llm_factory=scripted_factory(), params=params, warm_up=False) as srv,
+        ApiServer(
+            tmp_path,
+            llm_factory=scripted_factory(),
+            params=params,
+            warm_up=False,
+            database_url=db_backend.fresh_url(),
+        ) as srv,
         srv.client(srv.admin_key) as api,
     ):
         api.post("/v1/turns", json=small_turn())

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from support.api_server import SMALL_CLAIM, ApiServer, load_fixture, scripted_factory, small_turn
+from support.services import DbBackend
 
 from estimator.turn import StoredTurn
 from provenance_api import free_tier
@@ -39,9 +40,13 @@ def _counting_factory() -> LLMFactory:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+def server(tmp_path_factory: pytest.TempPathFactory, db_backend: DbBackend) -> Iterator[ApiServer]:
     with ApiServer(
-        tmp_path_factory.mktemp("api"), llm_factory=_counting_factory(), max_body_bytes=200_000, warm_up=False
+        tmp_path_factory.mktemp("api"),
+        llm_factory=_counting_factory(),
+        max_body_bytes=200_000,
+        warm_up=False,
+        database_url=db_backend.fresh_url(),
     ) as srv:
         yield srv
 
@@ -285,11 +290,14 @@ def test_events_stream_progress_then_the_end(api: httpx.Client) -> None:
     assert_problem(api.get("/v1/traces/tr_nope/events"), 404, field="trace_id")
 
 
-def test_a_failed_job_carries_its_reason_and_never_a_result(tmp_path: Path) -> None:
+def test_a_failed_job_carries_its_reason_and_never_a_result(tmp_path: Path, db_backend: DbBackend) -> None:
     def broken(model: str, api_base: str | None) -> Any:
         raise RuntimeError("provider exploded; api_key=sk-live-abcdefghijklmnop")
 
-    with ApiServer(tmp_path, llm_factory=broken, warm_up=False) as srv, srv.client(srv.admin_key) as api:
+    with (
+        ApiServer(tmp_path, llm_factory=broken, warm_up=False, database_url=db_backend.fresh_url()) as srv,
+        srv.client(srv.admin_key) as api,
+    ):
         api.post("/v1/turns", json=small_turn())
         started = api.post("/v1/traces", json={"quote_id": _quote(api)})
         done = api.get(started.headers["location"], params={"wait": "true"}).json()

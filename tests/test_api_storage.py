@@ -24,6 +24,7 @@ from alembic.runtime.migration import MigrationContext
 from fastapi import FastAPI
 from sqlalchemy import Connection, select, text
 from support.api_server import SMALL_CLAIM, ApiServer, scripted_factory, small_turn
+from support.services import DbBackend
 
 from provenance_api import problems
 from provenance_api.cli import main as cli_main
@@ -36,9 +37,11 @@ def run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
-def test_the_shipped_migrations_build_exactly_the_models_schema(tmp_path: Path) -> None:
+def test_the_shipped_migrations_build_exactly_the_models_schema(tmp_path: Path, db_backend: DbBackend) -> None:
+    url = db_backend.fresh_url() or f"sqlite+aiosqlite:///{tmp_path / 'm.db'}"
+
     async def diff() -> list[Any]:
-        db = Database(f"sqlite+aiosqlite:///{tmp_path / 'm.db'}")
+        db = Database(url)
         await db.migrate()
         await db.migrate()  # idempotent
 
@@ -73,8 +76,13 @@ def test_sqlite_runs_in_wal_mode_with_full_sync(served: ApiServer) -> None:
     assert (served.data_dir / "provenance.db-wal").exists()
 
 
-def test_a_result_is_an_append_only_audit_record(served: ApiServer) -> None:
-    with served.client(served.admin_key) as api:
+def test_a_result_is_an_append_only_audit_record(tmp_path: Path, db_backend: DbBackend) -> None:
+    with (
+        ApiServer(
+            tmp_path, llm_factory=scripted_factory(), warm_up=False, database_url=db_backend.fresh_url()
+        ) as served,
+        served.client(served.admin_key) as api,
+    ):
         digest = api.post("/v1/turns", json=small_turn()).json()["digest"]
         quote = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": SMALL_CLAIM}).json()
         started = api.post("/v1/traces", json={"quote_id": quote["quote_id"]})
@@ -112,9 +120,12 @@ def test_a_result_is_an_append_only_audit_record(served: ApiServer) -> None:
 
 
 def test_keys_are_hashed_the_admin_key_is_printed_once_and_owner_only(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, db_backend: DbBackend
 ) -> None:
-    with ApiServer(tmp_path, warm_up=False) as srv:
+    url = db_backend.fresh_url()
+    if url is not None:
+        monkeypatch.setenv("PROVENANCE_DATABASE_URL", url)
+    with ApiServer(tmp_path, warm_up=False, database_url=url) as srv:
         admin = srv.admin_key
     first = capsys.readouterr().out
     assert admin in first and "shown once" in first
@@ -126,7 +137,7 @@ def test_keys_are_hashed_the_admin_key_is_printed_once_and_owner_only(
     alice = capsys.readouterr().out.strip()
     assert alice.startswith("pvk_") and alice != admin
 
-    with ApiServer(tmp_path, warm_up=False) as srv:
+    with ApiServer(tmp_path, warm_up=False, database_url=url) as srv:
         with srv.client(alice) as api:
             assert api.post("/v1/turns", json=small_turn("alice-turn")).status_code == 201
         with srv.client(admin) as api:
@@ -135,7 +146,7 @@ def test_keys_are_hashed_the_admin_key_is_printed_once_and_owner_only(
     assert admin not in capsys.readouterr().out  # not printed again
 
     async def stored() -> list[str]:
-        db = Database(f"sqlite+aiosqlite:///{tmp_path / 'provenance.db'}")
+        db = Database(url or f"sqlite+aiosqlite:///{tmp_path / 'provenance.db'}")
         async with db.session() as session:
             hashes = list((await session.execute(select(ApiKey.key_hash))).scalars())
         await db.dispose()
@@ -143,7 +154,8 @@ def test_keys_are_hashed_the_admin_key_is_printed_once_and_owner_only(
 
     hashes = run(stored())
     assert hashlib.sha256(alice.encode()).hexdigest() in hashes
-    assert sqlite_bytes_lack(tmp_path, alice) and sqlite_bytes_lack(tmp_path, admin)
+    if url is None:
+        assert sqlite_bytes_lack(tmp_path, alice) and sqlite_bytes_lack(tmp_path, admin)
     assert cli_main(["keys", "list"]) == 0
     listing = capsys.readouterr().out
     assert "tenant=acme" in listing and alice not in listing
@@ -229,16 +241,19 @@ def test_json_logs_redact_provider_keys(monkeypatch: pytest.MonkeyPatch) -> None
     assert "ant-key-material" not in line["msg"] and "abc.def-ghi" not in line["msg"]
 
 
-def test_a_clean_shutdown_interrupts_running_traces_with_their_billed_calls(tmp_path: Path) -> None:
+def test_a_clean_shutdown_interrupts_running_traces_with_their_billed_calls(
+    tmp_path: Path, db_backend: DbBackend
+) -> None:
+    url = db_backend.fresh_url()
     with (
-        ApiServer(tmp_path, llm_factory=scripted_factory(latency=2.0), warm_up=False) as srv,
+        ApiServer(tmp_path, llm_factory=scripted_factory(latency=2.0), warm_up=False, database_url=url) as srv,
         srv.client(srv.admin_key) as api,
     ):
         api.post("/v1/turns", json=small_turn())
         quote = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": SMALL_CLAIM}).json()
         location = api.post("/v1/traces", json={"quote_id": quote["quote_id"]}).headers["location"]
         assert api.get(location).json()["status"] in ("queued", "running")
-    with ApiServer(tmp_path, warm_up=False) as srv, srv.client(srv.admin_key) as api:
+    with ApiServer(tmp_path, warm_up=False, database_url=url) as srv, srv.client(srv.admin_key) as api:
         job = api.get(location).json()
     assert job["status"] == "interrupted" and job["result"] is None
     assert "shut down" in job["reason"]

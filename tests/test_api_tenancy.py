@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 from support.api_server import SMALL_CLAIM, ApiServer, scripted_factory, small_turn
+from support.services import DbBackend
 
 
 @dataclass(frozen=True)
@@ -21,8 +22,13 @@ class Tenant:
 
 
 @pytest.fixture(scope="module")
-def tenants(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Tenant]]:
-    with ApiServer(tmp_path_factory.mktemp("tenancy"), llm_factory=scripted_factory(), warm_up=False) as srv:
+def tenants(tmp_path_factory: pytest.TempPathFactory, db_backend: DbBackend) -> Iterator[dict[str, Tenant]]:
+    with ApiServer(
+        tmp_path_factory.mktemp("tenancy"),
+        llm_factory=scripted_factory(),
+        warm_up=False,
+        database_url=db_backend.fresh_url(),
+    ) as srv:
         out: dict[str, Tenant] = {}
         clients = []
         for name in ("acme", "globex"):

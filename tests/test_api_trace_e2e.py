@@ -81,8 +81,11 @@ def test_quote_trace_events_result_through_litellm_and_a_local_server(
     assert any(p["layer_scores"] and p["status"] == "running" for p in progress)
     assert {"round1", "spans"} <= {p["round"] for p in progress}
 
-    # the result equals the estimator's own, for the same inputs and the same script
+    # the result equals the estimator's own, for the same inputs and the same script, plus the
+    # declared-attribution audit of the sentence (it credits no source; the tool return grounds it)
+    declared = done["result"].pop("declared")
     assert done["result"] == expected_result(judge)
+    assert declared["outcome"] == "none_declared" and declared["grounding"]
 
     # every judge call crossed HTTP to the provider, authenticated, and was billed once
     assert provider.answered == done["calls"]["billed"] == done["calls"]["made"] == done["result"]["calls"]["made"]

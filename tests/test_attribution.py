@@ -54,7 +54,7 @@ def shown(request: LLMRequest) -> dict[str, str]:
     """The sources a judge request shows: id -> fenced text."""
     user = request.messages[-1].content
     return {m.group(1): m.group(2) for m in re.finditer(
-        rf"^\[(s\d+)\] [^\n]*\n{re.escape(FENCE)}\n(.*?)\n{re.escape(FENCE)}", user, flags=re.M | re.S)}
+        rf"^{re.escape(FENCE)}\n\[(s\d+)\] [^\n]*\n(.*?)\n{re.escape(FENCE)}", user, flags=re.M | re.S)}
 
 
 def script(judge: Callable[[dict[str, str]], str],
@@ -176,7 +176,9 @@ async def test_an_unreadable_judge_answer_is_a_disclosed_no_information_drop() -
     assert math.isnan(tools.s_without)
     assert any("No information without the tools layer" in w and "not a single digit" in w
                for w in result.warnings)
-    assert result.verdict == "redundant"  # no layer contributes — disclosed, not a guessed score
+    # no layer contributes, but the tools layer was not measured: "redundant" would be a guess
+    assert result.verdict == "no_information" and result.round2_skipped_reason is not None
+    assert "could not be measured" in result.round2_skipped_reason
     as_json = json.dumps(result.to_dict(), allow_nan=False)
     assert json.loads(as_json)["layers"][0]["s_without"] is None
 

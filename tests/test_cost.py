@@ -120,3 +120,13 @@ def test_probe_adds_2k_calls_with_output_cap_disclosed() -> None:
     probed = quote_cost(corpus, "c", model="m", probe=True)
     assert probed.planned_calls == base.total + 2 * DEFAULT_PARAMS.causal_samples
     assert probed.output_tokens >= 2 * DEFAULT_PARAMS.causal_samples * DEFAULT_PARAMS.causal_max_output
+
+
+def test_the_probe_alone_plans_2k_calls_at_the_output_cap() -> None:
+    corpus = build_corpus(_turn_with_tool_text("the file text"))
+    alone = quote_cost(corpus, "c", model="m", trace=False, pricing=FixedPricing({"m": (1e-6, 2e-6)}))
+    k = DEFAULT_PARAMS.causal_samples
+    assert alone.planned_calls == alone.plan.probe == 2 * k
+    assert alone.to_dict()["calls"] == {"round1": 0, "round2": 0, "spans": 0, "probe": 2 * k}
+    assert alone.output_tokens == 2 * k * DEFAULT_PARAMS.causal_max_output
+    assert alone.cost_usd == alone.input_tokens * 1e-6 + alone.output_tokens * 2e-6

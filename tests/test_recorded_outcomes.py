@@ -43,7 +43,7 @@ def load(name: str) -> tuple[StoredTurn, Corpus]:
 def shown(request: LLMRequest) -> dict[str, str]:
     user = request.messages[-1].content
     return {m.group(1): m.group(2) for m in re.finditer(
-        rf"^\[(s\d+)\] [^\n]*\n{re.escape(FENCE)}\n(.*?)\n{re.escape(FENCE)}", user, flags=re.M | re.S)}
+        rf"^{re.escape(FENCE)}\n\[(s\d+)\] [^\n]*\n(.*?)\n{re.escape(FENCE)}", user, flags=re.M | re.S)}
 
 
 def reply(verdict: str, quote: str = "", confidence: float = 0.8, reason: str = "-") -> str:

@@ -322,6 +322,16 @@ def test_viewer_flow_on_the_eo_fixture_turn(tmp_path: Path) -> None:
         assert stored["status"] == "succeeded" and stored["result"]["verdict"] == "attributed"
         assert stored["calls"]["made"] == v.judge_server.answered
 
+        # the probe next to a grounding source: priced, accepted, run, its verdict shown with B/k, W/k
+        probe = page.locator('#tree .probe[data-probe-source="s0"]')
+        probe.locator(".probe-button").click()
+        expect(probe.locator(".probe-quote")).to_contain_text("6 sampled calls")
+        probe.locator(".probe-accept").click()
+        expect(probe.locator(".probe-verdict")).to_have_attribute("data-verdict", "inconclusive", timeout=30_000)
+        expect(probe.locator(".status")).to_contain_text("baseline unstable: 0/3")
+        expect(probe.locator(".status")).to_contain_text("W = 0/3")
+        expect(page.locator('#tree .probe[data-probe-source="s5"]')).to_have_count(0)
+
         # opening the trace's address directly shows the same result
         page.reload()
         expect(page.locator("#verdict")).to_have_attribute("data-verdict", "attributed")

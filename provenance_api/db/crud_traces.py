@@ -22,6 +22,8 @@ from .models import QuoteRow, TraceJobRow, TraceResultRow, utcnow
 from .session import Database
 
 JobStatus = Literal["queued", "running", "succeeded", "failed", "interrupted"]
+JobKind = Literal["trace", "probe"]
+_PREFIX: dict[str, str] = {"trace": "tr", "probe": "pr"}
 TERMINAL: frozenset[str] = frozenset({"succeeded", "failed", "interrupted"})
 
 
@@ -138,6 +140,8 @@ class JobRecord:
     started_at: datetime | None
     finished_at: datetime | None
     result: dict[str, Any] | None = field(default=None)
+    kind: JobKind = "trace"
+    source_id: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -170,11 +174,21 @@ def _job(row: TraceJobRow, result: dict[str, Any] | None = None) -> JobRecord:
         started_at=row.started_at,
         finished_at=row.finished_at,
         result=result,
+        kind="probe" if row.kind == "probe" else "trace",
+        source_id=row.source_id,
     )
 
 
-async def create_job(db: Database, quote: QuoteRecord, *, max_cost_usd: float | None) -> JobRecord:
-    """Consume ``quote`` and create its job, atomically. Conflict if the quote was already used."""
+async def create_job(
+    db: Database,
+    quote: QuoteRecord,
+    *,
+    max_cost_usd: float | None,
+    kind: JobKind = "trace",
+    source_id: str | None = None,
+) -> JobRecord:
+    """Consume ``quote`` and create its job (a trace, or a probe of ``source_id``), atomically.
+    Conflict if the quote was already used."""
     now = utcnow()
     if quote.expires_at <= now:
         raise Gone(
@@ -182,7 +196,7 @@ async def create_job(db: Database, quote: QuoteRecord, *, max_cost_usd: float | 
             field="quote_id",
             fix="request a new quote with POST /v1/quotes",
         )
-    job_id = new_id("tr")
+    job_id = new_id(_PREFIX[kind])
     async with db.transaction() as session:
         taken = await session.execute(
             update(QuoteRow)
@@ -197,6 +211,8 @@ async def create_job(db: Database, quote: QuoteRecord, *, max_cost_usd: float | 
             )
         row = TraceJobRow(
             id=job_id,
+            kind=kind,
+            source_id=source_id,
             tenant=quote.tenant,
             user=quote.user,
             turn_id=quote.turn_id,
@@ -224,15 +240,19 @@ async def create_job(db: Database, quote: QuoteRecord, *, max_cost_usd: float | 
     return _job(row)
 
 
-async def get_job(db: Database, tenant: str | None, job_id: str) -> JobRecord:
-    """The job (scoped to ``tenant`` unless None, for the runner), with its result when it succeeded."""
+async def get_job(db: Database, tenant: str | None, job_id: str, kind: JobKind | None = None) -> JobRecord:
+    """The job (scoped to ``tenant`` unless None, for the runner, and to ``kind`` when given), with
+    its result when it succeeded."""
     query = select(TraceJobRow).where(TraceJobRow.id == job_id)
     if tenant is not None:
         query = query.where(TraceJobRow.tenant == tenant)
+    if kind is not None:
+        query = query.where(TraceJobRow.kind == kind)
     async with db.session() as session:
         row = (await session.execute(query)).scalar_one_or_none()
         if row is None:
-            raise NotFound(f"no trace {job_id!r}", field="trace_id", fix="start one with POST /v1/traces")
+            what = kind or "trace"
+            raise NotFound(f"no {what} {job_id!r}", field=f"{what}_id", fix=f"start one with POST /v1/{what}s")
         result: dict[str, Any] | None = None
         if row.status == "succeeded":
             result = (

@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from estimator.turn import StoredTurn
 
-from ..errors import Conflict, NotFound
+from ..errors import Conflict, InvalidInput, NotFound
 from .models import StoredTurnRow, utcnow
 from .session import Database
 
@@ -44,7 +44,16 @@ class TurnRecord:
 def canonical(turn: StoredTurn) -> tuple[str, str]:
     """(canonical JSON, sha256 digest) of a turn."""
     body = json.dumps(turn.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=False)
-    return body, hashlib.sha256(body.encode("utf-8")).hexdigest()
+    try:
+        encoded = body.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (a JSON "\ud800" escape) is not text: it cannot be stored
+        raise InvalidInput(
+            "the turn contains a lone UTF-16 surrogate (e.g. a JSON \\ud800 escape without its pair), which is "
+            "not valid Unicode text",
+            field="turn",
+            fix="send valid Unicode: pair every surrogate escape, or replace the character",
+        ) from None
+    return body, hashlib.sha256(encoded).hexdigest()
 
 
 def _record(row: StoredTurnRow) -> TurnRecord:

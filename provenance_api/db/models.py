@@ -1,4 +1,4 @@
-"""The tables: API keys, stored turns, quotes, trace jobs and trace results.
+"""The tables: API keys, stored turns, quotes, jobs (traces and probes) and their results.
 
 Every row carries its tenant, and every query in ``crud_*`` filters on it. Stored turns are
 immutable once written; trace results are an append-only audit record (the ORM refuses to
@@ -118,6 +118,8 @@ class TraceJobRow(Base):
     __table_args__ = (Index("ix_trace_jobs_status", "status"), Index("ix_trace_jobs_tenant", "tenant"))
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), default="trace", server_default="trace")
+    source_id: Mapped[str | None] = mapped_column(String(64))  # the source a probe removes
     tenant: Mapped[str] = mapped_column(String(128))
     user: Mapped[str] = mapped_column(String(128))
     turn_id: Mapped[str] = mapped_column(String(256))

@@ -20,6 +20,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 MIGRATIONS = Path(__file__).resolve().parent.parent / "alembic"
+MIGRATION_LOCK = 0x70726F76  # the Postgres advisory lock held while migrating
 
 
 def alembic_config(url: str | None = None) -> Config:
@@ -70,6 +71,8 @@ class Database:
     async def migrate(self) -> None:
         """``alembic upgrade head`` on this engine."""
         async with self.engine.begin() as conn:
+            if conn.dialect.name == "postgresql":  # replicas starting together migrate one at a time
+                await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
             await conn.run_sync(_upgrade)
 
     async def ready(self) -> tuple[bool, str]:

@@ -13,6 +13,7 @@ from fastapi.responses import StreamingResponse
 from .. import operations
 from ..auth import Principal
 from ..db import crud_traces
+from ..db.crud_traces import JobKind
 from ..deps import Caller, Services, Svc
 from ..schemas import TraceIn, TraceOut, problem_responses
 
@@ -53,13 +54,13 @@ async def get_trace(
 ) -> TraceOut:
     """Status, calls made and billed, and — only when `succeeded` — the result. A `failed` or
     `interrupted` trace carries its reason and billed calls, never a result."""
-    job = await crud_traces.get_job(svc.db, caller.tenant, trace_id)
+    job = await crud_traces.get_job(svc.db, caller.tenant, trace_id, "trace")
     if wait:
         limit = min(timeout or svc.settings.wait_max_seconds, svc.settings.wait_max_seconds)
         deadline = time.monotonic() + limit
         while not job.terminal and (left := deadline - time.monotonic()) > 0:
             await svc.hub.wait(trace_id, min(left, svc.settings.sse_poll_seconds))
-            job = await crud_traces.get_job(svc.db, caller.tenant, trace_id)
+            job = await crud_traces.get_job(svc.db, caller.tenant, trace_id, "trace")
     return operations.trace_out(job)
 
 
@@ -67,11 +68,14 @@ def _sse(event: str, data: str) -> bytes:
     return f"event: {event}\ndata: {data}\n\n".encode()
 
 
-async def _events(svc: Services, caller: Principal, trace_id: str) -> AsyncIterator[bytes]:
+async def _events(
+    svc: Services, caller: Principal, trace_id: str, kind: JobKind = "trace"
+) -> AsyncIterator[bytes]:
+    """A job's progress events (a trace's or a probe's), then one ``end``."""
     last = ""
     quiet_since = time.monotonic()
     while True:
-        job = await crud_traces.get_job(svc.db, caller.tenant, trace_id)
+        job = await crud_traces.get_job(svc.db, caller.tenant, trace_id, kind)
         data = operations.progress_out(job, svc).model_dump_json()
         if data != last:
             yield _sse("progress", data)
@@ -81,7 +85,7 @@ async def _events(svc: Services, caller: Principal, trace_id: str) -> AsyncItera
             quiet_since = time.monotonic()
         if job.terminal:
             end = {
-                "trace_id": job.id,
+                f"{kind}_id": job.id,
                 "status": job.status,
                 "reason": job.reason,
                 "calls": {"planned": job.calls_planned, "made": job.calls_made, "billed": job.calls_billed},
@@ -106,7 +110,7 @@ async def _events(svc: Services, caller: Principal, trace_id: str) -> AsyncItera
     summary="Stream a trace's progress",
 )
 async def trace_events(svc: Svc, caller: Caller, trace_id: TraceId) -> StreamingResponse:
-    await crud_traces.get_job(svc.db, caller.tenant, trace_id)  # 404 before the stream starts
+    await crud_traces.get_job(svc.db, caller.tenant, trace_id, "trace")  # 404 before the stream starts
     return StreamingResponse(
         _events(svc, caller, trace_id),
         media_type="text/event-stream",

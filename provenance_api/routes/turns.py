@@ -12,7 +12,7 @@ from fastapi import Path as PathParam
 
 from estimator.turn import StoredTurn
 
-from .. import operations
+from .. import operations, verify
 from ..db import crud_turns
 from ..deps import Caller, Svc
 from ..schemas import (
@@ -23,6 +23,8 @@ from ..schemas import (
     TurnOut,
     TurnStored,
     TurnSummary,
+    VerifyIn,
+    VerifyOut,
     problem_responses,
 )
 
@@ -150,6 +152,28 @@ async def post_segments(svc: Svc, caller: Caller, turn_id: TurnId, body: Segment
     """Segments as the client's renderer drew them, used as given (never re-split). Zero model calls."""
     client = [(s.id, s.text) for s in body.segments]
     return await operations.turn_segments(svc, caller, turn_id, client, body.params)
+
+
+@router.post(
+    "/{turn_id:path}/verify",
+    response_model=VerifyOut,
+    responses=problem_responses(404, 413, 429),
+    summary="The answer gate: allow, review or block the whole answer",
+)
+async def verify_turn(
+    svc: Svc,
+    caller: Caller,
+    turn_id: TurnId,
+    body: VerifyIn,
+    timeout: Annotated[float, Query(gt=0, le=600, description="longest wait for the traces (s)")] = 300.0,
+) -> VerifyOut:
+    """Traces every traceable sentence (quoted sentences pass for free) within one pre-quoted budget:
+    the sum of the quotes must fit `max_cost_usd` (else 422 naming it, with `decision: block`) and
+    their calls the caller's budget (else 429), before anything is spent. Holds the request until
+    every trace ends; each stays readable at `/v1/traces/{id}`. Returns each sentence's outcome and the
+    decision `allow | review | block` with the rule that fired. Fail closed: a failed, interrupted or
+    unfinished trace blocks."""
+    return await verify.verify_turn(svc, caller, turn_id, body, timeout)
 
 
 @router.get(

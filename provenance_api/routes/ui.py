@@ -340,7 +340,7 @@ async def ui_turn_traces(svc: Svc, caller: CookieOrBearer, turn_id: TurnId) -> R
     await crud_turns.get_turn(svc.db, caller.tenant, turn_id)  # 404 for a turn this tenant lacks
     query = (
         select(TraceJobRow.id)
-        .where(TraceJobRow.tenant == caller.tenant, TraceJobRow.turn_id == turn_id)
+        .where(TraceJobRow.tenant == caller.tenant, TraceJobRow.turn_id == turn_id, TraceJobRow.kind == "trace")
         .order_by(TraceJobRow.created_at.desc(), TraceJobRow.id)
         .limit(MAX_TRACES_LISTED)
     )

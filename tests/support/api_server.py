@@ -167,7 +167,7 @@ class ApiServer:
         return str(self.settings.admin_key_file.read_text().strip())
 
     def key(self, tenant: str, user: str) -> str:
-        return make_key(self.data_dir, tenant, user)
+        return make_key(self.data_dir, tenant, user, database_url=self.settings.database_url)
 
     def client(self, key: str | None = None, **kw: Any) -> httpx.Client:
         headers = {"Authorization": f"Bearer {key}"} if key else {}

@@ -25,6 +25,15 @@ Observations (thread-safe to read once the client's calls returned):
 ``requests`` (chat-completion bodies, in arrival order), ``records`` (every HTTP request with
 path, headers and arrival time), ``answered`` (200 answers that carried usage, i.e. billed),
 ``max_in_flight`` (peak concurrent chat-completion requests).
+
+Per-client observations: ``tagger(headers, request_json) -> str | None`` names the client of each
+chat request (by default the ``X-Fake-Tag`` request header), and ``answered_by_tag``,
+``requests_by_tag`` and ``max_in_flight_by_tag`` count per tag — so concurrent clients (traces)
+sharing one server can each be checked. ``fault_fn(index, request_json, tag)`` is ``faults`` with
+the tag (used when ``faults`` is None).
+
+An answer whose client hung up while it was being delayed (a client timeout) is not delivered and
+not counted in ``answered``: it is counted in ``abandoned`` instead.
 """
 
 from __future__ import annotations
@@ -36,12 +45,13 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
 
-__all__ = ["FakeOpenAI", "FakeReply", "FaultPlan", "RecordedRequest", "Script"]
+__all__ = ["TAG_HEADER", "FakeOpenAI", "FakeReply", "FaultPlan", "RecordedRequest", "Script", "TaggedFaultPlan",
+           "Tagger", "header_tag"]
 
 _REASONS = {
     200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
@@ -67,7 +77,10 @@ class FakeReply:
     connection with a TCP reset without answering. ``delay`` is slept before answering.
     ``empty_body`` answers 200 with no body, ``malformed`` answers 200 with truncated JSON,
     ``no_choices`` answers 200 with usage but an empty ``choices`` list. Usage numbers
-    default to roughly one token per four characters.
+    default to roughly one token per four characters. ``until_hangup`` makes ``delay`` a
+    longest wait: the answer is held until the client hangs up (a client timeout, then counted in
+    ``abandoned``), and sent only if it has not after ``delay`` seconds — a slow answer that can
+    never race the client's timer.
     """
 
     text: str | None = None
@@ -86,6 +99,7 @@ class FakeReply:
     include_usage: bool = True
     finish_reason: str = "stop"
     model: str | None = None
+    until_hangup: bool = False
 
     @classmethod
     def rate_limited(cls, retry_after: float | None = None) -> FakeReply:
@@ -106,6 +120,14 @@ class FakeReply:
 
 Script = Callable[[dict[str, Any]], "str | FakeReply"]
 FaultPlan = Sequence["FakeReply | None"] | Callable[[int, dict[str, Any]], "FakeReply | None"]
+TaggedFaultPlan = Callable[[int, dict[str, Any], "str | None"], "FakeReply | None"]
+Tagger = Callable[[Mapping[str, str], "dict[str, Any] | None"], "str | None"]
+TAG_HEADER = "x-fake-tag"
+
+
+def header_tag(headers: Mapping[str, str], request: dict[str, Any] | None) -> str | None:
+    """The default tagger: the ``X-Fake-Tag`` request header."""
+    return headers.get(TAG_HEADER)
 
 
 @dataclass(frozen=True)
@@ -163,6 +185,8 @@ class FakeOpenAI:
         reject_json_object: bool = False,
         model_ids: Sequence[str] = ("fake",),
         host: str = "127.0.0.1",
+        tagger: Tagger | None = None,
+        fault_fn: TaggedFaultPlan | None = None,
     ) -> None:
         """``api_key``: when set, a request without ``Authorization: Bearer <api_key>`` gets a 401
         whose message echoes the key it was given (as some providers do), so tests can check that
@@ -177,6 +201,13 @@ class FakeOpenAI:
         self.reject_json_object = reject_json_object
         self.model_ids = tuple(model_ids)
         self.host = host
+        self.tagger: Tagger = tagger or header_tag
+        self.fault_fn = fault_fn
+        self._abandoned = 0
+        self._by_tag_answered: dict[str | None, int] = {}
+        self._by_tag_requests: dict[str | None, int] = {}
+        self._by_tag_in_flight: dict[str | None, int] = {}
+        self._by_tag_max_in_flight: dict[str | None, int] = {}
         self.port = 0
         self._lock = threading.Lock()
         self._records: list[RecordedRequest] = []
@@ -221,6 +252,27 @@ class FakeOpenAI:
             return self._answered
 
     @property
+    def abandoned(self) -> int:
+        """Answers not delivered because the client hung up while they were delayed."""
+        with self._lock:
+            return self._abandoned
+
+    @property
+    def answered_by_tag(self) -> dict[str | None, int]:
+        with self._lock:
+            return dict(self._by_tag_answered)
+
+    @property
+    def requests_by_tag(self) -> dict[str | None, int]:
+        with self._lock:
+            return dict(self._by_tag_requests)
+
+    @property
+    def max_in_flight_by_tag(self) -> dict[str | None, int]:
+        with self._lock:
+            return dict(self._by_tag_max_in_flight)
+
+    @property
     def in_flight(self) -> int:
         with self._lock:
             return self._in_flight
@@ -242,7 +294,11 @@ class FakeOpenAI:
             self._records.clear()
             self._chat_index = 0
             self._answered = 0
+            self._abandoned = 0
             self._max_in_flight = self._in_flight
+            self._by_tag_answered.clear()
+            self._by_tag_requests.clear()
+            self._by_tag_max_in_flight = dict(self._by_tag_in_flight)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -328,7 +384,7 @@ class FakeOpenAI:
                     return
                 if request is None:
                     return
-                keep = await self._dispatch(request, writer)
+                keep = await self._dispatch(request, writer, reader)
                 if not keep or not request.keep_alive:
                     return
         except asyncio.CancelledError:
@@ -399,7 +455,8 @@ class FakeOpenAI:
                                                  payload, time.monotonic()))
             return index
 
-    async def _dispatch(self, request: _Request, writer: asyncio.StreamWriter) -> bool:
+    async def _dispatch(self, request: _Request, writer: asyncio.StreamWriter,
+                        reader: asyncio.StreamReader | None = None) -> bool:
         """Answer one request; False closes the connection."""
         path = request.path.rstrip("/")
         try:
@@ -418,14 +475,24 @@ class FakeOpenAI:
             return True
         if request.method == "POST" and path.endswith("/chat/completions"):
             index = self._record(request, payload, chat=True)
+            try:
+                tag = self.tagger(request.headers, payload)
+            except Exception as exc:  # a broken tagger is a test bug: keep it for the test
+                with self._lock:
+                    self.script_errors.append(exc)
+                tag = None
             with self._lock:
                 self._in_flight += 1
                 self._max_in_flight = max(self._max_in_flight, self._in_flight)
+                self._by_tag_requests[tag] = self._by_tag_requests.get(tag, 0) + 1
+                now = self._by_tag_in_flight[tag] = self._by_tag_in_flight.get(tag, 0) + 1
+                self._by_tag_max_in_flight[tag] = max(self._by_tag_max_in_flight.get(tag, 0), now)
             try:
-                return await self._chat(index, request, payload, writer)
+                return await self._chat(index, request, payload, writer, reader, tag)
             finally:
                 with self._lock:
                     self._in_flight -= 1
+                    self._by_tag_in_flight[tag] -= 1
         self._record(request, payload, chat=False)
         await self._error(writer, 404, f"no route for {request.method} {request.path}")
         return True
@@ -444,16 +511,23 @@ class FakeOpenAI:
                           "param": None, "code": None}}
         await self._write(writer, status, json.dumps(body).encode(), headers)
 
-    def _planned_fault(self, index: int, payload: dict[str, Any]) -> FakeReply | None:
+    def _planned_fault(self, index: int, payload: dict[str, Any], tag: str | None = None) -> FakeReply | None:
         plan = self.faults
         if plan is None:
-            return None
+            return None if self.fault_fn is None else self.fault_fn(index, payload, tag)
         if callable(plan):
             return plan(index, payload)
         return plan[index] if index < len(plan) else None
 
+    @staticmethod
+    def _client_gone(writer: asyncio.StreamWriter, reader: asyncio.StreamReader | None) -> bool:
+        if writer.transport.is_closing():
+            return True
+        return reader is not None and (reader.at_eof() or reader.exception() is not None)
+
     async def _chat(self, index: int, request: _Request, payload: dict[str, Any] | None,
-                    writer: asyncio.StreamWriter) -> bool:
+                    writer: asyncio.StreamWriter, reader: asyncio.StreamReader | None = None,
+                    tag: str | None = None) -> bool:
         if payload is None:
             await self._error(writer, 400, "request body is not a JSON object")
             return True
@@ -464,7 +538,7 @@ class FakeOpenAI:
             await self._error(writer, 400, "streaming is not supported by this fake server")
             return True
         try:
-            fault = self._planned_fault(index, payload)
+            fault = self._planned_fault(index, payload, tag)
             if fault is None or (fault.text is None and fault.status == 200
                                  and not (fault.reset or fault.empty_body or fault.malformed)):
                 answer = self.script(payload)
@@ -479,7 +553,16 @@ class FakeOpenAI:
             await self._error(writer, 500, f"fake server script raised {type(exc).__name__}: {exc}")
             return True
         if reply.delay:
-            await asyncio.sleep(reply.delay)
+            if reply.until_hangup:
+                deadline = time.monotonic() + reply.delay
+                while not self._client_gone(writer, reader) and time.monotonic() < deadline:
+                    await asyncio.sleep(0.02)
+            else:
+                await asyncio.sleep(reply.delay)
+            if self._client_gone(writer, reader):  # the client timed out: nothing is delivered or billed
+                with self._lock:
+                    self._abandoned += 1
+                return False
         if reply.reset:
             self._reset(writer)
             return False
@@ -534,5 +617,6 @@ class FakeOpenAI:
         if reply.include_usage:  # counted before the write: the client may read the answer at once
             with self._lock:
                 self._answered += 1
+                self._by_tag_answered[tag] = self._by_tag_answered.get(tag, 0) + 1
         await self._write(writer, 200, json.dumps(body).encode(), extra_headers)
         return True
