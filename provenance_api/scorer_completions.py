@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -40,7 +41,7 @@ __all__ = ["ALIGNED_MIN_MEAN_LOGPROB", "CompletionsScorer", "EchoAlignment", "ch
 
 BosMode = Literal["auto", "always", "never"]
 ALIGNED_MIN_MEAN_LOGPROB = -2.0
-"""The turn-start marker's mean log-probability above which the echo is taken as aligned."""
+"""The median log-probability of the newline after each turn's end marker above which the echo is aligned."""
 
 
 @dataclass(frozen=True)
@@ -50,14 +51,28 @@ class EchoAlignment:
     markers: int
 
 
-def check_alignment(tokens: Sequence[str], logprobs: Sequence[float | None], marker: str) -> EchoAlignment:
-    """Whether echoed log-probabilities belong to the tokens they are reported with (see the module doc)."""
-    values = [lp for i, (tok, lp) in enumerate(zip(tokens, logprobs, strict=False))
-              if i > 0 and tok == marker and lp is not None]
+def check_alignment(tokens: Sequence[str], logprobs: Sequence[float | None],
+                    template: ChatTemplate) -> EchoAlignment:
+    """Whether echoed log-probabilities belong to the tokens they are reported with (see the module doc).
+
+    Reads the template's certain position: each turn after the first opens with ``end`` ``\n`` ``start``,
+    and given the end marker the newline is certain (log p ≈ 0) when aligned; one token late it is read
+    under the distribution of the following position, where it is unlikely (measured: ≈ −4.5 nats). The
+    start marker and role names are not used: chat fine-tuning masks them, so even an aligned echo can give
+    them −15 to −30 nats. The median over the turns decides. Special tokens may be echoed as their text or
+    as empty strings; both are recognised."""
+    start_texts = {template.turn_start, ""}
+    end_texts = {template.turn_end, ""}
+    values: list[float] = []
+    for i in range(2, len(tokens)):
+        if tokens[i] in start_texts and tokens[i - 1] == "\n" and tokens[i - 2] in end_texts:
+            value = logprobs[i - 1]
+            if value is not None:
+                values.append(value)
     if not values:
         return EchoAlignment(True, math.nan, 0)  # nothing to check against: no evidence of a shift
-    mean = math.fsum(values) / len(values)
-    return EchoAlignment(mean > ALIGNED_MIN_MEAN_LOGPROB, mean, len(values))
+    middle = statistics.median(values)
+    return EchoAlignment(middle > ALIGNED_MIN_MEAN_LOGPROB, middle, len(values))
 
 
 class _Retryable(Exception):
@@ -119,9 +134,9 @@ class CompletionsScorer:
                 return scored
         self.last_alignment = alignment
         raise ScorerError(
-            f"the server's echoed log-probabilities are shifted by one token (the template's turn marker "
-            f"{self.template.turn_start!r} averages {alignment.marker_mean_logprob:.1f} nats where it is "
-            "certain); prepend the BOS text (bos='auto' or 'always') or use a server that aligns echo")
+            f"the server's echoed log-probabilities are shifted by one token (the template's turn "
+            f"boundaries, certain when aligned, read {alignment.marker_mean_logprob:.1f} nats); prepend the BOS "
+            "text (bos='auto' or 'always') or use a server that aligns echo")
 
     async def _score(self, prefix: str, target: str, *, prepend: bool) -> tuple[ScoredTarget, EchoAlignment]:
         bos = self.template.bos_text if prepend and self.template.bos_text else ""
@@ -139,17 +154,21 @@ class CompletionsScorer:
                               billed=True) from exc
         if len(tokens) != len(values):
             raise ScorerError("the echo's tokens and log-probabilities differ in length", billed=True)
-        # The server may or may not echo the BOS it was sent (llama.cpp drops it): verify against both.
-        if bos and tokens and tokens[0] == bos:
-            echoed_base, head = prompt, len(bos)
-        else:
-            echoed_base, head = prefix + target, 0
+        # Servers differ in what they echo: the BOS they were sent (llama.cpp drops it) and special tokens as
+        # their text or as "" (llama.cpp detokenizes them to nothing). Verify against each reading.
         joined = "".join(tokens)
-        if not joined.startswith(echoed_base):
+        readings = [bos + prefix, prefix] if bos else [prefix]
+        visible = [self._visible(r) for r in readings]
+        for text_prefix in (*readings, *visible):
+            full = text_prefix + (target if text_prefix in readings else self._visible(target))
+            if joined.startswith(full):
+                start, end = len(text_prefix), len(full)
+                break
+        else:
+            expected = visible[-1] + self._visible(target)
             raise ScorerError("the echoed tokens do not reproduce the prompt that was sent "
-                              f"(first difference at character {_first_difference(joined, echoed_base)})",
+                              f"(first difference at character {_first_difference(joined, expected)})",
                               billed=True)
-        start, end = head + len(prefix), len(echoed_base)
         offsets: list[int] = []
         position = 0
         for tok in tokens:
@@ -164,10 +183,17 @@ class CompletionsScorer:
             raise ScorerError("the echo has no log-probability for part of the target", billed=True)
         usage = data.get("usage") or {}
         prompt_tokens = int(usage.get("prompt_tokens") or len(offsets))
-        alignment = check_alignment(tokens, values, self.template.turn_start)
+        alignment = check_alignment(tokens, values, self.template)
         scored = ScoredTarget.of([v for v in target_values if v is not None], [tokens[i] for i in picked],
                                  prompt_tokens=prompt_tokens)
         return scored, alignment
+
+    def _visible(self, text: str) -> str:
+        """``text`` as a server that echoes special tokens as empty strings shows it."""
+        for special in (self.template.turn_start, self.template.turn_end, self.template.bos_text):
+            if special:
+                text = text.replace(special, "")
+        return text
 
     async def _post(self, body: dict[str, Any]) -> dict[str, Any]:
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}

@@ -62,12 +62,16 @@ build_wheel() {
     rmdir "$tmp" 2>/dev/null || true
 }
 
+wheel_digest() {
+    sha256sum "$WHEELS"/llama_cpp_python-"${LLAMA_VERSION}"-*.whl | cut -c1-64
+}
+
 install_wheel() {
     # setup.sh syncs .venv to the lock (which removes extras), so this re-installs from the cache when needed.
     if "$PY" -c "import importlib.metadata as m, sys
 import llama_cpp, sse_starlette, starlette_context, diskcache, numpy
 sys.exit(m.version('llama-cpp-python') != '${LLAMA_VERSION}')" 2>/dev/null \
-        && [ "$(cat "${ROOT}/.venv/.llama-cpp-build" 2>/dev/null)" = "$BUILD_ID" ]
+        && [ "$(cat "${ROOT}/.venv/.llama-cpp-build" 2>/dev/null)" = "$(wheel_digest)" ]
     then return 0; fi
     log "installing the cached llama-cpp-python wheel into .venv"
     local whl; whl="$(ls "$WHEELS"/llama_cpp_python-"${LLAMA_VERSION}"-*.whl | head -n1)"
@@ -75,7 +79,7 @@ sys.exit(m.version('llama-cpp-python') != '${LLAMA_VERSION}')" 2>/dev/null \
     # Only the server's missing dependencies; never upgrade what the lock pins.
     "$PY" -m pip install --quiet --disable-pip-version-check --upgrade-strategy only-if-needed \
         "numpy>=1.20" "diskcache>=5.6.1" "sse-starlette>=1.6.1" "starlette-context>=0.3.6,<0.4"
-    echo "$BUILD_ID" > "${ROOT}/.venv/.llama-cpp-build"
+    wheel_digest > "${ROOT}/.venv/.llama-cpp-build"
 }
 
 assemble_model() {

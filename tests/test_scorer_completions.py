@@ -24,12 +24,12 @@ TARGET = "The annual layer is MODIS."
 
 def true_logprob(tok: str) -> float:
     """The 'model': the turn marker is certain where it appears, words cost a length-dependent amount."""
-    return -0.01 if tok == "<|im_start|>" else -1.0 - (len(tok) % 3)
+    return -0.01 if tok == "<|im_start|>" else -0.05 if tok == "\n" else -1.0 - (len(tok) % 3)
 
 
 def shifted_logprob(tok: str) -> float:
     """What a one-token-late echo reports: the token under the NEXT position's distribution."""
-    return -21.0 if tok == "<|im_start|>" else -2.5
+    return -21.0 if tok == "<|im_start|>" else -4.5 if tok == "\n" else -2.5
 
 
 class EchoServer:
@@ -132,8 +132,13 @@ async def test_retries_give_up_as_no_information() -> None:
         await s.score(MESSAGES, TARGET)
 
 
-def test_check_alignment_reads_the_turn_marker() -> None:
+def test_check_alignment_reads_the_turn_boundaries() -> None:
     toks = ["<|im_start|>", "user", "\n", "hi", "<|im_end|>", "\n", "<|im_start|>", "assistant"]
-    assert check_alignment(toks, [None, -1, -1, -1, -1, -1, -0.02, -1], "<|im_start|>").aligned
-    assert not check_alignment(toks, [None, -1, -1, -1, -1, -1, -19.0, -1], "<|im_start|>").aligned
-    assert check_alignment(["a"], [None], "<|im_start|>").markers == 0
+    # the newline after the end marker decides; the start marker may be implausible even when aligned
+    assert check_alignment(toks, [None, -1, -1, -1, -1, -0.01, -16.6, -1], QWEN_TEMPLATE).aligned
+    assert not check_alignment(toks, [None, -1, -1, -1, -1, -4.5, -0.01, -1], QWEN_TEMPLATE).aligned
+    # llama.cpp echoes special tokens as empty strings (measured on its server)
+    blank = ["" if t.startswith("<|") else t for t in toks]
+    assert check_alignment(blank, [None, -1, -1, -1, -1, -0.01, -0.02, -1], QWEN_TEMPLATE).markers == 1
+    assert not check_alignment(blank, [None, -1, -1, -1, -1, -4.5, -11.0, -1], QWEN_TEMPLATE).aligned
+    assert check_alignment(["a"], [None], QWEN_TEMPLATE).markers == 0

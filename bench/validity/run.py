@@ -165,6 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="GGUF file (default: scripts/local-model.sh path)")
     ap.add_argument("--limit", type=int, help="first N turns only")
+    ap.add_argument("--per-kind", type=int, help="first N turns of each kind only (a stratified subset)")
     ap.add_argument("--kinds", help="comma-separated subset of tool,rule,history,redundant,knowledge")
     ap.add_argument("--with-spans", action="store_true", help="run the span checks on the model too")
     ap.add_argument("--n-ctx", type=int, default=2048)
@@ -177,7 +178,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     path = args.model or default_model()
     local = LocalModel(path, n_ctx=args.n_ctx)
     llm, scorer = LlamaCppLLM(local), LlamaCppScorer(local)
-    suite = [p for p in SUITE if not args.kinds or p.kind in args.kinds.split(",")][: args.limit]
+    suite = [p for p in SUITE if not args.kinds or p.kind in args.kinds.split(",")]
+    if args.per_kind:
+        suite = [p for p in suite if [q.kind for q in suite].index(p.kind) + args.per_kind > suite.index(p)]
+    suite = suite[: args.limit]
     rows: list[dict[str, Any]] = []
     args.out.mkdir(parents=True, exist_ok=True)
     with open(args.out / "results.jsonl", "w", encoding="utf-8") as fh:
@@ -191,8 +195,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{row['logprob']['top_source']!s:5s} Γ {row['logprob']['gamma']:7.1f} "
                   f"({row['logprob']['seconds']:.0f} s)", flush=True)
     text = table(rows, Path(path).name)
+    command = "python bench/validity/run.py " + " ".join(argv if argv is not None else sys.argv[1:])
     (args.out / "RESULTS.md").write_text("# Validation study: judged vs log-probability estimator\n\n"
-                                         + text, encoding="utf-8")
+                                         f"Command: `{command.strip()}`\n\n" + text, encoding="utf-8")
     print(text)
     return 0
 
