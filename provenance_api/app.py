@@ -1,4 +1,4 @@
-"""The application factory: ``create_app(settings, llm_factory=None)``.
+"""The application factory: ``create_app(settings, llm_factory=None, scorer_factory=None)``.
 
 Startup runs the shipped migrations (``alembic upgrade head``), marks jobs a dead process left
 running as ``interrupted``, and on a first start with no keys creates and prints the local admin
@@ -6,7 +6,9 @@ key. Shutdown interrupts the jobs still running (recording their billed calls).
 
 The default judge is ``LiteLLMClient``, configured the litellm way: ``OPENAI_API_KEY``,
 ``OPENAI_API_BASE``, … from the environment, unless ``PROVENANCE_JUDGE_API_BASE`` /
-``PROVENANCE_JUDGE_API_KEY`` override them. Tests inject ``llm_factory``.
+``PROVENANCE_JUDGE_API_KEY`` override them. The default scorer (``estimator: logprob | both``) is a
+``CompletionsScorer`` on ``PROVENANCE_SCORER_API_BASE`` (else the judge's base URL) and
+``PROVENANCE_SCORER_MODEL``. Tests inject ``llm_factory`` and ``scorer_factory``.
 """
 
 from __future__ import annotations
@@ -22,13 +24,15 @@ from fastapi import FastAPI
 from redis.asyncio import Redis
 
 from estimator.llm import LLM
+from estimator.scorer import Scorer
 
 from . import problems
 from .auth import announce_admin_key, ensure_admin_key
 from .db.session import Database
 from .deps import Services
+from .errors import InvalidInput
 from .job_queue import ArqJobRunner, RedisProgressHub, redis_client, reservation_ttl
-from .jobs import InProcessJobRunner, JobRunner, LLMFactory, ProgressHub, recover_interrupted
+from .jobs import InProcessJobRunner, JobRunner, LLMFactory, ProgressHub, ScorerFactory, recover_interrupted
 from .limits import BodyLimitMiddleware, InProcessLimiter, Limiter
 from .llm_cache import CachingLLM, JudgementCache, RedisJudgementCache, SqliteJudgementCache
 from .observability import Metrics, RequestContextMiddleware, log_fields
@@ -66,6 +70,23 @@ def default_llm_factory(settings: Settings, cache: JudgementCache | None = None)
     return build
 
 
+def default_scorer_factory(settings: Settings) -> ScorerFactory:
+    """``CompletionsScorer`` per trace on the scoring server (``/v1/completions`` with echo)."""
+    key = settings.judge_api_key.get_secret_value() if settings.judge_api_key else None
+
+    def build(model: str) -> Scorer:
+        from .scorer_completions import CompletionsScorer
+
+        base = settings.scorer_api_base or settings.judge_api_base
+        if not base:
+            raise InvalidInput("no scoring server is configured", field="estimator",
+                               fix="set PROVENANCE_SCORER_API_BASE, or use estimator judged")
+        name = settings.scorer_model or model.split("/", 1)[-1]
+        return CompletionsScorer(name, base, key, timeout=max(settings.judge_timeout_seconds, 600.0))
+
+    return build
+
+
 def judgement_cache(settings: Settings, redis: Redis | None) -> JudgementCache | None:
     """Redis when configured (shared), else a SQLite file in the data directory; None when disabled."""
     if not settings.judgement_cache:
@@ -76,7 +97,8 @@ def judgement_cache(settings: Settings, redis: Redis | None) -> JudgementCache |
     return SqliteJudgementCache(settings.data_dir / "judgements.db", ttl)
 
 
-def build_services(settings: Settings, llm_factory: LLMFactory | None = None, *, worker: bool = False) -> Services:
+def build_services(settings: Settings, llm_factory: LLMFactory | None = None, *, worker: bool = False,
+                   scorer_factory: ScorerFactory | None = None, local_model: bool = False) -> Services:
     """The service's shared objects: embedded (SQLite, in-process limiter, runner and cache) by default,
     Redis-backed limiter, cache, job queue and progress when ``PROVENANCE_REDIS_URL`` is set."""
     params = settings.base_params
@@ -101,6 +123,8 @@ def build_services(settings: Settings, llm_factory: LLMFactory | None = None, *,
         metrics=Metrics(),
         llm_factory=llm_factory or default_llm_factory(settings, judgement_cache(settings, redis)),
         redis=redis,
+        scorer_factory=scorer_factory or default_scorer_factory(settings),
+        local_model=local_model,
     )
 
 
@@ -121,10 +145,12 @@ async def _close_provider_clients() -> None:
         await aclose_litellm(close_http_clients=True)
 
 
-def create_app(settings: Settings | None = None, llm_factory: LLMFactory | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, llm_factory: LLMFactory | None = None,
+               scorer_factory: ScorerFactory | None = None, *, local_model: bool = False) -> FastAPI:
+    """``local_model``: judge and scorer run in this process, so every model can score."""
     settings = settings or Settings()
     params = settings.base_params
-    services = build_services(settings, llm_factory)
+    services = build_services(settings, llm_factory, scorer_factory=scorer_factory, local_model=local_model)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -83,10 +83,11 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def local_llm_factory(path: str, n_ctx: int) -> Any:
-    """One in-process model for every trace (calls to it are serialised); the turn's model name is ignored."""
+def local_factories(path: str, n_ctx: int) -> tuple[Any, Any]:
+    """One in-process model for every trace, as judge and as scorer (calls to it are serialised); the
+    turn's model name is ignored."""
     from .llm_llamacpp import LlamaCppLLM
-    from .scorer_llamacpp import LocalModel, LocalModelUnavailable
+    from .scorer_llamacpp import LlamaCppScorer, LocalModel, LocalModelUnavailable
 
     try:
         local = LocalModel(path, n_ctx=n_ctx)
@@ -96,10 +97,15 @@ def local_llm_factory(path: str, n_ctx: int) -> Any:
     llm = LlamaCppLLM(local)
     sys.stdout.write(f"Local model: {local.path.name} in-process (no model call leaves this machine)\n")
 
+    scorer = LlamaCppScorer(local)
+
     def build(model: str, api_base: str | None) -> LlamaCppLLM:
         return llm
 
-    return build
+    def build_scorer(model: str) -> LlamaCppScorer:
+        return scorer
+
+    return build, build_scorer
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -119,8 +125,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         f"Provenance service listening on {url}\n  API docs:  {url}/docs\n  data dir:  {settings.data_dir}\n"
     )
     sys.stdout.flush()
+    llm_factory, scorer_factory = local_factories(args.local_model, args.n_ctx) if args.local_model else (None, None)
     config = uvicorn.Config(
-        create_app(settings, local_llm_factory(args.local_model, args.n_ctx) if args.local_model else None),
+        create_app(settings, llm_factory, scorer_factory, local_model=bool(args.local_model)),
         log_config=None,
         access_log=False,
         lifespan="on",

@@ -11,7 +11,7 @@ from redis.asyncio import Redis
 
 from .auth import Principal, authenticate
 from .db.session import Database
-from .jobs import JobRunner, LLMFactory, ProgressHub, TraceContext
+from .jobs import JobRunner, LLMFactory, ProgressHub, ScorerFactory, TraceContext
 from .limits import Limiter
 from .observability import Metrics
 from .settings import Settings
@@ -29,6 +29,8 @@ class Services:
     metrics: Metrics
     llm_factory: LLMFactory
     redis: Redis | None = None
+    scorer_factory: ScorerFactory | None = None
+    local_model: bool = False  # judge and scorer run in this process (``serve --local-model``)
 
     @property
     def trace_context(self) -> TraceContext:
@@ -39,6 +41,7 @@ class Services:
             hub=self.hub,
             llm_factory=self.llm_factory,
             api_base=self.settings.judge_api_base,
+            scorer_factory=self.scorer_factory,
         )
 
 

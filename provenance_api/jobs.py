@@ -25,11 +25,14 @@ from typing import Any, Protocol
 
 import anyio
 
+from estimator.agreement import agreement
 from estimator.attribution import ProgressEvent, trace_claim
 from estimator.declared import audit_trace
 from estimator.llm import LLM, LLMError, LLMRequest, LLMResponse, Usage
+from estimator.logprob import trace_logprob
 from estimator.params import Params
 from estimator.probe import probe_source
+from estimator.scorer import Scorer
 from estimator.units import Corpus
 
 from . import free_tier
@@ -43,6 +46,7 @@ from .observability import Metrics, log_fields, redact, trace_id_var
 log = logging.getLogger("provenance_api.jobs")
 
 LLMFactory = Callable[[str, str | None], LLM]
+ScorerFactory = Callable[[str], Scorer]  # judge model → its scorer (estimator logprob / both)
 INTERRUPTED_ON_START = "the service stopped while this trace was queued or running; calls already billed are kept"
 INTERRUPTED_ON_STOP = "the service shut down while this trace was running; calls already billed are kept"
 
@@ -172,6 +176,7 @@ class TraceContext:
     hub: ProgressHub
     llm_factory: LLMFactory
     api_base: str | None
+    scorer_factory: ScorerFactory | None = None
 
 
 def _digest(text: str) -> str:
@@ -265,8 +270,15 @@ async def _execute(ctx: TraceContext, job: JobRecord, held: list[MeteredLLM]) ->
         )
         ctx.hub.publish(job.id, meter.progress)
 
+    estimator, scorer = "judged", None
+    if job.kind == "trace":
+        estimator = (await crud_traces.get_quote(ctx.db, job.tenant, job.quote_id)).quote.get("estimator", "judged")
+        if estimator != "judged":
+            if ctx.scorer_factory is None:
+                raise ProvenanceError(f"estimator {estimator!r} needs a scorer and this service has none")
+            scorer = ctx.scorer_factory(job.model)
     work = _KINDS[job.kind]
-    done = await work(_Run(job, metered, corpus, query, params, on_progress))
+    done = await work(_Run(job, metered, corpus, query, params, on_progress, estimator, scorer))
     meter = metered.meter
     final = replace(meter.progress, calls_made=meter.made, calls_billed=metered.billed)
     if meter.made and not meter.answered:
@@ -304,6 +316,8 @@ class _Run:
     query: str
     params: Params
     on_progress: Callable[[ProgressEvent], None]
+    estimator: str = "judged"
+    scorer: Scorer | None = None
 
 
 @dataclass(frozen=True)
@@ -319,18 +333,29 @@ class _Done:
 
 
 async def _trace(run: _Run) -> _Done:
-    """A trace, with the declared-attribution audit of the sentence attached as ``declared``."""
-    result = await trace_claim(
-        run.llm,
-        run.job.claim,
-        run.query,
-        run.corpus,
-        params=run.params,
-        tokenizer=free_tier.tokenizer(),
-        on_progress=run.on_progress,
-    )
+    """A trace, with the declared-attribution audit of the sentence attached as ``declared``. The
+    quote's estimator picks the scalar: ``judged``, ``logprob``, or ``both`` (the judged result with the
+    log-probability one as ``logprob`` and their ``agreement``; the span checks are shared)."""
+    tok = free_tier.tokenizer()
+    judged = None
+    if run.estimator in ("judged", "both"):
+        judged = await trace_claim(run.llm, run.job.claim, run.query, run.corpus, params=run.params,
+                                   tokenizer=tok, on_progress=run.on_progress)
+    logprob = None
+    if run.estimator in ("logprob", "both"):
+        assert run.scorer is not None
+        supports = None if judged is None else {
+            s.source_id: s.support for s in judged.sources if s.support is not None}
+        logprob = await trace_logprob(run.scorer, None if supports else run.llm, run.job.claim, run.query,
+                                      run.corpus, params=run.params, tokenizer=tok, on_progress=run.on_progress,
+                                      supports=supports)
+    result = judged or logprob
+    assert result is not None
     out = result.to_dict()
     out["declared"] = audit_trace(run.job.claim, run.corpus, result).to_dict()
+    if judged is not None and logprob is not None:
+        out["logprob"] = logprob.to_dict()
+        out["agreement"] = agreement(judged, logprob).to_dict()
     return _Done(out, dict(result.prompt_versions), dict(result.params), result.usage, result.cost_usd,
                  result.calls.saved)
 

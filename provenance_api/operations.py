@@ -10,6 +10,7 @@ from typing import Any
 import anyio.to_thread
 
 from estimator.params import Params
+from estimator.scoring_cost import EstimatorChoice, ScoringCapability, quote_scoring, scoring_capability
 from estimator.turn import StoredTurn
 from estimator.units import Corpus
 
@@ -33,6 +34,7 @@ from .schemas import (
     ProbeOut,
     ProgressOut,
     QuoteOut,
+    ScoringOut,
     SegmentOut,
     SegmentsOut,
     SourceOut,
@@ -131,16 +133,40 @@ async def turn_segments(
 # --------------------------------------------------------------------------- quotes
 
 
+def model_scoring(services: Services, model: str) -> ScoringCapability:
+    """Whether ``model`` can score (log p of a supplied claim) on this service's configuration."""
+    settings = services.settings
+    return scoring_capability(model, local_model=services.local_model, scorer_api_base=settings.scorer_api_base,
+                              api_base=settings.judge_api_base)
+
+
 def _price(
-    record: TurnRecord, sentence: str, model: str, params: Params, probe: bool
+    record: TurnRecord, sentence: str, model: str, params: Params, probe: bool,
+    capability: ScoringCapability | None = None,
 ) -> tuple[str, str | None, dict[str, Any]]:
-    """The cost gate for a trace, or — with ``probe`` — for the probe alone (2k regenerations)."""
+    """The cost gate for a trace, or — with ``probe`` — for the probe alone (2k regenerations); with
+    ``capability``, the scoring a logprob trace would add (``scoring``)."""
     view = free_tier.gate_view(record.turn, params)
     selection = free_tier.require_selection(record.turn, view, sentence)
     quote = free_tier.cost_quote(
         record.turn, view.corpus, selection.text, model=model, params=params, probe=probe, trace=not probe
     )
-    return selection.text, selection.segment_id, quote.to_dict()
+    out = quote.to_dict()
+    if capability is not None:
+        out["scoring"] = quote_scoring(view.corpus, selection.text, capability, query=record.turn.effective_query(),
+                                       params=params, tokenizer=free_tier.tokenizer()).to_dict()
+    return selection.text, selection.segment_id, out
+
+
+def _planned_calls(quote: dict[str, Any], estimator: EstimatorChoice) -> int:
+    """Worst-case calls of the chosen estimator (span checks are shared under ``both``)."""
+    judged = int(quote["planned_calls"])
+    if estimator == "judged":
+        return judged
+    scoring = quote["scoring"]
+    if estimator == "logprob":
+        return int(scoring["scoring_calls"]) + int(scoring["span_calls"])
+    return judged + int(scoring["scoring_calls"])
 
 
 async def make_quote(
@@ -152,11 +178,26 @@ async def make_quote(
     model: str | None,
     probe: bool,
     overrides: dict[str, Any] | None,
+    estimator: EstimatorChoice = "judged",
 ) -> QuoteRecord:
+    if probe and estimator != "judged":
+        raise InvalidInput(f"a probe regenerates answers: estimator {estimator!r} does not apply",
+                           field="estimator", fix="drop estimator, or quote a trace (probe: false)")
     record = await crud_turns.get_turn(services.db, caller.tenant, turn_id)
     params = request_params(services.settings.base_params, overrides)
     judge = judge_model(record.turn, model, services)
-    claim, segment_id, quote = await anyio.to_thread.run_sync(_price, record, sentence, judge, params, probe)
+    capability = None if probe else model_scoring(services, judge)
+    if capability is not None and estimator != "judged" and not capability.can_score:
+        raise InvalidInput(
+            f"estimator {estimator!r} needs a scoring-capable model: {capability.reason}",
+            field="estimator",
+            fix="use estimator judged, or run the service with a scoring model (serve --local-model, or "
+            "PROVENANCE_SCORER_API_BASE naming a self-hosted /v1/completions server with echo)",
+        )
+    claim, segment_id, quote = await anyio.to_thread.run_sync(
+        _price, record, sentence, judge, params, probe, capability
+    )
+    quote["estimator"] = estimator
     new = NewQuote(
         tenant=caller.tenant,
         user=caller.user,
@@ -168,7 +209,7 @@ async def make_quote(
         probe=probe,
         params=params.model_dump(),
         quote=quote,
-        planned_calls=int(quote["planned_calls"]),
+        planned_calls=_planned_calls(quote, estimator),
         cost_usd=quote["cost_usd"],
         refused=quote["refused"],
     )
@@ -194,6 +235,8 @@ def quote_out(q: QuoteRecord) -> QuoteOut:
         warnings=list(d["warnings"]),
         truncated_sources=list(d["truncated_sources"]),
         refused=q.refused,
+        estimator=d.get("estimator", "judged"),
+        scoring=ScoringOut(**d["scoring"]) if d.get("scoring") else None,
     )
 
 
@@ -247,6 +290,7 @@ async def start_job(
             model=body.model,
             probe=probe or body.probe,
             overrides=body.params,
+            estimator=body.estimator or "judged",
         )
         field = "sentence"
         check_max_cost(quote, body.max_cost_usd, what=kind)

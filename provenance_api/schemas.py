@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from estimator.scoring_cost import EstimatorChoice
 from estimator.turn import StoredTurn
 
 from .errors import InvalidInput
@@ -20,6 +21,10 @@ PARAMS_DESCRIPTION = (
     "Overrides of the method's §7.8 constants (validated; unknown names are rejected). "
     "Ceilings (max_calls, max_evidence_tokens, max_sources, concurrency, …) may be lowered, "
     "never raised; rate_* are server policy."
+)
+ESTIMATOR_DESCRIPTION = (
+    "The scalar: judged (a forced-choice judge's digit, any chat model), logprob (log p of the claim from a "
+    "scoring-capable model) or both, with their agreement."
 )
 
 
@@ -232,6 +237,17 @@ class QuoteIn(BaseModel):
     model: str | None = Field(None, min_length=1, max_length=256, description="litellm model string of the judge")
     probe: bool = False
     params: ParamsOverride | None = Field(None, description=PARAMS_DESCRIPTION)
+    estimator: EstimatorChoice = Field("judged", description=ESTIMATOR_DESCRIPTION)
+
+
+class ScoringOut(_Out):
+    can_score: bool
+    how: Literal["in-process", "completions-echo", "none"]
+    reason: str
+    scoring_calls: int = Field(description="prompt-only scoring calls of a logprob trace (worst case)")
+    span_calls: int
+    scoring_prompt_tokens: int
+    scoring_output_tokens: int
 
 
 class PlannedCalls(_Out):
@@ -258,6 +274,9 @@ class QuoteOut(_Out):
     warnings: list[str]
     truncated_sources: list[str]
     refused: str | None = Field(description="why the cost gate refuses this trace; null when it may run")
+    estimator: EstimatorChoice = Field("judged", description=ESTIMATOR_DESCRIPTION)
+    scoring: ScoringOut | None = Field(None, description="whether the model can score (log p of a supplied "
+                                       "claim) and what a logprob trace's scoring costs; null for a probe")
 
 
 # --------------------------------------------------------------------------- traces
@@ -283,6 +302,8 @@ class TraceIn(BaseModel):
     model: str | None = Field(None, min_length=1, max_length=256)
     probe: bool = False
     params: ParamsOverride | None = Field(None, description=PARAMS_DESCRIPTION)
+    estimator: EstimatorChoice | None = Field(None, description=ESTIMATOR_DESCRIPTION + " By quote_id: the "
+                                              "quote's.")
 
     def by_quote(self) -> bool:
         """True for the {quote_id} form; raise InvalidInput naming the field when neither form is complete."""
@@ -290,7 +311,7 @@ class TraceIn(BaseModel):
         if self.quote_id is not None:
             extra = (
                 [k for k, v in inline.items() if v is not None]
-                + [k for k in ("model", "params") if getattr(self, k) is not None]
+                + [k for k in ("model", "params", "estimator") if getattr(self, k) is not None]
                 + (["probe"] if self.probe else [])
             )
             if extra:

@@ -45,6 +45,12 @@ class Settings(BaseSettings):
     judge_api_base: str | None = Field(None, description="Overrides the provider's base URL (else litellm's env).")
     judge_api_key: SecretStr | None = Field(None, description="Overrides the provider's key (else litellm's env).")
     judge_timeout_seconds: float = Field(120.0, gt=0, le=3600)
+    scorer_api_base: str | None = Field(
+        None, description="An OpenAI-compatible server whose /v1/completions echoes log-probabilities "
+        "(estimator logprob/both); default: judge_api_base.",
+    )
+    scorer_model: str | None = Field(None, description="The model name the scoring server knows (default: the "
+                                     "judge model without its provider prefix).")
 
     params: dict[str, Any] = Field(
         default_factory=dict,

@@ -25,7 +25,7 @@ from estimator.llm import LLMRequest, LLMResponse, ScriptedLLM, Usage
 from provenance_api.app import create_app
 from provenance_api.auth import create_key
 from provenance_api.db.session import Database
-from provenance_api.jobs import LLMFactory
+from provenance_api.jobs import LLMFactory, ScorerFactory
 from provenance_api.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -144,10 +144,11 @@ def make_key(data_dir: Path, tenant: str, user: str, **settings: Any) -> str:
 class ApiServer:
     """``create_app`` under uvicorn in a background thread, on 127.0.0.1 and a free port."""
 
-    def __init__(self, data_dir: Path, *, llm_factory: LLMFactory | None = None, **settings: Any) -> None:
+    def __init__(self, data_dir: Path, *, llm_factory: LLMFactory | None = None,
+                 scorer_factory: ScorerFactory | None = None, **settings: Any) -> None:
         self.data_dir = data_dir
         self.settings = Settings(data_dir=data_dir, **settings)
-        self.app = create_app(self.settings, llm_factory)
+        self.app = create_app(self.settings, llm_factory, scorer_factory)
         self._sock = socket.socket()
         self._sock.bind(("127.0.0.1", 0))
         self.port: int = self._sock.getsockname()[1]

@@ -1,0 +1,100 @@
+"""``estimator: judged | logprob | both`` on the quote and trace endpoints, over real HTTP: the scripted
+judge through ``llm_factory`` and a scripted scorer (log p of the claim rises by 40 nats when the tool
+return is shown) through ``scorer_factory``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from support.api_server import SMALL_CLAIM, SMALL_KEY, ApiServer, scripted_factory, small_turn
+
+from estimator.llm import Message
+from estimator.scorer import ScriptedScorer
+
+SCORER_BASE = "http://127.0.0.1:9/v1"  # a configured scoring server; the injected scorer stands in for it
+
+
+def planted(messages: Sequence[Message], target: str) -> float:
+    """log p(claim) = -70 nats, +40 when the tool return (the planted cause) is among the sources shown."""
+    return -70.0 + (40.0 if any(SMALL_KEY in m.content for m in messages) else 0.0)
+
+
+@pytest.fixture
+def scorer() -> ScriptedScorer:
+    return ScriptedScorer(planted)
+
+
+@pytest.fixture
+def api(tmp_path: Path, scorer: ScriptedScorer) -> Iterator[httpx.Client]:
+    with ApiServer(tmp_path, llm_factory=scripted_factory(), scorer_factory=lambda model: scorer,
+                   warm_up=False, scorer_api_base=SCORER_BASE) as srv, srv.client(srv.admin_key, timeout=60) as c:
+        assert c.post("/v1/turns", json=small_turn()).status_code == 201
+        yield c
+
+
+def tool_source(api: httpx.Client) -> str:
+    layers = api.get("/v1/turns/t-small-1/sources").json()["layers"]
+    return next(s["id"] for layer in layers if layer["layer"] == "tools" for s in layer["sources"])
+
+
+def run(api: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:
+    started = api.post("/v1/traces", json=body)
+    assert started.status_code == 202, started.text
+    done: dict[str, Any] = api.get(f"/v1/traces/{started.json()['trace_id']}", params={"wait": "true"}).json()
+    assert done["status"] == "succeeded", done
+    return done
+
+
+def test_the_quote_says_whether_the_model_can_score_and_keeps_the_estimator(api: httpx.Client) -> None:
+    judged = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": SMALL_CLAIM}).json()
+    assert judged["estimator"] == "judged" and judged["scoring"]["can_score"] is True
+    quote = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": SMALL_CLAIM, "estimator": "logprob"})
+    assert quote.status_code == 201, quote.text
+    body = quote.json()
+    assert body["estimator"] == "logprob" and body["scoring"]["how"] == "completions-echo"
+    assert body["planned_calls"] == body["scoring"]["scoring_calls"] + body["scoring"]["span_calls"]
+
+
+def test_a_logprob_trace_from_a_quote_finds_the_planted_cause(api: httpx.Client, scorer: ScriptedScorer) -> None:
+    quote = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": SMALL_CLAIM, "estimator": "logprob"})
+    result = run(api, {"quote_id": quote.json()["quote_id"]})["result"]
+    assert result["estimator"] == "logprob" and result["verdict"] == "attributed"
+    assert result["units"] == "nats" and scorer.calls
+    grounds = [s["source_id"] for s in result["sources"] if s["role"] == "grounds"]
+    assert grounds == [tool_source(api)]
+    assert "agreement" not in result
+
+
+def test_both_stores_the_judged_result_with_logprob_and_agreement(api: httpx.Client) -> None:
+    quote = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": SMALL_CLAIM, "estimator": "both"})
+    assert quote.json()["estimator"] == "both"
+    result = run(api, {"quote_id": quote.json()["quote_id"]})["result"]
+    assert result["estimator"] != "logprob" and result["logprob"]["estimator"] == "logprob"
+    agree = result["agreement"]
+    assert agree["same_verdict"] is True and agree["same_top_source"] is True
+    assert agree["judged"]["top_source"] == agree["logprob"]["top_source"] == tool_source(api)
+
+
+def test_a_model_that_cannot_score_is_refused_naming_estimator(tmp_path: Path, scorer: ScriptedScorer) -> None:
+    with ApiServer(tmp_path, llm_factory=scripted_factory(), scorer_factory=lambda model: scorer,
+                   warm_up=False) as srv, srv.client(srv.admin_key) as api:
+        assert api.post("/v1/turns", json=small_turn()).status_code == 201
+        for path, extra in (("/v1/quotes", {}), ("/v1/traces", {"max_cost_usd": 10})):
+            refused = api.post(path, json={"turn_id": "t-small-1", "sentence": SMALL_CLAIM, "estimator": "both",
+                                           "model": "anthropic/claude-sonnet-4", **extra})
+            assert refused.status_code == 422, refused.text
+            problem = refused.json()
+            assert problem["field"] == "estimator" and "estimator judged" in problem["fix"]
+        ok = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": SMALL_CLAIM})
+        assert ok.status_code == 201 and ok.json()["scoring"]["can_score"] is False
+    assert not scorer.calls
+
+
+def test_a_trace_by_quote_takes_its_estimator_from_the_quote(api: httpx.Client) -> None:
+    quote = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": SMALL_CLAIM}).json()
+    refused = api.post("/v1/traces", json={"quote_id": quote["quote_id"], "estimator": "logprob"})
+    assert refused.status_code == 422 and refused.json()["field"] == "estimator"
