@@ -38,7 +38,8 @@ from .support import check_support, support_body
 from .tokens import ApproxTokenizer, Tokenizer
 from .units import PROVENANCE_LAYER_ORDER, Corpus, Layer, Unit
 
-__all__ = ["ProgressEvent", "drop", "role_of", "select_sources", "trace_claim"]
+__all__ = ["ProgressEvent", "decide_verdict", "describe_mask", "drop", "layer_mask", "role_of", "select_sources",
+           "trace_claim"]
 
 PROMPT_NAMES = ("judge_system", "judge_user", "support_evidence", "support_directive", "support_retry_nudge",
                 "data_only_rule")
@@ -193,12 +194,13 @@ async def _ablate(run: _Run, corpus: Corpus, params: Params) -> _Ablation:
     return _Ablation(s1, s0, tuple(layer_scores), contributing, tested, omitted, s2)
 
 
-def _verdict(gamma: float, contributing: tuple[Layer, ...], params: Params, *, unmeasured: bool = False) -> Verdict:
+def decide_verdict(gamma: float, contributing: tuple[Layer, ...], tau_gamma: float, *,
+                   unmeasured: bool = False) -> Verdict:
     """``unmeasured``: a layer's removal gave no information. Then no contributing layer does not show
     the claim is carried by several layers (the unmeasured one may carry it alone): no information."""
     if math.isnan(gamma):
         return "no_information"
-    if gamma < params.tau_gamma:
+    if gamma < tau_gamma:
         return "internal_knowledge"
     if contributing:
         return "attributed"
@@ -221,7 +223,7 @@ def _skipped_reason(verdict: Verdict, gamma: float, params: Params) -> str:
     return head + "No drop could be measured (no information with every source present or with none)."
 
 
-def _describe(mask: Mask, corpus: Corpus, layers: tuple[Layer, ...]) -> str:
+def describe_mask(mask: Mask, corpus: Corpus, layers: tuple[Layer, ...] = PROVENANCE_LAYER_ORDER) -> str:
     if not mask:
         return "with every source present"
     if len(mask) == len(corpus.units):
@@ -252,7 +254,7 @@ def _warnings(run: _Run, corpus: Corpus, params: Params, tok: Tokenizer, cut_for
         out.append(f"More sources than MAX_SOURCES={params.max_sources}: not tested individually: "
                    + "; ".join(omitted) + ".")
     for failure in run.judge.failures:
-        out.append(f"No information {_describe(failure.mask, corpus, run.layers)}: {failure.reason}. It is "
+        out.append(f"No information {describe_mask(failure.mask, corpus, run.layers)}: {failure.reason}. It is "
                    "not a score: a drop involving it reads 0 (disclosed, not measured).")
     if verdict == "no_information" and math.isnan(run.scores.get(frozenset(), math.nan) - run.scores.get(
             frozenset(u.id for u in corpus.units), math.nan)):
@@ -273,7 +275,8 @@ def _warnings(run: _Run, corpus: Corpus, params: Params, tok: Tokenizer, cut_for
 def _assemble(run: _Run, corpus: Corpus, params: Params, tok: Tokenizer, claim: str, model: str,
               ab: _Ablation, span_omitted: tuple[Unit, ...], cut_for_spans: tuple[str, ...]) -> TraceResult:
     gamma = ab.s1 - ab.s0
-    verdict = _verdict(gamma, ab.contributing, params, unmeasured=any(ls.no_information for ls in ab.layers))
+    verdict = decide_verdict(gamma, ab.contributing, params.tau_gamma,
+                             unmeasured=any(ls.no_information for ls in ab.layers))
     tested = {u.id for u in ab.tested}
     supports = [run.supports.get(u.id) for u in corpus.units if u.id in run.supports]
     overall = claim_diagnosis(verdict, supports)

@@ -34,7 +34,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from prompts import versions
 
-from .attribution import PROMPT_NAMES, UNVERSIONED_WARNING, drop, role_of, select_sources
+from .attribution import (
+    PROMPT_NAMES,
+    UNVERSIONED_WARNING,
+    decide_verdict,
+    describe_mask,
+    drop,
+    layer_mask,
+    role_of,
+    select_sources,
+)
 from .cost import plan_calls
 from .diagnosis import attribution_level, claim_diagnosis, diagnose
 from .judge import CallLedger, Mask, cut_to_budget
@@ -55,7 +64,7 @@ from .result import (
 from .scorer import ScoredTarget, Scorer, ScorerError
 from .support import check_support, support_body
 from .tokens import ApproxTokenizer, Tokenizer
-from .units import PROVENANCE_LAYER_ORDER, Corpus, Layer, Unit
+from .units import Corpus, Layer, Unit
 
 __all__ = ["LogprobParams", "LogprobTraceResult", "Thresholds", "build_messages", "thresholds", "trace_logprob"]
 
@@ -233,17 +242,6 @@ class _LogprobRun:
         return out
 
 
-def _layer_mask(corpus: Corpus, layer: Layer) -> Mask:
-    return frozenset(u.id for u in corpus.in_layer(layer))
-
-
-def _verdict(gamma: float, contributing: tuple[Layer, ...], tau_gamma: float) -> Verdict:
-    if math.isnan(gamma):
-        return "no_information"
-    if gamma < tau_gamma:
-        return "internal_knowledge"
-    return "attributed" if contributing else "redundant"
-
 
 async def trace_logprob(scorer: Scorer, llm: LLM | None, claim: str, query: str, corpus: Corpus, *,
                         params: Params = DEFAULT_PARAMS, lp: LogprobParams = DEFAULT_LOGPROB_PARAMS,
@@ -312,7 +310,7 @@ class _Rounds:
 async def _rounds(run: _LogprobRun, corpus: Corpus, params: Params, lp: LogprobParams) -> _Rounds:
     layers = corpus.layers_present()
     masks1: dict[str, Mask] = {"1": frozenset(), "0": frozenset(u.id for u in corpus.units)}
-    masks1.update({f"1-{layer.value}": _layer_mask(corpus, layer) for layer in layers})
+    masks1.update({f"1-{layer.value}": layer_mask(corpus, layer) for layer in layers})
     s = await run.measure(masks1, "round1")
     s1, s0 = s["1"], s["0"]
     n_tokens = run.full.n_tokens if run.full is not None else len(run.claim.split())
@@ -346,26 +344,13 @@ def _skipped_reason(verdict: Verdict, gamma: float, th: Thresholds) -> str:
     return head + "No log-probability could be measured with every source present or with none."
 
 
-def _describe(mask: Mask, corpus: Corpus) -> str:
-    if not mask:
-        return "with every source present"
-    if len(mask) == len(corpus.units):
-        return "with no sources"
-    for layer in PROVENANCE_LAYER_ORDER:
-        if mask == _layer_mask(corpus, layer):
-            return f"without the {layer.value} layer"
-    if len(mask) == 1:
-        unit = corpus.by_id(next(iter(mask)))
-        return f"without {unit.id} ({unit.label})"
-    return f"without the {len(mask)} round-2 candidates"
-
-
 def _assemble(run: _LogprobRun, params: Params, lp: LogprobParams, tok: Tokenizer, ab: _Rounds,
               span_omitted: tuple[str, ...], cut_for_spans: tuple[str, ...],
               truncated: tuple[str, ...]) -> LogprobTraceResult:
     corpus = run.corpus
     gamma = ab.s1 - ab.s0
-    verdict = _verdict(gamma, ab.contributing, ab.th.tau_gamma)
+    verdict = decide_verdict(gamma, ab.contributing, ab.th.tau_gamma,
+                             unmeasured=any(x.no_information for x in ab.layers))
     tested = {u.id for u in ab.tested}
     overall = claim_diagnosis(verdict, [run.supports.get(u.id) for u in corpus.units if u.id in run.supports])
     sources: list[SourceScore] = []
@@ -401,7 +386,7 @@ def _assemble(run: _LogprobRun, params: Params, lp: LogprobParams, tok: Tokenize
         warnings.append(f"More sources than MAX_SOURCES={params.max_sources}: not tested individually: "
                         + "; ".join(ab.omitted) + ".")
     for failure in run.failures:
-        warnings.append(f"No information {_describe(failure.mask, corpus)}: {failure.reason}. A drop involving "
+        warnings.append(f"No information {describe_mask(failure.mask, corpus)}: {failure.reason}. A drop involving "
                         "it reads 0 (disclosed, not measured).")
     if verdict == "no_information":
         warnings.append("Γ is unknown, so whether the claim is internal knowledge cannot be decided.")

@@ -193,3 +193,19 @@ def test_scripted_scorer_satisfies_the_protocol() -> None:
     assert isinstance(scorer, Scorer)
     assert ScoredTarget.of([-1.0, -2.0]).logprob_total == -3.0
 
+
+
+async def test_an_unmeasured_layer_is_no_information_not_redundant() -> None:
+    # A failed measurement of "without the tools layer" reads as a 0 drop. With no other layer
+    # contributing, that must not be reported as "carried by several layers": it was never measured.
+    def score(messages: Sequence[Message], target: str) -> float:
+        shown = present(messages)
+        if shown and not shown & {"s0", "s1", "s2"}:
+            raise ScorerError("provider failed")
+        return -70.0 + (40.0 if "s1" in shown else 0.0)
+
+    result = await trace_logprob(ScriptedScorer(score), silent_llm(), CLAIM, QUERY, standard_corpus())
+    tools = next(x for x in result.layers if x.layer == Layer.TOOLS)
+    assert tools.no_information and tools.delta == 0.0
+    assert result.gamma == pytest.approx(40.0)
+    assert result.verdict == "no_information"
