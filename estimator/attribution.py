@@ -38,8 +38,8 @@ from .support import check_support, support_body
 from .tokens import ApproxTokenizer, Tokenizer
 from .units import PROVENANCE_LAYER_ORDER, Corpus, Layer, Unit
 
-__all__ = ["ProgressEvent", "decide_verdict", "describe_mask", "drop", "layer_mask", "role_of", "select_sources",
-           "trace_claim"]
+__all__ = ["ProgressEvent", "decide_verdict", "describe_mask", "drop", "layer_mask", "role_of", "score_sources",
+           "select_sources", "trace_claim"]
 
 PROMPT_NAMES = ("judge_system", "judge_user", "support_evidence", "support_directive", "support_retry_nudge",
                 "data_only_rule")
@@ -272,33 +272,43 @@ def _warnings(run: _Run, corpus: Corpus, params: Params, tok: Tokenizer, cut_for
     return out
 
 
-def _assemble(run: _Run, corpus: Corpus, params: Params, tok: Tokenizer, claim: str, model: str,
-              ab: _Ablation, span_omitted: tuple[Unit, ...], cut_for_spans: tuple[str, ...]) -> TraceResult:
-    gamma = ab.s1 - ab.s0
-    verdict = decide_verdict(gamma, ab.contributing, params.tau_gamma,
-                             unmeasured=any(ls.no_information for ls in ab.layers))
-    tested = {u.id for u in ab.tested}
-    supports = [run.supports.get(u.id) for u in corpus.units if u.id in run.supports]
-    overall = claim_diagnosis(verdict, supports)
-    sources: list[SourceScore] = []
+def score_sources(corpus: Corpus, verdict: Verdict, contributing: tuple[Layer, ...], tested_ids: tuple[str, ...],
+                  s2: Mapping[str, float], supports: Mapping[str, SupportVerdict], tau: float,
+                  ) -> tuple[SourceScore, ...]:
+    """Every measured source, in ordinal order: its round-2 drop and role (when tested), its span verdict and
+    its §9 diagnosis. Shared by the judged and the log-probability estimators (only τ differs)."""
+    tested = set(tested_ids)
+    overall = claim_diagnosis(verdict, [supports.get(u.id) for u in corpus.units if u.id in supports])
+    out: list[SourceScore] = []
     for unit in sorted(corpus.units, key=lambda u: u.ordinal):
-        if unit.id not in tested and unit.id not in run.supports:
+        if unit.id not in tested and unit.id not in supports:
             continue
         delta: float | None = None
         role: Role | None = None
         without: float | None = None
         if unit.id in tested:
-            without = ab.s2[f"1-{unit.id}"]
-            delta = drop(ab.s2["1"], without)
-            role = role_of(delta, params.tau)
-        support = run.supports.get(unit.id)
-        level = attribution_level(verdict=verdict, role=role, layer_contributes=unit.layer in ab.contributing)
+            without = s2[f"1-{unit.id}"]
+            delta = drop(s2["1"], without)
+            role = role_of(delta, tau)
+        support = supports.get(unit.id)
+        level = attribution_level(verdict=verdict, role=role, layer_contributes=unit.layer in contributing)
         diagnosis = diagnose(level, support)
         if overall is not None and support is not None and support.verdict == "silent":
             diagnosis = overall
-        missing = without is not None and (math.isnan(without) or math.isnan(ab.s2["1"]))
-        sources.append(SourceScore(unit.id, unit.layer, unit.label, unit.kind, delta, role, support,
-                                   diagnosis, without, missing))
+        missing = without is not None and (math.isnan(without) or math.isnan(s2["1"]))
+        out.append(SourceScore(unit.id, unit.layer, unit.label, unit.kind, delta, role, support,
+                               diagnosis, without, missing))
+    return tuple(out)
+
+
+def _assemble(run: _Run, corpus: Corpus, params: Params, tok: Tokenizer, claim: str, model: str,
+              ab: _Ablation, span_omitted: tuple[Unit, ...], cut_for_spans: tuple[str, ...]) -> TraceResult:
+    gamma = ab.s1 - ab.s0
+    verdict = decide_verdict(gamma, ab.contributing, params.tau_gamma,
+                             unmeasured=any(ls.no_information for ls in ab.layers))
+    sources = score_sources(corpus, verdict, ab.contributing, tuple(u.id for u in ab.tested), ab.s2,
+                            run.supports, params.tau)
+    overall = claim_diagnosis(verdict, [run.supports.get(u.id) for u in corpus.units if u.id in run.supports])
     left_out = {u.id for u in (*ab.omitted, *span_omitted)}  # union by id: two sources may share a label
     omitted = tuple(u.label for u in corpus.units if u.id in left_out)
     notes: list[str] = []

@@ -42,10 +42,11 @@ from .attribution import (
     drop,
     layer_mask,
     role_of,
+    score_sources,
     select_sources,
 )
 from .cost import plan_calls
-from .diagnosis import attribution_level, claim_diagnosis, diagnose
+from .diagnosis import claim_diagnosis
 from .judge import CallLedger, Mask, cut_to_budget
 from .llm import LLM, Message, Usage
 from .params import DEFAULT_PARAMS, Params
@@ -55,7 +56,6 @@ from .result import (
     LayerScore,
     ProgressEvent,
     Round,
-    SourceScore,
     SupportVerdict,
     TraceResult,
     Verdict,
@@ -351,26 +351,9 @@ def _assemble(run: _LogprobRun, params: Params, lp: LogprobParams, tok: Tokenize
     gamma = ab.s1 - ab.s0
     verdict = decide_verdict(gamma, ab.contributing, ab.th.tau_gamma,
                              unmeasured=any(x.no_information for x in ab.layers))
-    tested = {u.id for u in ab.tested}
+    sources = score_sources(corpus, verdict, ab.contributing, tuple(u.id for u in ab.tested), ab.s2,
+                            run.supports, ab.th.tau)
     overall = claim_diagnosis(verdict, [run.supports.get(u.id) for u in corpus.units if u.id in run.supports])
-    sources: list[SourceScore] = []
-    for unit in sorted(corpus.units, key=lambda u: u.ordinal):
-        if unit.id not in tested and unit.id not in run.supports:
-            continue
-        delta = without = None
-        role = None
-        if unit.id in tested:
-            without = ab.s2[f"1-{unit.id}"]
-            delta = drop(ab.s2["1"], without)
-            role = role_of(delta, ab.th.tau)
-        support = run.supports.get(unit.id)
-        level = attribution_level(verdict=verdict, role=role, layer_contributes=unit.layer in ab.contributing)
-        diagnosis = diagnose(level, support)
-        if overall is not None and support is not None and support.verdict == "silent":
-            diagnosis = overall
-        missing = without is not None and (math.isnan(without) or math.isnan(ab.s2["1"]))
-        sources.append(SourceScore(unit.id, unit.layer, unit.label, unit.kind, delta, role, support,
-                                   diagnosis, without, missing))
     omitted = tuple(dict.fromkeys((*ab.omitted, *span_omitted)))
     warnings = [f"{u.id} ({u.label}): {UNVERSIONED_WARNING}" for u in corpus.units if u.unversioned]
     for unit_id in truncated:
