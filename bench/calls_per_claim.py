@@ -32,7 +32,7 @@ from estimator.units import Corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ("eo_worldview_turn.json", "failures_turn.json", "fallback_path_turn.json", "ndvi_parametric_turn.json")
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "tau-bench" / "airline-gpt-4o-dev.json"
+DEFAULT_DATA = ROOT / "tests" / "data" / "tau-bench" / "airline-gpt-4o-dev.json"
 
 
 def keyed_script(key: str) -> ScriptedLLM:

@@ -30,7 +30,7 @@ from estimator.turn import StoredTurn
 from estimator.units import Corpus
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "tau-bench" / "airline-gpt-4o-dev.json"
+DEFAULT_DATA = ROOT / "tests" / "data" / "tau-bench" / "airline-gpt-4o-dev.json"
 SPEED_TARGET = 20.0
 SYNTHETIC_TOKENS = 60_000
 SYNTHETIC_TARGET_SECONDS = 1.0
@@ -146,7 +146,7 @@ def verdict(ok: bool, text: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0] if __doc__ else None)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA,
-                        help="tau-bench results JSON (default: ../shared/data/tau-bench/"
+                        help="tau-bench results JSON (default: tests/data/tau-bench/"
                              "airline-gpt-4o-dev.json relative to the repository root)")
     parser.add_argument("--difflib-seconds", type=float, default=60.0,
                         help="time budget for the difflib reference on tau-bench turns")

@@ -21,7 +21,7 @@ from provenance_api import bulk
 from provenance_api.db.session import Database
 from provenance_api.settings import Settings
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/tau-bench/airline-gpt-4o-dev.json"
+DEFAULT_DATA = Path(__file__).resolve().parents[1] / "tests/data/tau-bench/airline-gpt-4o-dev.json"
 
 
 async def run(data: Path, db_dir: Path) -> int:

@@ -27,7 +27,7 @@ from estimator.verify import normalise
 ROOT = Path(__file__).resolve().parents[1]
 SET = json.loads((ROOT / "fixtures" / "conflation_set.json").read_text(encoding="utf-8"))
 ITEMS: list[dict[str, Any]] = SET["items"]
-TAU_BENCH = Path(__file__).resolve().parents[2] / "shared/data/tau-bench/airline-gpt-4o-dev.json"
+TAU_BENCH = Path(__file__).resolve().parents[1] / "tests/data/tau-bench/airline-gpt-4o-dev.json"
 
 
 def tau_turn(conversations: list[dict[str, Any]], task_id: int, message: int) -> StoredTurn:

@@ -21,7 +21,7 @@ from provenance_api.importers.mcp import flatten_result
 
 HISTORY = Path(__file__).resolve().parents[1] / "fixtures" / "history"
 FIXTURES = sorted(HISTORY.glob("*/*.json"))
-TAU_BENCH = Path(__file__).resolve().parents[2] / "shared/data/tau-bench/airline-gpt-4o-dev.json"
+TAU_BENCH = Path(__file__).resolve().parents[1] / "tests/data/tau-bench/airline-gpt-4o-dev.json"
 
 
 def load(fmt: str, name: str) -> Any:
@@ -267,7 +267,7 @@ def test_a_conversation_ending_in_tool_calls_is_noted_not_turned() -> None:
 
 def tau_bench() -> list[dict[str, Any]]:
     if not TAU_BENCH.is_file():
-        pytest.fail(f"τ-bench data missing: expected {TAU_BENCH} (shared/data beside the repository)")
+        pytest.fail(f"τ-bench data missing: expected {TAU_BENCH} (shipped in tests/data/tau-bench)")
     data: list[dict[str, Any]] = json.loads(TAU_BENCH.read_text(encoding="utf-8"))
     return data
 

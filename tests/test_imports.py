@@ -14,14 +14,14 @@ from support.api_server import ApiServer
 
 from provenance_api.cli import main
 
-TAU_BENCH = Path(__file__).resolve().parents[2] / "shared/data/tau-bench/airline-gpt-4o-dev.json"
+TAU_BENCH = Path(__file__).resolve().parents[1] / "tests/data/tau-bench/airline-gpt-4o-dev.json"
 TAU_TURNS = 760  # one per assistant text reply (established by the importer tests)
 KEYS = ("traceable", "quoted", "agent_voice", "action", "unanchored")
 
 
 def tau_path() -> Path:
     if not TAU_BENCH.is_file():
-        pytest.fail(f"τ-bench data missing: expected {TAU_BENCH} (shared/data beside the repository)")
+        pytest.fail(f"τ-bench data missing: expected {TAU_BENCH} (shipped in tests/data/tau-bench)")
     return TAU_BENCH
 
 

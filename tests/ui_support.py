@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"
 ARTIFACTS = REPO / "test-artifacts" / "ui"
 DOCS_SCREENSHOT = REPO / "docs" / "result-view.png"
-TAU_BENCH = Path(__file__).resolve().parents[2] / "shared/data/tau-bench/airline-gpt-4o-dev.json"
+TAU_BENCH = Path(__file__).resolve().parents[1] / "tests/data/tau-bench/airline-gpt-4o-dev.json"
 CHROMIUM = Path(os.environ.get("PROVENANCE_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
     "--headless",
@@ -66,7 +66,7 @@ def require_chromium() -> Path:
 
 def require_tau_bench() -> list[dict[str, Any]]:
     if not TAU_BENCH.is_file():
-        pytest.fail(f"τ-bench data missing: expected {TAU_BENCH} (shared/data beside the repository)")
+        pytest.fail(f"τ-bench data missing: expected {TAU_BENCH} (shipped in tests/data/tau-bench)")
     data: list[dict[str, Any]] = load_json(TAU_BENCH)
     return data
 
