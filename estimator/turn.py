@@ -6,6 +6,7 @@ because newer writers add kinds that older readers do not know.
 
 from __future__ import annotations
 
+import unicodedata
 from datetime import datetime
 from typing import Any, Literal
 
@@ -102,6 +103,16 @@ class StoredTurn(BaseModel):
     model_messages: list[ModelMessage] = Field(default_factory=list)
     response_payload: ResponsePayload = Field(default_factory=ResponsePayload)
     request_payload: RequestPayload = Field(default_factory=RequestPayload)
+
+    @field_validator("turn_id")
+    @classmethod
+    def _turn_id_printable(cls, v: str) -> str:
+        """An id is shown, logged and put in URLs: control characters (NUL, newlines, escapes) and lone
+        surrogates are refused rather than stored."""
+        bad = next((c for c in v if unicodedata.category(c) in ("Cc", "Cs")), None)
+        if bad is not None:
+            raise ValueError(f"turn_id must not contain control characters (found U+{ord(bad):04X})")
+        return v
 
     @field_validator("response")
     @classmethod

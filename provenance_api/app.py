@@ -94,7 +94,7 @@ def judgement_cache(settings: Settings, redis: Redis | None) -> JudgementCache |
     ttl = settings.judgement_cache_ttl_seconds
     if redis is not None:
         return RedisJudgementCache(redis, ttl, prefix=settings.redis_prefix)
-    return SqliteJudgementCache(settings.data_dir / "judgements.db", ttl)
+    return SqliteJudgementCache(settings.owner_only_file("judgements.db"), ttl)
 
 
 def build_services(settings: Settings, llm_factory: LLMFactory | None = None, *, worker: bool = False,

@@ -67,8 +67,11 @@ def _settings(**overrides: Any) -> Settings:
 
 
 def _bind(host: str, port: int) -> socket.socket:
+    """The listening socket. Created with ``IPPROTO_TCP`` explicitly: accepted sockets inherit the listener's
+    protocol number, and asyncio sets ``TCP_NODELAY`` only on sockets whose protocol says TCP; with protocol 0
+    every response after the first on a keep-alive connection waited for the peer's delayed ACK (~40 ms)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))

@@ -31,6 +31,13 @@ request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("req
 trace_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("trace_id", default=None)
 
 _SECRET_ENV = re.compile(r"(?i)(api_?key|token|secret|password)")
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"})
+
+
+def method_label(method: str) -> str:
+    """The metric and log label of a request method: one of the standard methods, else ``OTHER``. A client
+    chooses the method string, so taking it as a label would let anyone grow the label set without bound."""
+    return method if method in HTTP_METHODS else "OTHER"
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
@@ -179,8 +186,9 @@ class RequestContextMiddleware:
             elapsed = time.perf_counter() - started
             route = scope.get("route")
             template = getattr(route, "path_format", None) or getattr(route, "path", None) or "unmatched"
-            self.metrics.requests.labels(scope["method"], template, str(status[0])).inc()
-            self.metrics.latency.labels(scope["method"], template).observe(elapsed)
+            method = method_label(str(scope.get("method", "")))
+            self.metrics.requests.labels(method, template, str(status[0])).inc()
+            self.metrics.latency.labels(method, template).observe(elapsed)
             extra: dict[str, Any] = {}
             trace_id = (scope.get("path_params") or {}).get("trace_id")
             if trace_id:
@@ -188,8 +196,8 @@ class RequestContextMiddleware:
             log_fields(
                 _access,
                 logging.INFO,
-                f"{scope['method']} {template} {status[0]}",
-                method=scope["method"],
+                f"{method} {template} {status[0]}",
+                method=method,
                 route=template,
                 status=status[0],
                 duration_ms=round(elapsed * 1000, 1),

@@ -20,6 +20,9 @@ from estimator.params import DEFAULT_PARAMS, Params
 
 from .errors import InvalidInput
 
+DATABASE_FILES = ("provenance.db", "judgements.db")
+"""The embedded SQLite files the service keeps in its data directory."""
+
 
 def default_data_dir() -> Path:
     """Per-user data directory: ``$XDG_DATA_HOME/provenance`` or ``~/.local/share/provenance``."""
@@ -105,6 +108,27 @@ class Settings(BaseSettings):
         return self.data_dir / "admin.key"
 
     def ensure_data_dir(self) -> Path:
-        """Create the data directory (owner-only) if missing and return it."""
+        """Create the data directory if missing and make it owner-only (0700) whatever existed before; the
+        embedded databases in it are created (or tightened) to 0600 before SQLite opens them, and SQLite gives
+        their ``-wal``/``-shm``/``-journal`` files the same mode. Returns the directory."""
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(self.data_dir, 0o700)
+        for name in (*DATABASE_FILES, "admin.key"):
+            path = self.data_dir / name
+            if path.exists():
+                os.chmod(path, 0o600)
+        if not self.database_url:
+            self.owner_only_file("provenance.db")
+        for path in self.data_dir.iterdir():  # WAL and shared-memory files left by an earlier run
+            if path.name.startswith(DATABASE_FILES) and path.is_file():
+                os.chmod(path, 0o600)
         return self.data_dir
+
+    def owner_only_file(self, name: str) -> Path:
+        """A file of the data directory, created empty with mode 0600 if missing (SQLite accepts an empty
+        file as a new database), so it is never readable by others, not even for a moment."""
+        self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = self.data_dir / name
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+        os.chmod(path, 0o600)
+        return path

@@ -7,6 +7,7 @@ this package; ``Database.migrate()`` runs ``alembic upgrade head`` on the servic
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -75,14 +76,31 @@ class Database:
                 await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
             await conn.run_sync(_upgrade)
 
+    def _sqlite_file_problem(self) -> str | None:
+        """For an SQLite file: why writes would not reach a database file anyone can open again — its file
+        or directory removed (an open descriptor keeps writing into the unlinked inode) or made read-only."""
+        parsed = make_url(self.url)
+        if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+            return None
+        path = Path(parsed.database.removeprefix("file:"))  # a URI filename (``?uri=true``) names the same file
+        if not path.is_file():
+            return f"database file {path.name} is missing (removed while the service runs?)"
+        if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
+            return f"database file {path.name} or its directory is read-only"
+        return None
+
     async def ready(self) -> tuple[bool, str]:
-        """Whether the database answers and its schema is at the shipped head."""
+        """Whether the database takes a write and its schema is at the shipped head. The write is real (the
+        schema version row rewritten to itself, committed), so a read-only database or replica is not ready."""
+        problem = self._sqlite_file_problem()
+        if problem is not None:
+            return False, problem
         try:
-            async with self.engine.connect() as conn:
-                await conn.execute(text("SELECT 1"))
+            async with self.engine.begin() as conn:
                 current = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
+                await conn.execute(text("UPDATE alembic_version SET version_num = version_num"))
         except Exception as exc:  # a readiness probe reports, it does not raise
-            return False, f"database unreachable: {type(exc).__name__}"
+            return False, f"database does not take a write: {type(exc).__name__}"
         head = ScriptDirectory.from_config(alembic_config()).get_current_head()
         if current != head:
             return False, f"schema at {current}, expected {head}"

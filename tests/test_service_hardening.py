@@ -1,0 +1,139 @@
+"""Operational findings of the service, each a test named after what was found (they failed before the fix).
+
+- ``/metrics`` took the HTTP method label from the request: invented methods grew it without bound.
+- ``/readyz`` said ready while the database could not take a write (file removed, or read-only).
+- The data directory kept 0755 and the database 0644 when they already existed.
+- A ``turn_id`` holding ``\\u0000`` (or any control character) was accepted.
+- Accepted connections never had ``TCP_NODELAY``: every request after the first on a keep-alive connection
+  waited for a delayed ACK.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from support.api_server import ApiServer, scripted_factory, small_turn
+
+from provenance_api.cli_service import _bind
+from provenance_api.observability import method_label
+from provenance_api.settings import Settings
+
+PROBLEM = "application/problem+json"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+    with ApiServer(tmp_path_factory.mktemp("hardening"), llm_factory=scripted_factory(), warm_up=False) as srv:
+        yield srv
+
+
+def test_metrics_method_label_set_is_fixed_whatever_methods_clients_invent(server: ApiServer) -> None:
+    with httpx.Client(base_url=server.base_url, timeout=10) as client:
+        for i in range(40):
+            client.request(f"INVENTED{i}", "/healthz")
+        text = client.get("/metrics").text
+    assert "INVENTED" not in text
+    assert 'method="OTHER"' in text
+    assert method_label("GET") == "GET" and method_label("get") == "OTHER" and method_label("X" * 500) == "OTHER"
+
+
+def test_readyz_is_not_ready_when_the_database_file_was_removed(tmp_path: Path) -> None:
+    with ApiServer(tmp_path, llm_factory=scripted_factory(), warm_up=False) as srv, srv.client() as client:
+        assert client.get("/readyz").status_code == 200
+        db_file = tmp_path / "provenance.db"
+        assert db_file.is_file()
+        moved = tmp_path / "moved-away.db"
+        db_file.rename(moved)
+        answer = client.get("/readyz")
+        assert answer.status_code == 503
+        assert answer.headers["content-type"].startswith(PROBLEM)
+        assert "missing" in answer.json()["detail"]
+        moved.rename(db_file)
+        assert client.get("/readyz").status_code == 200
+
+
+def test_readyz_proves_a_write_on_a_read_only_connection(tmp_path: Path) -> None:
+    """A database that answers reads but refuses writes (here: SQLite opened read-only, as a read-only
+    mount or replica behaves) is not ready, as root too."""
+    from provenance_api.db.session import Database
+
+    async def run() -> tuple[bool, str, bool, str]:
+        rw = Database(f"sqlite+aiosqlite:///{tmp_path / 'p.db'}")
+        await rw.migrate()
+        ok_rw, why_rw = await rw.ready()
+        await rw.dispose()
+        ro = Database(f"sqlite+aiosqlite:///file:{tmp_path / 'p.db'}?mode=ro&uri=true")
+        ok_ro, why_ro = await ro.ready()
+        await ro.dispose()
+        return ok_rw, why_rw, ok_ro, why_ro
+
+    ok_rw, why_rw, ok_ro, why_ro = asyncio.run(run())
+    assert ok_rw, why_rw
+    assert not ok_ro
+    assert "write" in why_ro
+
+
+def test_data_dir_and_database_are_owner_only_whatever_existed_before(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir(mode=0o755)
+    os.chmod(data, 0o755)
+    (data / "provenance.db").touch()
+    os.chmod(data / "provenance.db", 0o644)
+    with ApiServer(data, llm_factory=scripted_factory(), warm_up=False) as srv, srv.client(srv.admin_key) as client:
+        assert client.post("/v1/turns", json=small_turn()).status_code == 201
+    assert stat.S_IMODE(data.stat().st_mode) == 0o700
+    for path in data.iterdir():
+        if path.is_file():
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, path.name
+
+
+def test_fresh_data_dir_files_are_never_world_readable(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path / "fresh")
+    settings.ensure_data_dir()
+    assert stat.S_IMODE(settings.data_dir.stat().st_mode) == 0o700
+    assert stat.S_IMODE((settings.data_dir / "provenance.db").stat().st_mode) == 0o600
+    assert stat.S_IMODE(settings.owner_only_file("judgements.db").stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("bad", ["a\u0000b", "line\nbreak", "tab\there", "esc\u001b[31m", "del\u007f"])
+def test_turn_id_with_control_characters_is_refused(server: ApiServer, bad: str) -> None:
+    with server.client(server.admin_key) as client:
+        answer = client.post("/v1/turns", json=small_turn(turn_id=bad))
+        assert answer.status_code == 422
+        assert answer.headers["content-type"].startswith(PROBLEM)
+        assert "turn_id" in answer.text and "control characters" in answer.text
+        assert client.post("/v1/turns", json=small_turn(turn_id="ok / with spaces and ü")).status_code in (200, 201)
+
+
+def test_accepted_connections_have_tcp_nodelay() -> None:
+    """The listening socket ``provenance serve`` makes: a connection asyncio accepts on it has TCP_NODELAY
+    (asyncio sets it only on sockets whose protocol number says TCP, which accepted sockets inherit)."""
+
+    async def run() -> int:
+        seen: list[int] = []
+        listener = _bind("127.0.0.1", 0)
+        port = listener.getsockname()[1]
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            sock = writer.get_extra_info("socket")
+            seen.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+
+        server = await asyncio.start_server(handle, sock=listener)
+        async with server:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            for _ in range(100):
+                if seen:
+                    break
+                await asyncio.sleep(0.01)
+            writer.close()
+        return seen[0]
+
+    assert asyncio.run(run()) != 0
