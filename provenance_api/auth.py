@@ -14,15 +14,17 @@ import re
 import secrets
 import sys
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
-from .db import crud_keys
+from .db import crud_keys, crud_sessions
 from .db.crud_keys import KeyRecord
 from .db.session import Database
 from .errors import InvalidInput, Unauthorized
 from .settings import Settings
 
 KEY_PREFIX = "pvk_"
+SESSION_PREFIX = "pvs_"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
 
 
@@ -93,6 +95,34 @@ async def authenticate(db: Database, authorization: str | None) -> Principal:
     if record is None or record.revoked:
         raise Unauthorized("the API key is not valid", field="Authorization", fix=_UNAUTHORIZED_FIX)
     return Principal(tenant=record.tenant, user=record.user, key_id=record.id, admin=record.admin)
+
+
+async def open_viewer_session(db: Database, principal: Principal, ttl_seconds: int) -> str:
+    """A new session token for the viewer's cookie (random; only its digest is stored)."""
+    token = SESSION_PREFIX + secrets.token_urlsafe(32)
+    await crud_sessions.open_session(db, token_hash=hash_key(token), key_id=principal.key_id,
+                                     ttl=timedelta(seconds=ttl_seconds))
+    return token
+
+
+async def session_principal(db: Database, token: str) -> tuple[Principal, crud_sessions.SessionRecord]:
+    """Resolve a viewer session token, or raise Unauthorized (expired, signed out, or its key revoked)."""
+    record = await crud_sessions.find_session(db, hash_key(token))
+    if record is None:
+        raise Unauthorized("the viewer session has ended", field="Cookie",
+                           fix="sign in again with an API key")
+    key = record.key
+    return Principal(tenant=key.tenant, user=key.user, key_id=key.id, admin=key.admin), record
+
+
+async def rotate_viewer_session(db: Database, token: str) -> str | None:
+    """A fresh token for the same session (the old one stops working); None when the session is gone."""
+    new = SESSION_PREFIX + secrets.token_urlsafe(32)
+    return new if await crud_sessions.rotate_session(db, hash_key(token), hash_key(new)) else None
+
+
+async def close_viewer_session(db: Database, token: str) -> None:
+    await crud_sessions.close_session(db, hash_key(token))
 
 
 def write_secret_file(path: Path, content: str) -> None:

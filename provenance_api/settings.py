@@ -61,6 +61,12 @@ class Settings(BaseSettings):
     )
     max_body_bytes: int = Field(2_000_000, ge=1024, description="Request body size limit (413 above it).")
     quote_ttl_seconds: int = Field(900, ge=1, description="How long a quote id can start a trace.")
+    viewer_session_seconds: int = Field(
+        8 * 3600, ge=60, description="How long a viewer sign-in lasts before the key must be entered again."
+    )
+    viewer_session_rotate_seconds: int = Field(
+        900, ge=1, description="A viewer session's cookie token is replaced when it is older than this."
+    )
     max_running_traces: int = Field(4, ge=1, le=256, description="Trace jobs running at once in this process.")
     wait_max_seconds: float = Field(30.0, gt=0, le=600, description="Longest ?wait=true on GET /v1/traces/{id}.")
     sse_poll_seconds: float = Field(0.5, gt=0, le=30, description="How often an event stream re-reads a job.")

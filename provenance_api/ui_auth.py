@@ -1,10 +1,13 @@
-"""Cookie sign-in for the viewer: the API key kept in an HttpOnly cookie, accepted like a Bearer header.
+"""Cookie sign-in for the viewer: a server-side session whose random token rides in an HttpOnly cookie.
 
-The viewer's sign-in (``POST /ui/session``) checks the key and stores it in an ``HttpOnly``,
-``SameSite=Strict`` cookie, so page scripts never hold it and it never appears in a URL. Every
-request the page then makes — including ``EventSource``, which cannot send headers — carries the
-cookie instead of ``Authorization``. ``authorization()`` turns either into the one credential the
-service's ``authenticate`` reads; an explicit ``Authorization`` header always wins.
+The viewer's sign-in (``POST /ui/session``) checks the API key once and opens a session in the database;
+the ``HttpOnly``, ``SameSite=Strict`` cookie holds only the session's random token (never the key), so page
+scripts never hold a credential and none appears in a URL. Sessions are short-lived
+(``PROVENANCE_VIEWER_SESSION_SECONDS``), their token is rotated when older than
+``PROVENANCE_VIEWER_SESSION_ROTATE_SECONDS`` (on the page's session check), signing out deletes the session
+server-side, and revoking the key ends every session opened with it. Every request the page makes —
+including ``EventSource``, which cannot send headers — carries the cookie instead of ``Authorization``; an
+explicit ``Authorization`` header always wins.
 
 A cookie is sent by the browser on its own, so a request authenticated by it must come from this
 origin: an unsafe method (POST, …) whose ``Origin`` or ``Sec-Fetch-Site`` says another site sent it
@@ -18,12 +21,11 @@ from urllib.parse import urlsplit
 
 from fastapi import Depends, FastAPI, Request, Response
 
-from .auth import Principal, authenticate
+from .auth import Principal, authenticate, session_principal
 from .db.session import Database
 from .errors import ProvenanceError
 
 COOKIE_NAME = "provenance_session"
-COOKIE_MAX_AGE = 8 * 3600
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
@@ -47,44 +49,45 @@ def same_origin(request: Request) -> bool:
     return origin != "null" and urlsplit(origin).netloc.lower() == host.lower()
 
 
-def session_key(request: Request) -> str | None:
-    """The API key held in the session cookie, if any."""
+def session_token(request: Request) -> str | None:
+    """The viewer session token held in the cookie, if any."""
     value = request.cookies.get(COOKIE_NAME)
     return value.strip() or None if value else None
 
 
-def authorization(request: Request) -> str | None:
-    """The request's credential as an ``Authorization`` value: the header when sent, else the session
-    cookie as ``Bearer <key>``. Raises CrossSiteRequest for a cookie on a cross-site unsafe request."""
-    header = request.headers.get("authorization")
-    if header:
-        return header
-    key = session_key(request)
-    if key is None:
+def cookie_token(request: Request) -> str | None:
+    """The session token when the request is signed in by cookie (no ``Authorization`` header). Raises
+    CrossSiteRequest for a cookie on a cross-site unsafe request."""
+    if request.headers.get("authorization"):
         return None
-    if request.method.upper() not in SAFE_METHODS and not same_origin(request):
+    token = session_token(request)
+    if token is not None and request.method.upper() not in SAFE_METHODS and not same_origin(request):
         raise CrossSiteRequest(
             "a request signed in by cookie must come from this service's own page",
             field="Origin",
             fix="send 'Authorization: Bearer <key>' from other origins",
         )
-    return f"Bearer {key}"
+    return token
 
 
 async def get_principal(request: Request) -> Principal:
     """The caller, authenticated by the ``Authorization`` header or the viewer's session cookie."""
     db: Database = request.app.state.services.db
-    return await authenticate(db, authorization(request))
+    token = cookie_token(request)
+    if token is None:
+        return await authenticate(db, request.headers.get("authorization"))
+    principal, _ = await session_principal(db, token)
+    return principal
 
 
 CookieOrBearer = Annotated[Principal, Depends(get_principal)]
 
 
-def set_session(response: Response, request: Request, key: str) -> None:
+def set_session(response: Response, request: Request, token: str, max_age: int) -> None:
     response.set_cookie(
         COOKIE_NAME,
-        key,
-        max_age=COOKIE_MAX_AGE,
+        token,
+        max_age=max_age,
         path="/",
         httponly=True,
         samesite="strict",

@@ -75,6 +75,18 @@ class ApiKey(Base):
     revoked_at: Mapped[datetime | None]
 
 
+class ViewerSession(Base):
+    """One signed-in browser of the viewer (the cookie holds the token; only its digest is kept)."""
+
+    __tablename__ = "viewer_sessions"
+
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    key_id: Mapped[str] = mapped_column(String(40), ForeignKey("api_keys.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime]
+    rotated_at: Mapped[datetime]
+    expires_at: Mapped[datetime] = mapped_column(index=True)
+
+
 class StoredTurnRow(Base):
     __tablename__ = "stored_turns"
     __table_args__ = (UniqueConstraint("tenant", "turn_id", name="uq_stored_turns_tenant_turn"),)

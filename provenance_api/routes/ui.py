@@ -39,9 +39,15 @@ from estimator.turn import StoredTurn
 from estimator.verify import normalise
 
 from .. import free_tier, ui_auth
-from ..auth import authenticate
+from ..auth import (
+    authenticate,
+    close_viewer_session,
+    open_viewer_session,
+    rotate_viewer_session,
+    session_principal,
+)
 from ..db import crud_traces, crud_turns
-from ..db.models import TraceJobRow
+from ..db.models import TraceJobRow, utcnow
 from ..deps import Svc
 from ..errors import NotFound, Unauthorized
 from ..ui_auth import CookieOrBearer
@@ -145,35 +151,56 @@ def _session_body(tenant: str, user: str, admin: bool, svc: Svc) -> dict[str, An
 @router.get("/ui/session")
 async def session_state(request: Request, svc: Svc) -> Response:
     """Who the cookie (or header) signs in as; ``signed_in: false`` (not a 401) when nobody, so the
-    page can ask for a key without an error."""
-    credential = ui_auth.authorization(request)
-    if credential is None:
-        return _no_store(JSONResponse({"signed_in": False}))
+    page can ask for a key without an error. A cookie token older than the rotation age is replaced."""
     try:
-        caller = await authenticate(svc.db, credential)
+        token = ui_auth.cookie_token(request)
+        if token is None:
+            header = request.headers.get("authorization")
+            if not header:
+                return _no_store(JSONResponse({"signed_in": False}))
+            caller = await authenticate(svc.db, header)
+            return _no_store(JSONResponse(_session_body(caller.tenant, caller.user, caller.admin, svc)))
+        caller, record = await session_principal(svc.db, token)
     except Unauthorized:
         response = _no_store(JSONResponse({"signed_in": False}))
         ui_auth.clear_session(response, request)
         return response
-    return _no_store(JSONResponse(_session_body(caller.tenant, caller.user, caller.admin, svc)))
+    response = _no_store(JSONResponse(_session_body(caller.tenant, caller.user, caller.admin, svc)))
+    age = (utcnow() - record.rotated_at).total_seconds()
+    if age >= svc.settings.viewer_session_rotate_seconds:
+        fresh = await rotate_viewer_session(svc.db, token)
+        if fresh is not None:
+            left = int((record.expires_at - utcnow()).total_seconds())
+            ui_auth.set_session(response, request, fresh, max(1, left))
+    return response
 
 
 @router.post("/ui/session")
 async def sign_in(request: Request, svc: Svc, body: SignIn) -> Response:
-    """Check the key and keep it in the session cookie. The key is taken from the body only."""
+    """Check the key once and open a server-side session; the cookie holds the session's random token,
+    never the key. The key is taken from the body only. An earlier session of this browser is closed."""
     if not ui_auth.same_origin(request):
         raise ui_auth.CrossSiteRequest("sign in from this service's own page", field="Origin")
     key = body.api_key.strip()
     caller = await authenticate(svc.db, f"Bearer {key}")
+    earlier = ui_auth.session_token(request)
+    if earlier is not None:
+        await close_viewer_session(svc.db, earlier)
+    ttl = svc.settings.viewer_session_seconds
+    token = await open_viewer_session(svc.db, caller, ttl)
     response = _no_store(JSONResponse(_session_body(caller.tenant, caller.user, caller.admin, svc)))
-    ui_auth.set_session(response, request, key)
+    ui_auth.set_session(response, request, token, ttl)
     return response
 
 
 @router.post("/ui/logout")
-async def sign_out(request: Request) -> Response:
+async def sign_out(request: Request, svc: Svc) -> Response:
+    """End the session server-side (its token stops working everywhere) and clear the cookie."""
     if not ui_auth.same_origin(request):
         raise ui_auth.CrossSiteRequest("sign out from this service's own page", field="Origin")
+    token = ui_auth.session_token(request)
+    if token is not None:
+        await close_viewer_session(svc.db, token)
     response = _no_store(JSONResponse({"signed_in": False}))
     ui_auth.clear_session(response, request)
     return response
