@@ -10,7 +10,30 @@ import unicodedata
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+MAX_NESTING = 64
+"""How deep lists and objects may nest inside a stored turn. Real agent history stays far below it; deeper
+data cannot be rendered for a judge without recursion, so it is refused when stored, never later when read."""
+
+
+def nesting_problem(value: Any, where: str, limit: int = MAX_NESTING) -> str | None:
+    """Where ``value`` nests deeper than ``limit`` (a path such as ``response_payload.tool_calls[0].arguments.a``),
+    or None. Iterative, so any depth is measured without recursion."""
+    stack: list[tuple[Any, str, int]] = [(value, where, 1)]
+    while stack:
+        item, path, depth = stack.pop()
+        if isinstance(item, dict):
+            children = [(v, f"{path}.{k}" if len(path) < 200 else path, depth + 1) for k, v in item.items()]
+        elif isinstance(item, list | tuple):
+            children = [(v, f"{path}[{i}]" if len(path) < 200 else path, depth + 1) for i, v in enumerate(item)]
+        else:
+            continue
+        if depth > limit:
+            return f"{path}{'…' if len(path) >= 200 else ''} nests more than {limit} levels deep"
+        stack.extend(children)
+    return None
+
 
 TOOL_CALL_KINDS = frozenset({"tool-call", "builtin-tool-call"})
 TOOL_RETURN_KINDS = frozenset({"tool-return", "builtin-tool-return"})
@@ -112,6 +135,14 @@ class StoredTurn(BaseModel):
         bad = next((c for c in v if unicodedata.category(c) in ("Cc", "Cs")), None)
         if bad is not None:
             raise ValueError(f"turn_id must not contain control characters (found U+{ord(bad):04X})")
+        return v
+
+    @field_validator("model_messages", "response_payload", "request_payload", mode="before")
+    @classmethod
+    def _nesting_capped(cls, v: Any, info: ValidationInfo) -> Any:
+        problem = nesting_problem(v, str(info.field_name))
+        if problem is not None:
+            raise ValueError(f"{problem}: flatten or trim the data (at most {MAX_NESTING} levels are stored)")
         return v
 
     @field_validator("response")

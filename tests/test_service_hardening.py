@@ -137,3 +137,29 @@ def test_accepted_connections_have_tcp_nodelay() -> None:
         return seen[0]
 
     assert asyncio.run(run()) != 0
+
+
+def test_turn_nested_200_levels_deep_is_refused_with_its_path_and_the_tenant_keeps_working(server: ApiServer) -> None:
+    """The finding: a turn whose tool arguments nested 200 levels deep was stored (201), and from then on
+    reading it, its segments, quoting it, the turn list and search answered 500 for every user of the tenant."""
+    deep: dict[str, object] = {"leaf": 1}
+    for _ in range(200):
+        deep = {"a": deep}
+    turn = small_turn(turn_id="deep-args")
+    turn["response_payload"]["tool_calls"][0]["arguments"] = deep
+    with server.client(server.admin_key) as client:
+        answer = client.post("/v1/turns", json=turn)
+        assert answer.status_code == 422
+        assert answer.headers["content-type"].startswith(PROBLEM)
+        body = answer.json()
+        assert "response_payload.tool_calls[0].arguments.a.a" in body["detail"]
+        assert "64 levels" in body["detail"]
+        assert client.get("/v1/turns/deep-args").status_code == 404
+        assert client.get("/v1/turns").status_code == 200
+        at_limit: dict[str, object] = {"leaf": 1}
+        for _ in range(50):
+            at_limit = {"a": at_limit}
+        ok = small_turn(turn_id="deep-but-allowed")
+        ok["response_payload"]["tool_calls"][0]["arguments"] = at_limit
+        assert client.post("/v1/turns", json=ok).status_code == 201
+        assert client.get("/v1/turns/deep-but-allowed/segments").status_code == 200
