@@ -28,6 +28,7 @@ from estimator.scorer import Scorer
 
 from . import problems
 from .auth import announce_admin_key, ensure_admin_key
+from .db import search_index
 from .db.session import Database
 from .deps import Services
 from .errors import InvalidInput
@@ -156,6 +157,9 @@ def create_app(settings: Settings | None = None, llm_factory: LLMFactory | None 
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         settings.ensure_data_dir()
         await services.db.migrate()
+        indexed = await search_index.backfill(services.db)  # turns stored before the search index existed
+        if indexed:
+            log_fields(log, logging.INFO, "search index backfilled", turns=indexed)
         if services.redis is None:  # with Redis, workers run the jobs and reap the dead ones
             await recover_interrupted(services.db)
         key = await ensure_admin_key(services.db, settings)

@@ -9,6 +9,7 @@ different content under the same id is a conflict that names the fields that dif
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from collections.abc import AsyncIterator
@@ -23,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from estimator.turn import StoredTurn
 
 from ..errors import Conflict, InvalidInput, NotFound
+from . import search_index
 from .models import StoredTurnRow, utcnow
 from .session import Database
 
@@ -109,6 +111,8 @@ async def put_turn(db: Database, tenant: str, user: str, turn: StoredTurn) -> tu
         )
         session.add(row)
         try:
+            await session.flush()  # assigns seq; the search row goes in the same transaction
+            await search_index.index_turn(session, seq=row.seq, tenant=tenant, turn=turn)
             await session.commit()
         except IntegrityError:  # a concurrent put of the same id won the race
             await session.rollback()
@@ -145,8 +149,10 @@ class TurnSummary:
     seq: int
 
 
-async def list_turns(db: Database, tenant: str, *, limit: int, after: int | None) -> list[TurnSummary]:
-    """The tenant's turns in storage order, ``limit`` at most, after sequence number ``after``."""
+async def list_turns(db: Database, tenant: str, *, limit: int, after: int | None,
+                     seqs: list[int] | None = None) -> list[TurnSummary]:
+    """The tenant's turns in storage order, ``limit`` at most, after sequence number ``after`` (only those
+    in ``seqs`` when given, e.g. a search's matches)."""
     query = select(
         StoredTurnRow.turn_id,
         StoredTurnRow.digest,
@@ -158,6 +164,8 @@ async def list_turns(db: Database, tenant: str, *, limit: int, after: int | None
     ).where(StoredTurnRow.tenant == tenant)
     if after is not None:
         query = query.where(StoredTurnRow.seq > after)
+    if seqs is not None:
+        query = query.where(StoredTurnRow.seq.in_(seqs))
     async with db.session() as session:
         rows = (await session.execute(query.order_by(StoredTurnRow.seq).limit(limit))).all()
     return [
@@ -166,6 +174,38 @@ async def list_turns(db: Database, tenant: str, *, limit: int, after: int | None
         )
         for r in rows
     ]
+
+
+def encode_cursor(turn_id: str) -> str:
+    """A page cursor: the last listed turn's id, opaque to clients. It says nothing about other tenants
+    (a global sequence number would show how much they store)."""
+    return base64.urlsafe_b64encode(turn_id.encode("utf-8")).decode("ascii").rstrip("=")
+
+
+async def search_turns(db: Database, tenant: str, query: str, *, limit: int,
+                       after: int | None) -> list[TurnSummary]:
+    """The tenant's turns whose id, agent, model, query or response contain ``query`` (case and spacing
+    ignored), in storage order, from the search index."""
+    seqs = await search_index.search(db, tenant, query, after=after, limit=limit)
+    return await list_turns(db, tenant, limit=limit, after=after, seqs=seqs) if seqs else []
+
+
+async def cursor_position(db: Database, tenant: str, cursor: str | None) -> int | None:
+    """The storage position a cursor stands for within ``tenant``; InvalidInput for a cursor that is not one
+    of this tenant's (or whose turn is gone)."""
+    if not cursor:
+        return None
+    try:
+        turn_id = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        turn_id = None
+    if turn_id:
+        async with db.session() as session:
+            row = await _find(session, tenant, turn_id)
+        if row is not None:
+            return row.seq
+    raise InvalidInput("the cursor is not valid here", field="query.cursor",
+                       fix="use next_cursor from the previous page, or start again without a cursor")
 
 
 async def iter_turns(db: Database, tenant: str, *, batch: int = 200) -> AsyncIterator[TurnRecord]:

@@ -95,12 +95,18 @@ async def list_turns(
     caller: Caller,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[
-        str | None, Query(pattern=r"^[0-9]{1,18}$", description="next_cursor of the previous page")
+        str | None, Query(max_length=1400, description="next_cursor of the previous page (opaque)")
     ] = None,
+    q: Annotated[
+        str, Query(max_length=200, description="keep turns whose id, agent, model, query or response contain "
+                   "this text (case and spacing ignored); answered from the search index")
+    ] = "",
 ) -> TurnList:
-    rows = await crud_turns.list_turns(
-        svc.db, caller.tenant, limit=limit + 1, after=int(cursor) if cursor else None
-    )
+    after = await crud_turns.cursor_position(svc.db, caller.tenant, cursor)
+    if q.strip():
+        rows = await crud_turns.search_turns(svc.db, caller.tenant, q, limit=limit + 1, after=after)
+    else:
+        rows = await crud_turns.list_turns(svc.db, caller.tenant, limit=limit + 1, after=after)
     page = rows[:limit]
     return TurnList(
         items=[
@@ -114,7 +120,7 @@ async def list_turns(
             )
             for r in page
         ],
-        next_cursor=str(page[-1].seq) if len(rows) > limit else None,
+        next_cursor=crud_turns.encode_cursor(page[-1].turn_id) if len(rows) > limit else None,
     )
 
 

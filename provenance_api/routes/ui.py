@@ -36,7 +36,6 @@ from sqlalchemy import select
 
 from estimator.params import Params
 from estimator.turn import StoredTurn
-from estimator.verify import normalise
 
 from .. import free_tier, ui_auth
 from ..auth import (
@@ -76,7 +75,6 @@ _MEDIA_TYPES = {
 }
 _ASSET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}\.(html|js|css|svg|png)$")
 MAX_TRACES_LISTED = 100
-SCAN_BATCH = 200
 EXCERPT_CHARS = 160
 
 
@@ -235,20 +233,14 @@ class _Memo:
 _MEMO = _Memo()
 
 
-def _haystack(turn: StoredTurn) -> str:
-    parts = [turn.turn_id, turn.agent or "", turn.model or "", turn.effective_query(), turn.response]
-    return normalise("\n".join(parts))
-
-
-def _facts(turn: StoredTurn, digest: str, params: Params) -> tuple[str, str]:
-    """(summary line, searchable text) of a turn, computed once per content."""
+def _summary_line(turn: StoredTurn, digest: str, params: Params) -> str:
+    """The turn's free-tier summary line, computed once per content."""
     key = (digest, params.model_dump_json())
     found = _MEMO.get(key)
     if found is None:
-        line = free_tier.gate_view(turn, params).report.summary.line()
-        found = (line, _haystack(turn))
+        found = (free_tier.gate_view(turn, params).report.summary.line(), "")
         _MEMO.put(key, found)
-    return found
+    return found[0]
 
 
 def _excerpt(text: str) -> str:
@@ -280,29 +272,33 @@ async def ui_turns(
     caller: CookieOrBearer,
     q: Annotated[str, Query(max_length=200)] = "",
     limit: Annotated[int, Query(ge=1, le=100)] = 25,
-    cursor: Annotated[str | None, Query(pattern=r"^[0-9]{1,18}$")] = None,
+    cursor: Annotated[str | None, Query(max_length=1400)] = None,
 ) -> Response:
     """The tenant's stored turns in storage order, with the free-tier summary line; ``q`` keeps the
-    turns whose id, agent, model, question or response contain it (case and spacing ignored)."""
-    needle = normalise(q)
+    turns whose id, agent, model, question or response contain it (case and spacing ignored), answered
+    from the search index. A turn that cannot be read or rendered is listed, flagged, never a 500."""
     params = svc.settings.base_params
-    after = int(cursor) if cursor else None
+    after = await crud_turns.cursor_position(svc.db, caller.tenant, cursor)
+    if q.strip():
+        rows = await crud_turns.search_turns(svc.db, caller.tenant, q, limit=limit + 1, after=after)
+    else:
+        rows = await crud_turns.list_turns(svc.db, caller.tenant, limit=limit + 1, after=after)
+    page = rows[:limit]
     items: list[dict[str, Any]] = []
-    exhausted = False
-    while len(items) < limit and not exhausted:
-        batch = await crud_turns.list_turns(svc.db, caller.tenant, limit=SCAN_BATCH, after=after)
-        exhausted = len(batch) < SCAN_BATCH
-        for row in batch:
-            after = row.seq
+    for row in page:
+        try:
             record = await crud_turns.get_turn(svc.db, caller.tenant, row.turn_id)
-            line, text = await anyio.to_thread.run_sync(_facts, record.turn, record.digest, params)
-            if needle and needle not in text:
-                continue
-            items.append(_turn_item(record, line))
-            if len(items) >= limit:
-                break
-    more = after is not None and bool(await crud_turns.list_turns(svc.db, caller.tenant, limit=1, after=after))
-    return _no_store(JSONResponse({"items": items, "next_cursor": str(after) if more else None}))
+            line = await anyio.to_thread.run_sync(_summary_line, record.turn, record.digest, params)
+        except (ValueError, RecursionError) as exc:
+            items.append({"turn_id": row.turn_id, "agent": row.agent, "model": row.model,
+                          "created_at": _iso(row.created_at), "stored_at": _iso(row.stored_at),
+                          "summary": f"cannot be read ({type(exc).__name__}): delete and store it again",
+                          "query": "", "excerpt": "", "unreadable": True})
+            continue
+        items.append(_turn_item(record, line))
+    more = len(rows) > limit
+    return _no_store(JSONResponse({"items": items,
+                                   "next_cursor": crud_turns.encode_cursor(page[-1].turn_id) if more else None}))
 
 
 # --------------------------------------------------------------------------- one source's text
