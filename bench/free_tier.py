@@ -1,29 +1,43 @@
-"""Free-tier benchmark: corpus construction + gating over tau-bench airline, and BestVerbatim speed.
+"""Free-tier benchmark: gating recall/precision on the labelled set, speed against the seed's free
+tier in the same run, and BestVerbatim against difflib.
 
 Runs from the repository root or anywhere else:
 
-    python bench/free_tier.py [--data PATH] [--difflib-seconds 60] [--seed 7]
+    python bench/free_tier.py [--data PATH] [--labels PATH] [--difflib-seconds 60] [--seed 7] [--rounds 3]
 
-Prints turns, sentences and sentences/s for corpus + gating; the speed ratio of ``best_verbatim``
-(index build included) against the plain difflib definition on the same (sentence, corpus)
-pairs, asserting identical quoted / not-quoted decisions; and the time to gate a 13-sentence
-response over a synthetic 60,000-token corpus. Exit status 1 if any decision differs.
+* Recall and precision of the gate against ``tests/data/gating/labelled.jsonl`` (labelled by
+  reading, see its GUIDE.md), for the seed's free tier (the seed's anchor patterns, texts compared
+  as written) and today's (the agent pattern groups, folded reading): recall is the share of
+  *fact* statements offered for tracing or resolved for free (traceable, quoted or action);
+  precision the share of sentences offered for tracing (traceable) that are *fact*. Per split
+  (dev / held_out) and overall.
+* Speed: corpus construction once, then gating of every τ-bench turn with the seed's free tier and
+  with today's, alternated over ``--rounds`` rounds (best of each); the ratio is printed.
+* ``best_verbatim`` (index build included) against the plain difflib definition on the same
+  (sentence, corpus) pairs, asserting identical quoted / not-quoted decisions; and the time to gate
+  a 13-sentence response over a synthetic 60,000-token corpus.
+
+Exit status 1 if any BestVerbatim decision differs.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from tau_turns import tau_turns  # a sibling module: this script's directory is on sys.path
 
+from estimator.anchors import ANCHOR_SETS, AnchorSet
 from estimator.corpus import build_corpus
-from estimator.gating import Citation, VerbatimIndex, best_verbatim_difflib, gate_turn
+from estimator.gating import Citation, GateReport, VerbatimIndex, best_verbatim_difflib, gate_turn
+from estimator.numbers import fold, literal
 from estimator.segment import Segment, segment_response
 from estimator.tokens import ApproxTokenizer
 from estimator.turn import StoredTurn
@@ -31,26 +45,138 @@ from estimator.units import Corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = ROOT / "tests" / "data" / "tau-bench" / "airline-gpt-4o-dev.json"
+DEFAULT_LABELS = ROOT / "tests" / "data" / "gating" / "labelled.jsonl"
+FIXTURES = ROOT / "fixtures"
 SPEED_TARGET = 20.0
 SYNTHETIC_TOKENS = 60_000
 SYNTHETIC_TARGET_SECONDS = 1.0
+RECALL_TARGET = 0.95
+PRECISION_TARGET = 0.90
+THROUGHPUT_TARGET = 0.90  # today's gating throughput over the seed's, same run
+RESOLVED = ("traceable", "quoted", "action")
 
+
+@dataclass(frozen=True)
+class Tier:
+    """One free tier to measure: which anchor patterns, and how BestVerbatim reads both sides."""
+
+    name: str
+    anchor_set: AnchorSet
+    reading: str  # "folded" | "literal"
+
+    def gate(self, corpus: Corpus, segments: Sequence[Segment]) -> GateReport:
+        read = fold if self.reading == "folded" else literal
+        return gate_turn(corpus, segments, index=VerbatimIndex(corpus, reading=read), anchor_set=self.anchor_set)
+
+
+SEED = Tier("seed", ANCHOR_SETS["seed"], "literal")
+TODAY = Tier("today", ANCHOR_SETS["agent"], "folded")
 
 Prepared = list[tuple[Corpus, tuple[Segment, ...]]]
 
 
-def free_tier(turns: Sequence[StoredTurn]) -> tuple[Prepared, float, Counter[str]]:
-    """Corpus construction + segmentation + gating for every turn; returns inputs, seconds, statuses."""
-    prepared: Prepared = []
+def prepare(turns: Sequence[StoredTurn]) -> tuple[Prepared, float]:
+    started = time.perf_counter()
+    prepared = [(build_corpus(t), segment_response(t.response)) for t in turns]
+    return prepared, time.perf_counter() - started
+
+
+def gate_all(prepared: Prepared, tier: Tier) -> tuple[float, Counter[str]]:
+    fold.cache_clear()
     statuses: Counter[str] = Counter()
     started = time.perf_counter()
-    for turn in turns:
-        corpus = build_corpus(turn)
-        segments = segment_response(turn.response)
-        report = gate_turn(corpus, segments)
-        statuses.update(g.status.value for g in report.segments)
-        prepared.append((corpus, segments))
-    return prepared, time.perf_counter() - started, statuses
+    for corpus, segments in prepared:
+        statuses.update(g.status.value for g in tier.gate(corpus, segments).segments)
+    return time.perf_counter() - started, statuses
+
+
+# ---- recall / precision on the labelled set -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Labelled:
+    text: str
+    label: str
+    source: str
+    split: str
+
+
+def load_labels(path: Path) -> list[Labelled]:
+    rows: list[Labelled] = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+            rows.append(Labelled(data["text"], data["label"], data["source"], data["split"]))
+        except (ValueError, KeyError) as exc:
+            print(f"{path}:{n}: skipped, not a labelled sentence ({exc!r}); "
+                  "each line needs text, label, source and split", file=sys.stderr)
+    return rows
+
+
+def _turn_of(source: str, by_id: dict[str, StoredTurn]) -> tuple[StoredTurn, str | None] | None:
+    """The turn a labelled sentence comes from: ``fixtures/NAME.json rN`` or ``tau-bench … TURN_ID``."""
+    name, _, rest = source.rpartition(" ")
+    if name.startswith("fixtures/"):
+        path = ROOT / name
+        return StoredTurn.model_validate_json(path.read_text(encoding="utf-8")), rest
+    turn = by_id.get(rest)
+    return (turn, None) if turn is not None else None
+
+
+def statuses_of(labels: Sequence[Labelled], turns: Sequence[StoredTurn], tier: Tier) -> dict[int, str]:
+    """The gate status of each labelled sentence in its own turn (index → status)."""
+    by_id = {t.turn_id: t for t in turns}
+    cache: dict[str, GateReport] = {}
+    out: dict[int, str] = {}
+    for i, row in enumerate(labels):
+        found = _turn_of(row.source, by_id)
+        if found is None:
+            print(f"labelled sentence {i + 1}: source {row.source!r} not found; skipped", file=sys.stderr)
+            continue
+        turn, seg_id = found
+        if turn.turn_id not in cache:
+            cache[turn.turn_id] = tier.gate(build_corpus(turn), segment_response(turn.response))
+        gates = [g for g in cache[turn.turn_id].segments
+                 if (g.segment.id == seg_id if seg_id else g.segment.text == row.text)]
+        if not gates or gates[0].segment.text != row.text:
+            print(f"labelled sentence {i + 1}: not a segment of {row.source!r}; skipped", file=sys.stderr)
+            continue
+        out[i] = gates[0].status.value
+    return out
+
+
+@dataclass(frozen=True)
+class Score:
+    facts: int
+    resolved: int
+    offered: int
+    offered_facts: int
+
+    @property
+    def recall(self) -> float:
+        return self.resolved / self.facts if self.facts else float("nan")
+
+    @property
+    def precision(self) -> float:
+        return self.offered_facts / self.offered if self.offered else float("nan")
+
+    def line(self) -> str:
+        return (f"recall {self.recall:.2f} ({self.resolved}/{self.facts})  "
+                f"precision {self.precision:.2f} ({self.offered_facts}/{self.offered})")
+
+
+def score(labels: Sequence[Labelled], statuses: dict[int, str], split: str | None) -> Score:
+    rows = [(row, statuses[i]) for i, row in enumerate(labels)
+            if i in statuses and (split is None or row.split == split)]
+    facts = [s for row, s in rows if row.label == "fact" and not row.text.rstrip().endswith("?")]
+    offered = [row for row, s in rows if s == "traceable"]
+    return Score(len(facts), sum(s in RESOLVED for s in facts), len(offered),
+                 sum(row.label == "fact" for row in offered))
+
+
+# ---- BestVerbatim against difflib ----------------------------------------------------------------
 
 
 def compare(pairs: Prepared, budget: float, seed: int) -> tuple[int, int, int, int, int, float, float]:
@@ -64,6 +190,7 @@ def compare(pairs: Prepared, budget: float, seed: int) -> tuple[int, int, int, i
         if slow >= budget:
             break
         corpus, segments = pairs[i]
+        fold.cache_clear()
         t0 = time.perf_counter()
         index = VerbatimIndex(corpus)  # built once per corpus, as gate_turn does: its cost is counted
         got = [index.best(s.text) for s in segments]
@@ -123,6 +250,7 @@ def synthetic(seed: int) -> tuple[int, int, float, float, int, int]:
     turn = synthetic_turn(seed)
     timings = []
     for _ in range(3):
+        fold.cache_clear()
         t0 = time.perf_counter()
         corpus = build_corpus(turn)
         segments = segment_response(turn.response)
@@ -148,17 +276,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA,
                         help="tau-bench results JSON (default: tests/data/tau-bench/"
                              "airline-gpt-4o-dev.json relative to the repository root)")
+    parser.add_argument("--labels", type=Path, default=DEFAULT_LABELS,
+                        help="labelled sentences, JSONL (default: tests/data/gating/labelled.jsonl)")
     parser.add_argument("--difflib-seconds", type=float, default=60.0,
                         help="time budget for the difflib reference on tau-bench turns")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=3, help="alternated timing rounds per free tier")
     args = parser.parse_args(argv)
 
     turns = tau_turns(args.data)
-    prepared, elapsed, statuses = free_tier(turns)
+    labels = load_labels(args.labels)
+    scores: dict[str, dict[str | None, Score]] = {}
+    for tier in (SEED, TODAY):
+        statuses = statuses_of(labels, turns, tier)
+        scores[tier.name] = {split: score(labels, statuses, split) for split in ("dev", "held_out", None)}
+    print(f"labelled set: {len(labels)} sentences ({args.labels.name})")
+    for split in ("dev", "held_out", None):
+        name = split or "all"
+        print(f"  {name:9s} seed:  {scores['seed'][split].line()}")
+        print(f"  {'':9s} today: {scores['today'][split].line()}")
+
+    prepared, corpus_seconds = prepare(turns)
     sentences = sum(len(s) for _, s in prepared)
-    print(f"turns: {len(turns)}   sentences: {sentences}   corpus+gating: {elapsed:.2f} s "
-          f"= {sentences / elapsed:,.0f} sentences/s")
-    print("statuses: " + ", ".join(f"{k} {v}" for k, v in statuses.most_common()))
+    best: dict[str, float] = {}
+    statuses_by: dict[str, Counter[str]] = {}
+    for _ in range(max(1, args.rounds)):
+        for tier in (SEED, TODAY):
+            seconds, statuses_by[tier.name] = gate_all(prepared, tier)
+            best[tier.name] = min(best.get(tier.name, float("inf")), seconds)
+    throughput = best["seed"] / best["today"]
+    print(f"turns: {len(turns)}   sentences: {sentences}   corpus: {corpus_seconds:.2f} s")
+    for tier in (SEED, TODAY):
+        seconds = best[tier.name]
+        print(f"  {tier.name:5s} gating {seconds:.2f} s = {sentences / seconds:,.0f} sentences/s; corpus+gating "
+              f"{sentences / (corpus_seconds + seconds):,.0f} sentences/s; statuses: "
+              + ", ".join(f"{k} {v}" for k, v in statuses_by[tier.name].most_common()))
+    total_ratio = (corpus_seconds + best["seed"]) / (corpus_seconds + best["today"])
+    print(f"throughput today / seed: gating {throughput:.2f}, corpus+gating {total_ratio:.2f} "
+          f"(best of {max(1, args.rounds)} alternated rounds)")
 
     n_turns, n_pairs, quoted, mismatches, citation_diffs, fast, slow = compare(prepared, args.difflib_seconds,
                                                                                args.seed)
@@ -175,6 +330,16 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"corpus+gating {seconds:.3f} s (median of 3); difflib BestVerbatim alone {slow_synthetic:.1f} s; "
           f"mismatches {synthetic_mismatches}")
 
+    overall = scores["today"][None]
+    print(verdict(overall.recall >= RECALL_TARGET,
+                  f"recall on fact statements ≥ {RECALL_TARGET} ({overall.recall:.2f}; held out "
+                  f"{scores['today']['held_out'].recall:.2f})"))
+    print(verdict(overall.precision >= PRECISION_TARGET,
+                  f"precision of what is offered ≥ {PRECISION_TARGET} ({overall.precision:.2f}; held out "
+                  f"{scores['today']['held_out'].precision:.2f})"))
+    print(verdict(total_ratio >= THROUGHPUT_TARGET,
+                  f"corpus+gating throughput within 10 % of the seed's free tier ({total_ratio:.2f}; "
+                  f"gating alone {throughput:.2f})"))
     print(verdict(mismatches + synthetic_mismatches == 0, "identical quoted / not-quoted decisions"))
     print(verdict(ratio >= SPEED_TARGET,
                   f"best_verbatim ≥ {SPEED_TARGET:.0f}x faster than difflib ({ratio:,.0f}x)"))

@@ -17,33 +17,61 @@ Every guard below was forced by a measured failure (§7.2):
 Each pattern runs under the ``regex`` module's timeout; a pattern that times out on a text
 contributes nothing for that text, so hostile input can slow extraction by at most one
 timeout per pattern and can never hang it or raise.
+
+The patterns are named groups (``anchor_groups``): the seed's nine and the groups for what
+customer-facing agents assert (amounts, times, dates, counts, codes, names, ``key: value`` lines).
+``ANCHOR_SETS["seed"]`` keeps the seed's set selectable, as the baseline of ``bench/free_tier.py``.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import lru_cache
 
 import regex
 
+from .anchor_groups import DEFAULT_GROUPS, GROUPS, PatternGroup, TextSketch
 from .params import DEFAULT_PARAMS, Params
 from .units import Unit
 from .verify import normalise
 
-# (name, pattern) in the order of §7.2. Case-sensitive; only the unit group scopes its own (?i:).
-PATTERNS: tuple[tuple[str, str], ...] = (
-    ("backticked", r"`[^`\n]{2,80}`"),
-    ("path", r"\b[A-Za-z0-9_]+(/[A-Za-z0-9_.*+-]+)+\b"),
-    ("allcaps", r"\b[A-Z][A-Z0-9_]{2,}\b"),
-    ("underscore_identifier", r"\b[A-Za-z][A-Za-z0-9]*(_[A-Za-z0-9]+)+\b"),
-    ("camel_case", r"\b[a-z]+([A-Z][a-z0-9]+)+\b"),
-    ("quantity_unit", r"\b\d+(\.\d+)?\s?(?i:km|nm|mm|cm|deg|%|kb|mb|gb|tb|hz|px)(?:\b|(?<=%))"),
-    ("degrees", r"\d+(\.\d+)?\s?°"),
-    ("iso_date", r"\b\d{4}-\d{2}-\d{2}\b"),
-    ("version_decimal", r"\bv?\d+\.\d+(\.\d+)?\b"),
-)
-COMPILED: tuple[regex.Pattern[str], ...] = tuple(regex.compile(p) for _, p in PATTERNS)
+PATTERNS: tuple[tuple[str, str], ...] = tuple((g.name, g.pattern) for g in GROUPS[DEFAULT_GROUPS])
+
+
+@dataclass(frozen=True)
+class AnchorHit:
+    """One anchor with the group that found it (the first group, in pattern order, at its position)."""
+
+    token: str
+    group: str
+    weak: bool = False
+
+
+@dataclass(frozen=True)
+class AnchorSet:
+    """A compiled selection of pattern groups: ``agent`` (the default) or the seed's own ``seed``."""
+
+    name: str
+    groups: tuple[PatternGroup, ...]
+    compiled: tuple[regex.Pattern[str], ...]
+    without_digit: tuple[int, ...]  # the ranks of the groups that can match a text with no digit
+
+    def plan(self, digit: bool) -> range | tuple[int, ...]:
+        """The ranks of the groups that can match a text with (or without) a digit."""
+        return range(len(self.groups)) if digit else self.without_digit
+
+
+def compile_groups(name: str) -> AnchorSet:
+    groups = GROUPS[name]
+    return AnchorSet(name, groups, tuple(regex.compile(g.pattern) for g in groups),
+                     tuple(r for r, g in enumerate(groups) if not g.digit))
+
+
+ANCHOR_SETS: dict[str, AnchorSet] = {name: compile_groups(name) for name in GROUPS}
+DEFAULT_SET = ANCHOR_SETS[DEFAULT_GROUPS]
+COMPILED: tuple[regex.Pattern[str], ...] = DEFAULT_SET.compiled
 
 STRIP_CHARS = "`*_.,;:()[]{}\"'"
 
@@ -73,12 +101,16 @@ def path_like(token: str) -> bool:
     return any(_DIGIT_OR_UNDERSCORE.search(segment) for segment in token.split("/"))
 
 
-def _matches(pattern: regex.Pattern[str], text: str, timeout: float) -> list[tuple[int, str]]:
-    """All matches of one pattern, or none if the pattern times out on this text."""
+def _matches(group: PatternGroup, pattern: regex.Pattern[str], text: str,
+             timeout: float) -> list[tuple[int, int, str]]:
+    """All (start, end, token) of one group, or none if its pattern times out on this text."""
     try:
-        return [(m.start(), m.group()) for m in pattern.finditer(text, timeout=timeout)]
+        found = list(pattern.finditer(text, timeout=timeout))
     except TimeoutError:
         return []
+    if group.token is None:
+        return [(m.start(), m.end(), m.group()) for m in found]
+    return [(m.start(), m.end(), token) for m in found if (token := group.token(m)) is not None]
 
 
 def _keep(match: str, min_len: int) -> str | None:
@@ -95,21 +127,42 @@ def _keep(match: str, min_len: int) -> str | None:
     return token
 
 
-def anchors(text: str, params: Params = DEFAULT_PARAMS) -> tuple[str, ...]:
-    """Algorithm 2: the anchors of ``text``, lowercased, deduplicated, in order of appearance."""
-    hits: list[tuple[int, int, str]] = []
-    for rank, pattern in enumerate(COMPILED):
-        for start, match in _matches(pattern, text, params.regex_timeout_seconds):
-            hits.append((start, rank, match))
+def anchor_hits(text: str, params: Params = DEFAULT_PARAMS,
+                anchor_set: AnchorSet = DEFAULT_SET) -> tuple[AnchorHit, ...]:
+    """Algorithm 2 with provenance: each anchor of ``text`` with the group that found it."""
+    sketch = TextSketch.of(text)
+    hits: list[tuple[int, int, int, str]] = []
+    for rank in anchor_set.plan(sketch.digit):
+        group, pattern = anchor_set.groups[rank], anchor_set.compiled[rank]
+        if group.trigger is not None and not group.trigger(sketch):
+            continue  # the group cannot match this text
+        for start, end, match in _matches(group, pattern, text, params.regex_timeout_seconds):
+            hits.append((start, rank, end, match))
+    covering = [(s, e) for s, rank, e, _ in hits if anchor_set.groups[rank].covers]
+    if covering:  # a match strictly inside a covering match is part of that anchor, not another
+        hits = [h for h in hits if not any(s <= h[0] and h[2] <= e and (s, e) != (h[0], h[2])
+                                           for s, e in covering)]
     hits.sort(key=lambda h: (h[0], h[1]))
-    found: list[str] = []
+    found: list[AnchorHit] = []
     seen: set[str] = set()
-    for _, _, match in hits:
+    for _, rank, _, match in hits:
         token = _keep(match, params.min_anchor_len)
         if token is not None and token not in seen:
             seen.add(token)
-            found.append(token)
+            group = anchor_set.groups[rank]
+            found.append(AnchorHit(token, group.name, group.weak))
     return tuple(found)
+
+
+def anchors(text: str, params: Params = DEFAULT_PARAMS, anchor_set: AnchorSet = DEFAULT_SET, *,
+            weak: bool = False) -> tuple[str, ...]:
+    """Algorithm 2: the anchors of ``text``, lowercased, deduplicated, in order of appearance.
+
+    Weak anchors (names, service tiers) are left out unless ``weak``: they mark a sentence as
+    specific for gating (Classify reads ``anchor_hits``), but as a presence detector they measure
+    the topic, not the claim — "Alabama spans roughly west −88.47 …" carries "alabama" whether or
+    not the claim's bounding box survived."""
+    return tuple(h.token for h in anchor_hits(text, params, anchor_set) if weak or not h.weak)
 
 
 @lru_cache(maxsize=64)
@@ -119,7 +172,7 @@ def _normalised(text: str) -> str:
 
 def df(anchor: str, units: Iterable[Unit]) -> int:
     """df(a, C): the number of units whose normalised text contains the anchor."""
-    return sum(1 for u in units if anchor in _normalised(u.text))
+    return sum(1 for u in units if anchor in _normalised(u.shown))
 
 
 def discriminative(found: Iterable[str], units: Iterable[Unit],

@@ -1,4 +1,4 @@
-"""Algorithm 3 — GateTurn, Classify and BestVerbatim (seed §6.1, §7.3): the free tier.
+"""Algorithm 3 — GateTurn and Classify (seed §6.1, §7.3): the free tier; BestVerbatim is in ``verbatim``.
 
 Every segment is accounted for at zero model cost: questions and offers are agent voice,
 self-reports are attributed to the turn's actual tool calls, disclaimers are traceable (their
@@ -12,8 +12,6 @@ and anchors beat modal phrasing.
 
 from __future__ import annotations
 
-import difflib
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -21,10 +19,16 @@ from typing import Any
 
 import regex
 
-from .anchors import anchors
+from .anchors import DEFAULT_SET, AnchorSet, anchor_hits
 from .params import DEFAULT_PARAMS, Params
 from .segment import Segment
 from .units import Corpus
+from .verbatim import Citation, VerbatimIndex, best_verbatim, best_verbatim_difflib, quote_threshold
+
+__all__ = [
+    "Citation", "GateClass", "GateReport", "GateStatus", "GateSummary", "SegmentGate", "VerbatimIndex",
+    "best_verbatim", "best_verbatim_difflib", "classify", "gate_turn", "quote_threshold",
+]
 
 
 class GateClass(StrEnum):
@@ -89,196 +93,23 @@ RECOMMEND = regex.compile(
 )
 
 
-def classify(text: str, params: Params = DEFAULT_PARAMS) -> tuple[GateClass, tuple[str, ...]]:
-    """Classify: order matters (question, self-report, disclaimer, recommendation-without-anchors)."""
-    found = anchors(text, params)
+def classify(text: str, params: Params = DEFAULT_PARAMS,
+             anchor_set: AnchorSet = DEFAULT_SET) -> tuple[GateClass, tuple[str, ...]]:
+    """Classify: order matters (question, self-report, disclaimer, recommendation-without-anchors).
+    Only strong anchors beat modal phrasing: a name alone ("tell me whether you want statewide
+    Alabama") leaves an offer an offer. The anchors returned list the strong ones first, then the
+    weak ones (names, tiers, ``key: value`` lines), each in order of appearance."""
+    hits = anchor_hits(text, params, anchor_set)
+    found = tuple(h.token for h in hits if not h.weak) + tuple(h.token for h in hits if h.weak)
     if text.rstrip(_CLOSERS).endswith("?"):
         return GateClass.QUESTION, found
     if SELF_REPORT.search(text):
         return GateClass.SELF_REPORT, found
     if DISCLAIMER.search(text):
         return GateClass.DISCLAIMER, found
-    if RECOMMEND.search(text) and not found:
+    if RECOMMEND.search(text) and all(h.weak for h in hits):
         return GateClass.RECOMMENDATION, found
     return (GateClass.ANCHORED_ASSERTION if found else GateClass.GENERIC_ASSERTION), found
-
-
-@dataclass(frozen=True)
-class Citation:
-    """A source and a 1-based line span in its text; ``quote`` is the verbatim block when there is one."""
-
-    source_id: str
-    line_start: int
-    line_end: int
-    quote: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"source_id": self.source_id, "line_start": self.line_start, "line_end": self.line_end,
-                "quote": self.quote}
-
-
-def quote_threshold(length: int, params: Params = DEFAULT_PARAMS) -> int:
-    """T: the least block size b with b ≥ ℓq and b/length ≥ ρ, evaluated with the same float
-    comparison as the definition (so ⌈ρ·n⌉'s rounding can never flip a decision)."""
-    lq, rho = params.quote_min_chars, params.quote_min_fraction
-    t = max(lq, math.ceil(rho * length))
-    while t > lq and (t - 1) / length >= rho:
-        t -= 1
-    while t <= length and t / length < rho:
-        t += 1
-    return t
-
-
-def _cite(source_id: str, text: str, at: int, size: int) -> Citation:
-    return Citation(source_id, text.count("\n", 0, at) + 1, text.count("\n", 0, at + size - 1) + 1,
-                    text[at:at + size])
-
-
-def best_verbatim_difflib(text: str, corpus: Corpus, params: Params = DEFAULT_PARAMS) -> Citation | None:
-    """BestVerbatim by its plain definition: difflib's longest block per source (autojunk off),
-    maximised over sources (ties → lowest ordinal), accepted iff |b| ≥ ℓq and |b|/|text| ≥ ρ."""
-    if not text:
-        return None
-    best: tuple[int, str, str, int] = (0, "", "", 0)
-    for unit in corpus.units:
-        m = difflib.SequenceMatcher(None, text, unit.text, autojunk=False).find_longest_match(
-            0, len(text), 0, len(unit.text))
-        if m.size > best[0]:
-            best = (m.size, unit.id, unit.text, m.b)
-    size, source_id, source, at = best
-    if size >= params.quote_min_chars and size / len(text) >= params.quote_min_fraction:
-        return _cite(source_id, source, at, size)
-    return None
-
-
-def _sources_of(corpus: Corpus) -> tuple[tuple[str, str], ...]:
-    return tuple((u.id, u.text) for u in corpus.units)
-
-
-class VerbatimIndex:
-    """The corpus prepared for BestVerbatim, built once per corpus and reused across sentences.
-
-    Only T = max(ℓq, ⌈ρ·|sentence|⌉) matters for the decision (see ``quote_threshold``). Any common
-    block of length L ≥ T covers T−k+1 consecutive k-gram starts of the sentence, so it contains the
-    k-gram at a start that is a multiple of s = T−k+1. Only those few sampled k-grams are searched
-    (one C-speed scan of the corpus each); each occurrence is extended both ways to the maximal
-    common block through it. The longest such block is exactly difflib's longest match, and the
-    earliest in the sentence, then in the source, is the block difflib returns.
-    """
-
-    def __init__(self, corpus: Corpus, k: int = 12) -> None:
-        self.k = k
-        self.sources: tuple[tuple[str, str], ...] = _sources_of(corpus)
-        self._joined = "\x00".join(text for _, text in self.sources)
-
-    def built_from(self, corpus: Corpus) -> bool:
-        """Was this index built from exactly these sources (ids and texts)?"""
-        return self.sources == _sources_of(corpus)
-
-    def _sampled(self, n: int, need: int) -> tuple[int, range]:
-        k = min(self.k, need)
-        return k, range(0, n - k + 1, need - k + 1)
-
-    def _longest(self, text: str, source: str, need: int) -> tuple[int, int] | None:
-        """(size, earliest start in text) of the longest common block, if it is at least ``need``."""
-        k, positions = self._sampled(len(text), need)
-        best = (0, 0)
-        for i in positions:
-            gram = text[i:i + k]
-            p = source.find(gram)
-            seen = 0
-            while p >= 0:
-                seen += 1
-                if seen > OCCURRENCE_CAP:  # a repetitive source: window tests are cheaper than extending
-                    return _longest_by_windows(text, source, need, k, positions)
-                left = _common_suffix(text, i, source, p)
-                size = left + k + _common_prefix(text, i + k, source, p + k)
-                if size > best[0] or (size == best[0] and i - left < best[1]):
-                    best = (size, i - left)
-                p = source.find(gram, p + 1)
-        return best if best[0] >= need else None
-
-    def best(self, text: str, params: Params = DEFAULT_PARAMS) -> Citation | None:
-        n = len(text)
-        if n == 0:
-            return None
-        threshold = quote_threshold(n, params)
-        if threshold > n:
-            return None
-        k, positions = self._sampled(n, threshold)
-        if not any(text[i:i + k] in self._joined for i in positions):
-            return None  # no source holds a sampled k-gram: the common case, decided in a few scans
-        best_size, best_start, best_ordinal = 0, 0, -1
-        for ordinal, (_, source) in enumerate(self.sources):
-            need = max(threshold, best_size + 1)  # ties keep the lowest ordinal
-            if need > n:
-                break
-            found = self._longest(text, source, need)
-            if found is not None:
-                (best_size, best_start), best_ordinal = found, ordinal
-        if best_ordinal < 0:
-            return None
-        source_id, source = self.sources[best_ordinal]
-        return _cite(source_id, source, source.find(text[best_start:best_start + best_size]), best_size)
-
-
-OCCURRENCE_CAP = 64
-
-
-def _common_prefix(a: str, i: int, b: str, j: int) -> int:
-    """Length of the longest common prefix of a[i:] and b[j:] (binary search on slice equality)."""
-    lo, hi = 0, min(len(a) - i, len(b) - j)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[i:i + mid] == b[j:j + mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def _common_suffix(a: str, i: int, b: str, j: int) -> int:
-    """Length of the longest common suffix of a[:i] and b[:j]."""
-    lo, hi = 0, min(i, j)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[i - mid:i] == b[j - mid:j]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def _longest_by_windows(text: str, source: str, need: int, k: int,
-                        positions: range) -> tuple[int, int] | None:
-    """Exact fallback: binary search on the block size with substring tests of candidate windows
-    (every window of size ≥ need contains a sampled k-gram start, so only windows around hits)."""
-    hits = [i for i in positions if text[i:i + k] in source]
-
-    def earliest(size: int) -> int | None:
-        last = len(text) - size
-        starts = sorted({x for i in hits for x in range(max(0, i - (size - k)), min(i, last) + 1)})
-        return next((x for x in starts if text[x:x + size] in source), None)
-
-    if earliest(need) is None:
-        return None
-    lo, hi = need, len(text)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if earliest(mid) is not None:
-            lo = mid
-        else:
-            hi = mid - 1
-    start = earliest(lo)
-    assert start is not None
-    return lo, start
-
-
-def best_verbatim(text: str, corpus_or_index: Corpus | VerbatimIndex,
-                  params: Params = DEFAULT_PARAMS) -> Citation | None:
-    """BestVerbatim (fast): same result as ``best_verbatim_difflib``. Pass a VerbatimIndex to reuse it."""
-    index = corpus_or_index if isinstance(corpus_or_index, VerbatimIndex) else VerbatimIndex(corpus_or_index)
-    return index.best(text, params)
 
 
 @dataclass(frozen=True)
@@ -339,8 +170,8 @@ class GateReport:
 
 
 def _gate_one(segment: Segment, corpus: Corpus, params: Params, tool_citations: tuple[Citation, ...],
-              index: list[VerbatimIndex]) -> SegmentGate:
-    klass, found = classify(segment.text, params)
+              index: list[VerbatimIndex], anchor_set: AnchorSet) -> SegmentGate:
+    klass, found = classify(segment.text, params, anchor_set)
     if klass in (GateClass.QUESTION, GateClass.RECOMMENDATION):
         return SegmentGate(segment, klass, GateStatus.AGENT_VOICE, found)
     if klass == GateClass.DISCLAIMER:
@@ -358,14 +189,15 @@ def _gate_one(segment: Segment, corpus: Corpus, params: Params, tool_citations: 
 
 
 def gate_turn(corpus: Corpus, segments: Sequence[Segment], params: Params = DEFAULT_PARAMS,
-              index: VerbatimIndex | None = None) -> GateReport:
+              index: VerbatimIndex | None = None, anchor_set: AnchorSet = DEFAULT_SET) -> GateReport:
     """Algorithm 3: one SegmentGate per segment, in order; the evidence is every unit of every layer.
-    Segments come from the renderer and are never re-split."""
+    Segments come from the renderer and are never re-split. ``anchor_set`` selects Algorithm 2's
+    pattern groups (the seed's own set is kept as a measured baseline)."""
     if index is not None and not index.built_from(corpus):
         raise ValueError("the VerbatimIndex was built from a different corpus")
     tool_citations = tuple(Citation(u.id, 1, len(u.lines)) for u in corpus.tool_units())
     lazy: list[VerbatimIndex] = [index] if index is not None else []
-    gates = tuple(_gate_one(s, corpus, params, tool_citations, lazy) for s in segments)
+    gates = tuple(_gate_one(s, corpus, params, tool_citations, lazy, anchor_set) for s in segments)
     count = {status: sum(1 for g in gates if g.status == status) for status in GateStatus}
     summary = GateSummary(
         sources=len(corpus.units), sentences=len(gates), traceable=count[GateStatus.TRACEABLE],

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from estimator.anchors import ANCHOR_SETS
 from estimator.corpus import build_corpus
 from estimator.gating import (
     Citation,
@@ -27,6 +28,7 @@ from estimator.gating import (
     gate_turn,
     quote_threshold,
 )
+from estimator.numbers import fold
 from estimator.params import DEFAULT_PARAMS
 from estimator.segment import Segment, client_segments, segment_response
 from estimator.turn import StoredTurn
@@ -108,9 +110,11 @@ def test_alabama_bounding_box_stays_traceable_anchors_beat_modal_phrasing() -> N
     assert (klass, status) == (GateClass.ANCHORED_ASSERTION, GateStatus.TRACEABLE)
 
 
-def test_offer_without_anchors_is_agent_voice_and_question_mark_is_a_question() -> None:
+def test_offer_without_strong_anchors_is_agent_voice_and_question_mark_is_a_question() -> None:
     offer = "If you want, tell me whether you want (A) statewide Alabama or (B) a specific county."
-    assert classify(offer) == (GateClass.RECOMMENDATION, ())
+    # "Alabama" is a proper-name anchor, a weak one: a name alone does not turn an offer into a claim
+    assert classify(offer) == (GateClass.RECOMMENDATION, ("alabama",))
+    assert classify("If you want, I can book 2 seats for Mia Li.")[0] == GateClass.ANCHORED_ASSERTION
     assert classify("Should I add MODIS_Terra_L3 as well?")[0] == GateClass.QUESTION
     assert classify('Did you mean "Mobile County?"')[0] == GateClass.QUESTION
 
@@ -149,19 +153,20 @@ def test_ties_go_to_the_lowest_ordinal_and_longest_block_wins() -> None:
 
 
 def test_repetitive_source_takes_the_window_path_and_still_agrees_with_difflib() -> None:
-    corpus = make_corpus("xy" * 3000, "ab" * 5000)  # every sampled k-gram occurs thousands of times
-    for sentence in ("ab" * 50 + "c" + "ab" * 30, "ba" * 20 + "c" + "ab" * 20 + "c" + "ba" * 20):
+    corpus = make_corpus("xy " * 2000, "ab " * 3000)  # every sampled k-gram occurs thousands of times
+    for sentence in ("ab " * 50 + "c " + "ab " * 30, "ba " * 20 + "c " + "ab " * 20 + "c " + "ba " * 20):
         fast = best_verbatim(sentence, corpus)
         assert fast == best_verbatim_difflib(sentence, corpus)
-    assert best_verbatim("ab" * 50 + "c" + "ab" * 30, corpus) == Citation("s1", 1, 1, "ab" * 50)
+    # the block "ab ab … ab " is cited without its trailing space
+    assert best_verbatim("ab " * 50 + "c " + "ab " * 30, corpus) == Citation("s1", 1, 1, ("ab " * 50).strip())
 
 
 def test_threshold_uses_the_same_float_comparison_as_the_definition() -> None:
     # 0.6 * 5 == 3.0000000000000004, so ceil() says 4 while 3 / 5 >= 0.6 holds: a naive T misses this quote.
     params = DEFAULT_PARAMS.override({"quote_min_chars": 1, "quote_min_fraction": 0.6})
     assert quote_threshold(5, params) == 3
-    corpus = make_corpus("zzabczz")
-    fast, slow = best_verbatim("abcxy", corpus, params), best_verbatim_difflib("abcxy", corpus, params)
+    corpus = make_corpus("zz abc,zz")
+    fast, slow = best_verbatim("abc x", corpus, params), best_verbatim_difflib("abc x", corpus, params)
     assert fast == slow == Citation("s0", 1, 1, "abc")
 
 
@@ -291,3 +296,90 @@ def test_best_verbatim_agrees_with_difflib(case: tuple[str, list[str]], min_char
     slow = best_verbatim_difflib(sentence, corpus, params)
     assert (fast is None) == (slow is None)
     assert fast == slow  # same source, same block, same line span
+
+
+# ---- BestVerbatim: word boundaries and the folded reading ------------------------------------------------
+
+PARCEL = "Please drop the parcel off by 2025-03-18 at the depot on Main Street, before noon."
+
+
+def test_quote_starts_and_ends_on_word_boundaries() -> None:
+    # the longest common block starts mid-word in the sentence ("Airdrop" / "drop"): it is trimmed
+    sentence = "Airdrop the parcel off by 2025-03-18 at the depot on Main Street, or call us."
+    block = difflib.SequenceMatcher(None, sentence.lower(), PARCEL.lower(), autojunk=False).find_longest_match(
+        0, len(sentence), 0, len(PARCEL))
+    assert sentence[block.a:block.a + block.size].startswith("drop")  # what the seed would have quoted
+    got = best_verbatim(sentence, make_corpus(PARCEL))
+    assert got == best_verbatim_difflib(sentence, make_corpus(PARCEL))
+    assert got == Citation("s0", 1, 1, "the parcel off by 2025-03-18 at the depot on Main Street")
+
+
+def test_a_quote_never_ends_mid_word() -> None:
+    sentence = "Drop the parcel off by 2025-03-18 at the depot on Main Streets in town."
+    got = best_verbatim(sentence, make_corpus(PARCEL))
+    assert got is not None and got.quote is not None
+    assert got.quote.endswith("Main")  # "Street" vs "Streets": the partial word is dropped
+    assert got.quote.startswith("drop")  # case folded on both sides; the source's own text is shown
+
+
+def test_amounts_written_two_ways_are_quoted_with_the_source_text() -> None:
+    source = 'get_refund({"id": "X1"})\nThe refund of 1234.50 USD for 3 passengers was issued to the card ending 9448.'
+    sentence = "The refund of $1,234.50 for 3 passengers was issued to the card ending 9448."
+    assert best_verbatim_difflib(sentence, make_corpus(source), DEFAULT_PARAMS) is not None
+    got = best_verbatim(sentence, make_corpus(source))
+    assert got == Citation("s0", 2, 2, "The refund of 1234.50 USD for 3 passengers was issued to the card ending "
+                                        "9448.")
+    # and the other way round, with a zero fraction and a code written first
+    other = best_verbatim("The refund of USD 1,234.50 for 3 passengers was issued to the card ending 9448.",
+                          make_corpus(source))
+    assert other == got
+    # a different amount is not the same text
+    assert best_verbatim("The refund of $1,234.60 for 3 passengers was issued.", make_corpus(source)) is None
+
+
+def test_a_line_break_in_the_source_reads_as_a_space() -> None:
+    source = "header\nThe permalink loads the annual land cover layer\nfor the 2015 timestamp.\ntail"
+    sentence = "The permalink loads the annual land cover layer for the 2015 timestamp."
+    assert best_verbatim(sentence, make_corpus(source)) == Citation(
+        "s0", 2, 3, "The permalink loads the annual land cover layer\nfor the 2015 timestamp.")
+
+
+# ---- the new anchor groups on the seed's own fixture (§8.1) ---------------------------------------------
+
+
+def test_fixture_tally_is_unchanged_by_the_agent_groups_and_these_anchors_change() -> None:
+    """§8.1's tally counts statuses; the agent groups add anchors to five sentences and change no status:
+    r0 (a self-report: "Worldview", "Alabama" are names), r1 (a `Layer: …` line), r2 ("2015", a long
+    number), r8 ("1–5", a range), r9 ("Alabama"); r11's "Alabama" is a name — a weak anchor — so the
+    offer stays agent voice."""
+    turn, _ = load_fixture()
+    corpus = build_corpus(turn)
+    segments = segment_response(turn.response)
+    seed = gate_turn(corpus, segments, anchor_set=ANCHOR_SETS["seed"])
+    agent = gate_turn(corpus, segments)
+    assert seed.summary == agent.summary
+    assert [g.status for g in seed.segments] == [g.status for g in agent.segments]
+    added = {a.segment.id: tuple(x for x in a.anchors if x not in s.anchors)
+             for s, a in zip(seed.segments, agent.segments, strict=True) if a.anchors != s.anchors}
+    assert added == {"r0": ("worldview", "alabama"), "r1": ("layer: modis annual land cover type",),
+                     "r2": ("2015",), "r8": ("1–5",), "r9": ("alabama",), "r11": ("alabama",)}
+    assert agent.segments[11].klass == GateClass.RECOMMENDATION
+
+
+_FOLDING = st.sampled_from(["ab", "Ab", " ", "\n", "$1,234.50", "1234.50 USD", "USD 7", "7 usd", "12,000", "x.",
+                            "  ", "Main", "street", ","])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(_FOLDING, max_size=40).map("".join), min_size=1, max_size=3),
+       st.lists(_FOLDING, max_size=30).map("".join), st.sampled_from([1, 5, 12, 40]),
+       st.sampled_from([0.1, 0.6, 1.0]))
+def test_best_verbatim_agrees_with_difflib_on_folded_text(sources: list[str], sentence: str, min_chars: int,
+                                                          fraction: float) -> None:
+    corpus = make_corpus(*sources)
+    params = DEFAULT_PARAMS.override({"quote_min_chars": min_chars, "quote_min_fraction": fraction})
+    fast = best_verbatim(sentence, VerbatimIndex(corpus), params)
+    assert fast == best_verbatim_difflib(sentence, corpus, params)
+    if fast is not None:
+        assert fast.quote is not None and fast.quote in corpus.by_id(fast.source_id).text  # the source's own text
+        assert fast.quote == fast.quote.strip() and fold(fast.quote).text[:1].isalnum()  # "$1" reads "1 usd"
