@@ -47,9 +47,18 @@ def register(sub: Any) -> None:
     revoke.add_argument("key_id")
     revoke.set_defaults(func=cmd_keys_revoke)
 
-    imp = sub.add_parser("import", help="import chat history (.json, .jsonl or directories of them) as stored turns")
-    imp.add_argument("paths", nargs="+", metavar="PATH", help="a .json / .jsonl file, or a directory (recursive)")
-    imp.add_argument("--format", help="the format of every conversation (default: detected per conversation)")
+    imp = sub.add_parser(
+        "import", help="import chat history (.json, .jsonl or directories of them) as stored turns",
+        epilog="Each file, line and conversation is imported on its own: one that cannot be read is rejected "
+               "with its place and reason, the rest is imported, and the summary is always printed. "
+               "Conversation ids come from the file's path relative to the directory given (and the "
+               "conversation's id field, or a hash of its content), so re-importing is idempotent. "
+               "Exit status: 0 when nothing was rejected or conflicting (conversations that gave no turn "
+               "are only noted), 1 when anything was, 2 on a usage error.")
+    imp.add_argument("paths", nargs="+", metavar="PATH", help="a .json / .jsonl file, or a directory (recursive); "
+                     "or a history store read in place, incrementally: sqlite:///agent.db, postgresql://…")
+    imp.add_argument("--format", help="the format of every conversation (default: detected per conversation); "
+                     "for a store: openai-agents-session, langgraph-sqlite or langgraph-postgres")
     imp.add_argument("--tenant", help="the tenant to store into (default: PROVENANCE_ADMIN_TENANT)")
     imp.add_argument("--json", action="store_true", help="print the counts and errors as JSON")
     imp.set_defaults(func=cmd_import)
@@ -227,6 +236,9 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     from . import bulk
 
+    if any("://" in p for p in args.paths):  # a history store read in place (connectors/cli.py)
+        from .connectors.cli import cmd_import_source
+        return cmd_import_source(args)
     fmt = bulk.check_format(args.format)
     paths = [Path(p) for p in args.paths]
     missing = [str(p) for p in paths if not p.exists()]
@@ -250,20 +262,34 @@ def cmd_import(args: argparse.Namespace) -> int:
         sys.stdout.write(f"tenant {tenant!r}: {counts.line()}\n")
         for error in counts.errors:
             sys.stdout.write(f"  {error['where']}: {error['reason']}\n")
+        for note in counts.notes:
+            sys.stdout.write(f"  note: {note['where']}: {note['reason']}\n")
     return 1 if counts.rejected or counts.conflicting else 0
 
 
 def cmd_gate_all(tenant: str | None, as_json: bool) -> int:
+    """The report over every stored turn, written as it is computed: memory does not grow with the turns."""
     from . import bulk
 
     settings = _settings()
+    written = 0
+
+    def write(entries: list[dict[str, Any]]) -> None:
+        nonlocal written
+        for entry in entries:
+            if as_json:
+                sys.stdout.write(('{"turns": [\n' if written == 0 else ",\n") + json.dumps(entry, ensure_ascii=False))
+            else:
+                sys.stdout.write(bulk.GatingReport.turn_line(entry))
+            written += 1
 
     async def work(db: Any) -> Any:
-        return await bulk.gating_report(db, tenant or settings.admin_tenant)
+        return await bulk.gating_report(db, tenant or settings.admin_tenant, write)
 
     report = asyncio.run(_with_db(settings, work))
     if as_json:
-        sys.stdout.write(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n")
+        rest = json.dumps(report.totals_dict(), indent=2, ensure_ascii=False)[1:]
+        sys.stdout.write(("\n]" if written else '{"turns": []') + ",\n" + rest + "\n")
     else:
-        sys.stdout.write(report.text())
+        sys.stdout.write(report.totals_text())
     return 0

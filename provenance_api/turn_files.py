@@ -15,7 +15,7 @@ from .errors import InvalidInput
 def load_turn_file(path: str | Path) -> StoredTurn:
     p = Path(path)
     try:
-        raw = p.read_text(encoding="utf-8")
+        raw = p.read_text(encoding="utf-8-sig")  # a UTF-8 BOM is accepted
     except FileNotFoundError as exc:
         raise InvalidInput(f"no such file: {p}", field="FILE", fix="pass the path of a stored-turn JSON file") from exc
     except UnicodeDecodeError as exc:

@@ -324,3 +324,104 @@ def test_tau_bench_reused_ids_within_one_turn_keep_their_own_returns() -> None:
             assert got == expected
             checked += 1
     assert checked, "expected at least one turn in which a tool_call_id is reused"
+
+
+# --- findings on real history (issue 15) -----------------------------------------------------------
+
+
+def test_otel_older_event_content_json_string_tool_call_id_and_choice_message() -> None:
+    """Older instrumentations put each event's fields in one ``gen_ai.event.content`` JSON string."""
+    (turn,) = imported("otel", "event_content_events").turns
+    assert turn.query == "Where is parcel 88?"
+    assert turn.response == "Parcel 88 is in transit: it left the Lyon hub at 06:12."
+    assert calls(turn) == {"track_parcel": "In transit: left Lyon hub at 06:12."}
+    assert turn.response_payload.tool_calls[0].arguments == {"parcel": 88}
+
+
+def test_otel_developer_role_is_the_instructions() -> None:
+    def msg(role: str, text: str) -> dict[str, Any]:
+        return {"role": role, "parts": [{"type": "text", "content": text}]}
+    span = {"gen_ai.input.messages": [msg("developer", "Never promise refunds."), msg("user", "Refund me?")],
+            "gen_ai.output.messages": [msg("assistant", "I cannot promise that.")]}
+    result = import_conversation(span, conversation_id="c")
+    assert result.errors == []
+    (turn,) = result.turns
+    assert turn.system_prompt == "Never promise refunds." and turn.query == "Refund me?"
+
+
+def test_null_tool_returns_are_kept_as_a_visible_source() -> None:
+    chat = [{"role": "user", "content": "Clear the cache."},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "clear_cache", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "a", "content": None},
+            {"role": "assistant", "content": "The cache tool returned nothing (null)."}]
+    pydantic = [{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "Clear the cache."}]},
+                {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "clear_cache", "args": {},
+                                                "tool_call_id": "a"}]},
+                {"kind": "request", "parts": [{"part_kind": "tool-return", "tool_name": "clear_cache",
+                                               "content": None, "tool_call_id": "a"}]},
+                {"kind": "response", "parts": [{"part_kind": "text", "content": "It returned null."}]}]
+    for conversation in (chat, pydantic):
+        (turn,) = import_conversation(conversation, conversation_id="c").turns
+        assert calls(turn) == {"clear_cache": "null"}
+        assert [u.tool for u in build_corpus(turn).units if u.tool == "clear_cache"] == ["clear_cache"]
+        assert excluded(turn) == {}
+
+
+def test_pydantic_ai_image_follow_up_is_not_the_query() -> None:
+    image = {"kind": "binary", "data": "iVBORw0KGgo=", "media_type": "image/png", "identifier": "bd38f5"}
+    conversation = [
+        {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "What food is in the image?"}]},
+        {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "get_image", "args": {},
+                                        "tool_call_id": "i1"}]},
+        {"kind": "request", "parts": [
+            {"part_kind": "tool-return", "tool_name": "get_image", "content": "See file bd38f5", "tool_call_id": "i1"},
+            {"part_kind": "user-prompt", "content": ["This is file bd38f5:", image]}]},
+        {"kind": "response", "parts": [{"part_kind": "text", "content": "A potato."}]}]
+    (turn,) = import_conversation(conversation, conversation_id="c").turns
+    assert turn.query == "What food is in the image?" and turn.attachments == []
+    assert calls(turn) == {"get_image": "See file bd38f5"}
+
+
+def test_a_lone_anthropic_message_object_is_accepted() -> None:
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-0",
+               "content": [{"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {"query": "q"}},
+                           {"type": "web_search_tool_result", "tool_use_id": "s1", "content": [
+                               {"type": "web_search_result", "title": "Docs", "url": "https://example.com"}]},
+                           {"type": "text", "text": "Found the docs."}],
+               "stop_reason": "end_turn"}
+    assert detect_format(message) == "anthropic"
+    (turn,) = import_conversation(message, conversation_id="c").turns
+    assert (turn.response, turn.model, turn.query) == ("Found the docs.", "claude-sonnet-4-0", None)
+    assert calls(turn) == {"web_search": "Docs · https://example.com"}
+
+
+def test_the_failing_message_is_named_by_index_and_the_rest_imported() -> None:
+    conversation = [{"role": "user", "content": "Hi"}, {"role": "wizard", "content": "?"},
+                    {"role": "assistant", "content": "Hello."}]
+    result = import_conversation(conversation, conversation_id="c")  # detected although one message is not chat
+    assert [t.response for t in result.turns] == ["Hello."]
+    assert [(e.where, e.reason) for e in result.errors] == [
+        ("c: message 1", "not a chat message (role 'wizard'); skipped")]
+    with pytest.raises(UnknownFormatError, match="message 0 has keys"):
+        detect_format([{"speaker": "a"}, {"speaker": "b"}, {"role": "user", "content": "x"}])
+
+
+def test_wrong_types_are_rejected_with_the_path() -> None:
+    chat = [{"role": "user", "content": "Go."},
+            {"role": "assistant", "content": "Working.", "tool_calls": "not a list"},
+            {"role": "assistant", "content": "Done."}]
+    result = import_conversation(chat, conversation_id="c")
+    assert [e.where for e in result.errors] == ["c: message 1"]
+    assert "tool_calls: expected a list, got str 'not a list'" in result.errors[0].reason
+    anthropic = {"system": "Be brief.", "messages": [
+        {"role": "user", "content": "Delete it."},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "delete", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "denied",
+                                      "is_error": "yes"}]},
+        {"role": "assistant", "content": "Deleted."}]}
+    result = import_conversation(anthropic, conversation_id="c")
+    assert result.errors[0].where == "c: message 2"
+    assert "content[0].is_error: expected true or false, got str 'yes'" in result.errors[0].reason
+    (turn,) = result.turns
+    assert calls(turn) == {"delete": None}  # the return was rejected, never taken as a success

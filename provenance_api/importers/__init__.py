@@ -79,6 +79,8 @@ def detect_format(obj: Any) -> str:
     OpenAI Chat and Anthropic alike and is read as OpenAI Chat (both give the same turns)."""
     if otel.looks_like(obj) and not (isinstance(obj, list) and openai_chat.looks_like(obj)):
         return otel.FORMAT
+    if anthropic.is_lone_message(obj):
+        return anthropic.FORMAT
     envelope = obj if isinstance(obj, dict) and not isinstance(obj.get("messages"), list) else {}
     if isinstance(envelope.get("input"), list) or isinstance(envelope.get("output"), list):
         return openai_responses.FORMAT
@@ -95,7 +97,27 @@ def detect_format(obj: Any) -> str:
         return anthropic.FORMAT
     if openai_chat.looks_like(messages):
         return openai_chat.FORMAT
-    raise UnknownFormatError("the messages match none of: " + ", ".join(FORMATS))
+    return _by_most_messages(messages)
+
+
+_PER_MESSAGE: dict[str, Callable[[Any], bool]] = {
+    pydantic_ai.FORMAT: lambda m: pydantic_ai.looks_like([m]),
+    langchain.FORMAT: lambda m: langchain.looks_like([m]),
+    openai_chat.FORMAT: lambda m: openai_chat.looks_like([m]),
+}
+
+
+def _by_most_messages(messages: list[Any]) -> str:
+    """The format most messages are in, when some are not: its importer then reports each misfit by index
+    and imports the rest. None fitting at all names the first message and what it is."""
+    fits = {name: sum(1 for m in messages if check(m)) for name, check in _PER_MESSAGE.items()}
+    best = max(fits, key=lambda name: fits[name])
+    if fits[best] * 2 >= len(messages):
+        return best
+    first = messages[0]
+    shown = f"keys {sorted(first)[:6]}" if isinstance(first, dict) else f"a {type(first).__name__}"
+    raise UnknownFormatError(f"the messages match none of: {', '.join(FORMATS)} (message 0 has {shown}; "
+                             "chat messages need a role, pydantic-ai messages a kind and parts)")
 
 
 def import_conversation(obj: Any, format: str | None = None, *, conversation_id: str) -> ImportResult:

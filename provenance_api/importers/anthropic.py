@@ -7,9 +7,11 @@ the server-tool results in the same assistant message (``web_search_tool_result`
 ``web_fetch_tool_result``, ``code_execution_tool_result``, … — any ``*_tool_result``). ``thinking``
 blocks are not context for provenance and are skipped.
 
-A user message that only carries tool results is not a query. Failure marks: ``is_error: true``, and a
-server-tool result whose content is a ``*_tool_result_error`` object. The top-level ``system`` (string or
-text blocks) is the instructions layer.
+A lone response object (``{"type": "message", "role": "assistant", "content", "model"}``) is a
+conversation of one reply, with no query. A user message that only carries tool results is not a query.
+Failure marks: ``is_error: true`` (any type but a boolean rejects the message, naming the block), and a
+server-tool result whose content is a ``*_tool_result_error`` object. A ``null`` tool-result content is
+the return ``null``. The top-level ``system`` (string or text blocks) is the instructions layer.
 """
 
 from __future__ import annotations
@@ -17,19 +19,21 @@ from __future__ import annotations
 from typing import Any
 
 from .common import (
+    FieldError,
     ImportIssue,
     ImportResult,
     NeutralMessage,
     NeutralToolCall,
     NeutralToolResult,
     opt_str,
+    optional_bool,
     parse_arguments,
     parse_time,
     placed,
     split_turns,
     unwrap,
 )
-from .mcp import flatten_content, flatten_result, media_name, message_content
+from .mcp import flatten_content, media_name, message_content, return_text
 
 FORMAT = "anthropic"
 _CALLS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
@@ -52,8 +56,14 @@ def looks_like(obj: Any, messages: list[Any]) -> bool:
     return False
 
 
+def is_lone_message(obj: Any) -> bool:
+    """One Messages API response object (``{"type": "message", "role": "assistant", "content": [...]}``)."""
+    return (isinstance(obj, dict) and obj.get("type") == "message" and obj.get("role") == "assistant"
+            and isinstance(obj.get("content"), list) and "messages" not in obj)
+
+
 def import_anthropic(obj: Any, conversation_id: str) -> ImportResult:
-    raw, envelope = unwrap(obj, ("messages",))
+    raw, envelope = ([obj], obj) if is_lone_message(obj) else unwrap(obj, ("messages",))
     model = opt_str(envelope.get("model"))
     errors: list[ImportIssue] = []
     neutral: list[NeutralMessage] = []
@@ -67,17 +77,22 @@ def import_anthropic(obj: Any, conversation_id: str) -> ImportResult:
         if not isinstance(blocks, list):
             errors.append(ImportIssue(where, "content is neither a string nor a block list; skipped"))
             continue
-        neutral.append(placed(_message(message, [b for b in blocks if isinstance(b, dict)]), index))
+        try:
+            neutral.append(placed(_message(message, blocks), index))
+        except ValueError as exc:
+            errors.append(ImportIssue(where, f"{message['role']} message rejected: {exc}"))
     system = message_content(envelope.get("system"))[0] if envelope.get("system") else None
     return split_turns(conversation_id, neutral, system, model=model, marks_failure=True, errors=errors)
 
 
-def _message(message: dict[str, Any], blocks: list[dict[str, Any]]) -> NeutralMessage:
+def _message(message: dict[str, Any], blocks: list[Any]) -> NeutralMessage:
     texts: list[str] = []
     media: list[str] = []
     calls: list[NeutralToolCall] = []
     results: list[NeutralToolResult] = []
-    for block in blocks:
+    for position, block in enumerate(blocks):
+        if not isinstance(block, dict):
+            continue
         kind = str(block.get("type"))
         if kind == "text" and isinstance(block.get("text"), str):
             texts.append(block["text"])
@@ -93,7 +108,10 @@ def _message(message: dict[str, Any], blocks: list[dict[str, Any]]) -> NeutralMe
             calls.append(NeutralToolCall(opt_str(block.get("id")), f"{server}.{name}" if server else name,
                                          parse_arguments(block.get("input"))))
         elif kind == "tool_result" or kind.endswith("_tool_result"):
-            results.append(_result(block, kind))
+            try:
+                results.append(_result(block, kind))
+            except FieldError as exc:
+                raise exc.within(f"content[{position}]") from None
     created = parse_time(message.get("created_at") or message.get("timestamp"))
     if message["role"] == "user":
         return NeutralMessage("user", "\n".join(texts), calls, results, attachments=media, created_at=created)
@@ -105,8 +123,10 @@ def _result(block: dict[str, Any], kind: str) -> NeutralToolResult:
     content = block.get("content")
     call_id = opt_str(block.get("tool_use_id"))
     if kind in ("tool_result", "mcp_tool_result"):
-        text, mcp_error = flatten_result(content)
-        failed = block.get("is_error") is True or mcp_error
+        failed = optional_bool(block, "is_error")
+        # A ``null`` content is the return null; an absent one is an empty result (the API allows it).
+        text, mcp_error = return_text(content) if "content" in block else ("", False)
+        failed = failed or mcp_error
         return NeutralToolResult(call_id, text, "failed" if failed else "success")
     # A server-tool result: an error object, or a result (list of search results, fetched document, …).
     if isinstance(content, dict) and str(content.get("type", "")).endswith("_error"):

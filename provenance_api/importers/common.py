@@ -15,6 +15,7 @@ Each format module reads its own shape into a list of :class:`NeutralMessage` an
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -78,6 +79,39 @@ class NeutralMessage:
     final: bool = False  # a reply even though it carries calls (pydantic-ai structured output)
     instructions: str | None = None  # instructions in force from this message on (pydantic-ai requests)
     origin: int = -1  # index of the input message it was read from, for error locations
+
+
+class FieldError(ValueError):
+    """A field of one message has the wrong type; the message names the field and what was expected."""
+
+    def __init__(self, path: str, expected: str, value: Any) -> None:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        super().__init__(f"{path}: expected {expected}, got {type(value).__name__} {shown}")
+        self.path, self.expected, self.value = path, expected, value
+
+    def within(self, prefix: str) -> FieldError:
+        """The same error, its field named from an enclosing object (``content[0]`` + ``is_error``)."""
+        return FieldError(f"{prefix}.{self.path}", self.expected, self.value)
+
+
+def optional_list(container: dict[str, Any], key: str) -> list[Any]:
+    """``container[key]`` as a list: absent or null is empty, any other type is a :class:`FieldError`."""
+    value = container.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise FieldError(key, "a list", value)
+    return value
+
+
+def optional_bool(container: dict[str, Any], key: str) -> bool:
+    """``container[key]`` as a flag: absent or null is false, any type but a JSON boolean is a :class:`FieldError`."""
+    value = container.get(key)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise FieldError(key, "true or false", value)
+    return value
 
 
 def placed(message: NeutralMessage, index: int) -> NeutralMessage:
@@ -152,6 +186,16 @@ def unwrap(obj: Any, keys: Sequence[str] = ("messages", "traj", "trajectory", "c
             if isinstance(obj.get(key), list):
                 return obj[key], obj
     raise ValueError("expected a list of messages or an object holding one")
+
+
+_FILE_FOLLOW_UP = re.compile(r"This is file \S+:")
+
+
+def is_file_follow_up(text: str, media: Sequence[object]) -> bool:
+    """The user message pydantic-ai sends after a tool returned a file (the return says ``See file <id>``):
+    ``This is file <id>:`` lines and the files. It is the tool's output, not a query."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return bool(media) and bool(lines) and all(_FILE_FOLLOW_UP.fullmatch(line) for line in lines)
 
 
 def is_query(message: NeutralMessage) -> bool:
@@ -322,9 +366,11 @@ def split_turns(conversation_id: str, messages: Sequence[NeutralMessage], system
         if index == query_at:
             history_at_query = len(history)
     last = max((i for i, m in enumerate(messages) if is_reply(m)), default=-1)
-    unanswered = sum(len(calls[i]) for i in range(last + 1, len(messages)))
-    origin = messages[last + 1].origin if unanswered and messages[last + 1].origin >= 0 else last + 1
+    trailing = sum(len(calls[i]) for i in range(last + 1, len(messages)))  # answered or not
+    first = next((i for i in range(last + 1, len(messages)) if calls[i]), last + 1)
+    origin = messages[first].origin if trailing and messages[first].origin >= 0 else first
     notes = [ImportIssue(f"{conversation_id}: message {origin}",
-                         f"the conversation ends with {unanswered} tool call(s) and no reply: no turn")
-             ] if unanswered else []
+                         f"the conversation ends with {trailing} tool call(s) after its last reply and no reply "
+                         "to them: they give no turn")
+             ] if trailing else []
     return ImportResult(turns=turns, errors=issues, notes=notes)

@@ -24,13 +24,14 @@ from .common import (
     as_dict,
     as_list,
     opt_str,
+    optional_list,
     parse_arguments,
     parse_time,
     placed,
     split_turns,
     unwrap,
 )
-from .mcp import flatten_result, message_content
+from .mcp import message_content, return_text
 
 FORMAT = "langchain"
 _TYPES: dict[str, Role] = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool",
@@ -71,7 +72,10 @@ def import_langchain(obj: Any, conversation_id: str) -> ImportResult:
             errors.append(ImportIssue(f"{conversation_id}: message {index}",
                                       "not a LangChain message (messages_to_dict or dumpd form); skipped"))
             continue
-        neutral.append(placed(_message(*read), index))
+        try:
+            neutral.append(placed(_message(*read), index))
+        except ValueError as exc:
+            errors.append(ImportIssue(f"{conversation_id}: message {index}", f"{read[0]} message rejected: {exc}"))
     return split_turns(conversation_id, neutral, model=opt_str(envelope.get("model")), marks_failure=True,
                        errors=errors)
 
@@ -80,7 +84,7 @@ def _message(kind: str, data: dict[str, Any]) -> NeutralMessage:
     role = _CHAT_ROLES.get(str(data.get("role")), "user") if kind == "chat" else _TYPES[kind]
     content = data.get("content")
     if role == "tool":
-        text, mcp_error = flatten_result(content)
+        text, mcp_error = return_text(content)
         failed = data.get("status") == "error" or mcp_error
         call_id = None if kind == "function" else opt_str(data.get("tool_call_id"))
         name = opt_str(data.get("name")) or ("function" if kind == "function" else None)
@@ -90,11 +94,11 @@ def _message(kind: str, data: dict[str, Any]) -> NeutralMessage:
     if role != "assistant":
         return NeutralMessage(role, text, attachments=media if role == "user" else [])
     calls = [NeutralToolCall(opt_str(c.get("id")), str(c.get("name") or "tool"),
-                             parse_arguments(c.get("args"))) for c in as_list(data.get("tool_calls"))
+                             parse_arguments(c.get("args"))) for c in optional_list(data, "tool_calls")
              if isinstance(c, dict)]
     if "tool_calls" not in data:
         calls = _legacy_calls(data.get("additional_kwargs"))
-    for bad in data.get("invalid_tool_calls") or []:
+    for bad in optional_list(data, "invalid_tool_calls"):
         if isinstance(bad, dict):
             reason = f"invalid tool call, never executed: {bad.get('error') or 'unparsable arguments'}"
             calls.append(NeutralToolCall(opt_str(bad.get("id")), str(bad.get("name") or "tool"),

@@ -36,6 +36,12 @@ def flatten_result(content: Any) -> tuple[str, bool]:
     return flatten_content(content), False
 
 
+def return_text(content: Any) -> tuple[str, bool]:
+    """A tool's return as (text, failed), where a ``null`` return is the text ``null``: the tool answered
+    with nothing, which is itself evidence (an absent return is not; see each format)."""
+    return ("null", False) if content is None else flatten_result(content)
+
+
 def flatten_content(content: Any) -> str:
     """Text of a return or message content: a string, a list of blocks, or any other JSON (dumped)."""
     if content is None:

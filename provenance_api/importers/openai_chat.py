@@ -4,7 +4,10 @@ Roles: ``system`` / ``developer`` (the instructions, string or text parts), ``us
 images, audio and files are named as attachments), ``assistant`` (``content``, ``refusal``,
 ``tool_calls`` of type ``function{name, arguments: JSON string}`` or ``custom{name, input}``, and the
 deprecated ``function_call``), ``tool`` (``tool_call_id``) and the deprecated ``function`` (paired by
-name only). The format has no failure flag: an error is only text in ``content``, kept as it is.
+name only). The format has no failure flag: an error is only text in ``content``, kept as it is; a
+``null`` content is the return ``null``. A field of the wrong type (``tool_calls`` not a list) rejects
+that message, named by index and field. A user message of ``This is file <id>:`` and files, after a tool
+return saying ``See file <id>``, is that tool's output (pydantic-ai writes it), not a query.
 """
 
 from __future__ import annotations
@@ -12,20 +15,23 @@ from __future__ import annotations
 from typing import Any
 
 from .common import (
+    FieldError,
     ImportIssue,
     ImportResult,
     NeutralMessage,
     NeutralToolCall,
     NeutralToolResult,
     as_dict,
+    is_file_follow_up,
     opt_str,
+    optional_list,
     parse_arguments,
     parse_time,
     placed,
     split_turns,
     unwrap,
 )
-from .mcp import flatten_content, message_content
+from .mcp import message_content, return_text
 
 FORMAT = "openai_chat"
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
@@ -60,18 +66,20 @@ def read_message(message: dict[str, Any]) -> NeutralMessage:
         return NeutralMessage("system", message_content(message.get("content"))[0])
     if role == "user":
         text, media = message_content(message.get("content"))
+        if is_file_follow_up(text, media):  # a tool's file sent on after its return: not a query
+            return NeutralMessage("tool", created_at=created)
         return NeutralMessage("user", text, attachments=media, created_at=created)
     if role == "tool":
         return NeutralMessage("tool", tool_results=[NeutralToolResult(
-            opt_str(message.get("tool_call_id")), flatten_content(message.get("content")),
+            opt_str(message.get("tool_call_id")), return_text(message.get("content"))[0],
             name=opt_str(message.get("name")))])
     if role == "function":
         return NeutralMessage("tool", tool_results=[NeutralToolResult(
-            None, flatten_content(message.get("content")), name=opt_str(message.get("name")) or "function")])
+            None, return_text(message.get("content"))[0], name=opt_str(message.get("name")) or "function")])
     text = message_content(message.get("content"))[0]
     if not text.strip() and isinstance(message.get("refusal"), str):
         text = message["refusal"]
-    calls = [_call(tc) for tc in message.get("tool_calls") or [] if isinstance(tc, dict)]
+    calls = [_call(tc, i) for i, tc in enumerate(optional_list(message, "tool_calls"))]
     legacy = message.get("function_call")
     if isinstance(legacy, dict):
         calls.append(NeutralToolCall(None, str(legacy.get("name") or "function"),
@@ -79,7 +87,9 @@ def read_message(message: dict[str, Any]) -> NeutralMessage:
     return NeutralMessage("assistant", text, calls, model=opt_str(message.get("model")), created_at=created)
 
 
-def _call(tool_call: dict[str, Any]) -> NeutralToolCall:
+def _call(tool_call: Any, index: int) -> NeutralToolCall:
+    if not isinstance(tool_call, dict):
+        raise FieldError(f"tool_calls[{index}]", "a tool call object", tool_call)
     if isinstance(tool_call.get("custom"), dict):
         custom = tool_call["custom"]
         return NeutralToolCall(opt_str(tool_call.get("id")), str(custom.get("name") or "tool"),

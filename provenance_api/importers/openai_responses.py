@@ -33,7 +33,7 @@ from .common import (
     placed,
     split_turns,
 )
-from .mcp import flatten_content, flatten_result, message_content
+from .mcp import flatten_content, message_content, return_text
 
 FORMAT = "openai_responses"
 _MESSAGE_ROLES = frozenset({"user", "system", "developer", "assistant"})
@@ -97,7 +97,7 @@ def import_openai_responses(obj: Any, conversation_id: str) -> ImportResult:
         if kind.endswith("_call_output"):
             output = item.get("output")
             neutral.append(placed(NeutralMessage("tool", tool_results=[
-                NeutralToolResult(opt_str(item.get("call_id")), flatten_content(output))]), index))
+                NeutralToolResult(opt_str(item.get("call_id")), return_text(output)[0])]), index))
         elif kind == "message" and item.get("role") in _MESSAGE_ROLES:
             text, media = message_content(item.get("content"))
             if item["role"] in ("system", "developer"):
@@ -142,7 +142,7 @@ def _hosted(item: dict[str, Any], kind: str) -> tuple[str, Any, str | None]:
     if kind == "mcp_call":
         name = str(item.get("name") or "tool")
         label = opt_str(item.get("server_label"))
-        text = flatten_result(item.get("output"))[0] if item.get("output") is not None else None
+        text = return_text(item.get("output"))[0] if "output" in item else None
         return (f"{label}.{name}" if label else name), parse_arguments(item.get("arguments")), text
     if kind == "file_search_call":
         results = as_list(item.get("results"))

@@ -8,8 +8,10 @@ Messages come from a chat span's ``gen_ai.system_instructions`` / ``gen_ai.input
 ``gen_ai.output.messages`` (JSON strings accepted), or its ``gen_ai.client.inference.operation.details``
 event, or — older traces (≤ v1.36) — its per-message events ``gen_ai.system.message``,
 ``gen_ai.user.message``, ``gen_ai.assistant.message{content, tool_calls}``, ``gen_ai.tool.message{content,
-id}`` and ``gen_ai.choice{message}``. Each chat span holds the whole conversation so far, so the span
-that saw the most messages is the conversation; every span's output tells its reply's model and time.
+id | tool_call_id}`` and ``gen_ai.choice{message}``, their fields given directly or (older
+instrumentations) as one ``gen_ai.event.content`` JSON string. Role ``developer`` is the instructions.
+Each chat span holds the whole conversation so far, so the span that saw the most messages is the
+conversation; every span's output tells its reply's model and time.
 Parts are matched on type, not role: ``text``, ``tool_call``, ``tool_call_response`` (``response`` or
 ``result``), media parts (named). Failure is marked only on ``execute_tool`` spans (``error.type`` or
 status ERROR), matched to calls by ``gen_ai.tool.call.id``.
@@ -36,13 +38,17 @@ from .common import (
     placed,
     split_turns,
 )
-from .mcp import flatten_content, flatten_result, media_name
+from .mcp import flatten_content, media_name, return_text
 
 FORMAT = "otel"
 INPUT, OUTPUT, SYSTEM = "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions"
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
-_LEGACY_ROLES: dict[str, Role] = {"gen_ai.system.message": "system", "gen_ai.user.message": "user",
+_LEGACY_ROLES: dict[str, Role] = {"gen_ai.system.message": "system", "gen_ai.developer.message": "system",
+                                  "gen_ai.user.message": "user",
                                   "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool"}
+EVENT_CONTENT = "gen_ai.event.content"  # older instrumentations: the event's fields as one JSON string
+_ROLES: dict[str, Role] = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant",
+                           "tool": "tool"}
 _MEDIA_PARTS = frozenset({"blob", "uri", "file", "image", "audio", "video"})
 _ERROR_CODES = ("ERROR", "STATUS_CODE_ERROR", 2)
 
@@ -174,7 +180,7 @@ def _inference(span: dict[str, Any]) -> _Inference | None:
         return None
     inputs, outputs = [], []
     for event in legacy:
-        payload = _attrs(event.get("body")) or _attrs(event.get("attributes"))
+        payload = _event_payload(event)
         if event.get("name") == "gen_ai.choice":
             body = _json(payload.get("message"))
             outputs.append(_legacy_message("assistant", body if isinstance(body, dict) else {}))
@@ -183,12 +189,27 @@ def _inference(span: dict[str, Any]) -> _Inference | None:
     return _Inference(inputs, outputs, None, model, at)
 
 
+def _event_payload(event: dict[str, Any]) -> dict[str, Any]:
+    """An older event's fields: its body or attributes, with a ``gen_ai.event.content`` JSON string read
+    into them (an object's fields; anything else is the content)."""
+    payload = dict(_attrs(event.get("body")) or _attrs(event.get("attributes")))
+    if EVENT_CONTENT in payload:
+        inner = _json(payload.pop(EVENT_CONTENT))
+        if isinstance(inner, dict):
+            payload.update(inner)
+        else:
+            payload["content"] = inner
+    return payload
+
+
 def _legacy_message(role: Role, payload: dict[str, Any]) -> dict[str, Any]:
     """An older per-message event as a current-convention message."""
     parts: list[dict[str, Any]] = []
     content = payload.get("content")
     if role == "tool":
-        parts.append({"type": "tool_call_response", "id": payload.get("id"), "response": content})
+        call_id = payload.get("id", payload.get("tool_call_id"))
+        parts.append({"type": "tool_call_response", "id": call_id,
+                      **({"response": content} if "content" in payload else {})})
     elif content not in (None, ""):
         parts.append({"type": "text", "content": flatten_content(content)})
     for tc in _list(payload.get("tool_calls")):
@@ -199,9 +220,9 @@ def _legacy_message(role: Role, payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _message(message: dict[str, Any]) -> NeutralMessage | None:
-    role = message.get("role") if isinstance(message, dict) else None
+    role = _ROLES.get(str(message.get("role"))) if isinstance(message, dict) else None
     parts = message.get("parts") if isinstance(message, dict) else None
-    if role not in ("system", "user", "assistant", "tool") or not isinstance(parts, list):
+    if role is None or not isinstance(parts, list):
         return None
     out = NeutralMessage(role)
     texts: list[str] = []
@@ -214,7 +235,8 @@ def _message(message: dict[str, Any]) -> NeutralMessage | None:
             out.tool_calls.append(NeutralToolCall(opt_str(part.get("id")), str(part.get("name") or "tool"),
                                                   parse_arguments(arguments)))
         elif kind.endswith("tool_call_response"):
-            text, mcp_error = flatten_result(_pick(part, "response", "result", kind))
+            given = any(k in part for k in ("response", "result", kind))  # absent: content not captured
+            text, mcp_error = return_text(_pick(part, "response", "result", kind)) if given else ("", False)
             out.tool_results.append(NeutralToolResult(opt_str(part.get("id")), text,
                                                       "failed" if mcp_error else "success"))
         elif kind in _MEDIA_PARTS:

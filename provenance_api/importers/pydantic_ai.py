@@ -8,6 +8,8 @@ part kinds this reader does not know are skipped, not rejected.
 Failure marks: a ``tool-return`` whose ``outcome`` is not ``success`` (missing means success), and a
 ``retry-prompt`` naming a tool (the call was rejected). Structured output: a ``tool-call`` named
 ``final_result`` (or ``final_result_<Type>``) is the response, not a tool, and its return is dropped.
+A ``null`` tool return is the return ``null``. The user part pydantic-ai sends after a tool returned a
+file (``["This is file <id>:", <file>]``, the return saying ``See file <id>``) is the tool's, not a query.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from .common import (
     NeutralMessage,
     NeutralToolCall,
     NeutralToolResult,
+    is_file_follow_up,
     opt_str,
     parse_arguments,
     parse_time,
@@ -28,7 +31,7 @@ from .common import (
     split_turns,
     unwrap,
 )
-from .mcp import flatten_result, message_content
+from .mcp import message_content, return_text
 
 FORMAT = "pydantic_ai"
 _CALL_KINDS = frozenset({"tool-call", "builtin-tool-call"})
@@ -76,12 +79,14 @@ def _request(parts: list[dict[str, Any]], message: dict[str, Any], final_ids: se
         kind = part.get("part_kind")
         if kind == "system-prompt" and isinstance(part.get("content"), str):
             out.append(NeutralMessage("system", part["content"]))
+        elif kind == "user-prompt" and _is_file_follow_up(part.get("content")):
+            continue  # a tool's file, sent on after its return ("See file …"): the tool's, not a query
         elif kind == "user-prompt":
             text, media = _user_content(part.get("content"))
             texts.append(text)
             attachments.extend(media)
         elif kind == "tool-return" and part.get("tool_call_id") not in final_ids:
-            text, mcp_error = flatten_result(part.get("content"))
+            text, mcp_error = return_text(part.get("content"))
             outcome = str(part.get("outcome") or "success")
             results.append(NeutralToolResult(opt_str(part.get("tool_call_id")), text,
                                              "failed" if mcp_error and outcome == "success" else outcome,
@@ -123,7 +128,7 @@ def _response(parts: list[dict[str, Any]], message: dict[str, Any], final_ids: s
             call_id = opt_str(part.get("tool_call_id"))
             calls.append(NeutralToolCall(call_id, name, parse_arguments(part.get("args"))))
         elif kind in _RETURN_KINDS:
-            text, mcp_error = flatten_result(part.get("content"))
+            text, mcp_error = return_text(part.get("content"))
             outcome = str(part.get("outcome") or "success")
             results.append(NeutralToolResult(opt_str(part.get("tool_call_id")), text,
                                              "failed" if mcp_error and outcome == "success" else outcome,
@@ -131,6 +136,11 @@ def _response(parts: list[dict[str, Any]], message: dict[str, Any], final_ids: s
     return NeutralMessage("assistant", "\n\n".join(t for t in texts if t.strip()), calls, results,
                           model=opt_str(message.get("model_name")),
                           created_at=parse_time(message.get("timestamp")), final=final)
+
+
+def _is_file_follow_up(content: Any) -> bool:
+    """The user part pydantic-ai adds after a tool returned a file: ``["This is file <id>:", <file>, …]``."""
+    return isinstance(content, list) and is_file_follow_up(*_user_content(content))
 
 
 def _user_content(content: Any) -> tuple[str, list[str]]:
