@@ -30,15 +30,16 @@ from . import problems
 from .auth import announce_admin_key, ensure_admin_key
 from .db import search_index
 from .db.session import Database
+from .db_limits import DatabaseLimiter
 from .deps import Services
 from .errors import InvalidInput
 from .job_queue import ArqJobRunner, RedisProgressHub, redis_client, reservation_ttl
 from .jobs import InProcessJobRunner, JobRunner, LLMFactory, ProgressHub, ScorerFactory, recover_interrupted
-from .limits import BodyLimitMiddleware, InProcessLimiter, Limiter
+from .limits import BodyLimitMiddleware, Limiter
 from .llm_cache import CachingLLM, JudgementCache, RedisJudgementCache, SqliteJudgementCache
 from .observability import Metrics, RequestContextMiddleware, log_fields
 from .redis_limits import RedisLimiter
-from .routes import health, imports, probes, quotes, traces, turns, ui
+from .routes import health, imports, probes, quotes, sources, traces, turns, ui
 from .settings import Settings
 
 log = logging.getLogger("provenance_api.app")
@@ -104,6 +105,7 @@ def build_services(settings: Settings, llm_factory: LLMFactory | None = None, *,
     Redis-backed limiter, cache, job queue and progress when ``PROVENANCE_REDIS_URL`` is set."""
     params = settings.base_params
     redis = redis_client(settings.redis_url) if settings.redis_url else None
+    db = Database(settings.effective_database_url)
     limiter: Limiter
     runner: JobRunner
     hub: ProgressHub
@@ -111,13 +113,13 @@ def build_services(settings: Settings, llm_factory: LLMFactory | None = None, *,
         limiter = RedisLimiter(redis, params.rate_max_calls, params.rate_window_seconds, prefix=settings.redis_prefix)
         runner = ArqJobRunner(settings.redis_url or "", settings.redis_prefix, reservation_ttl(settings))
         hub = RedisProgressHub(redis, settings.redis_prefix)
-    else:
-        limiter = InProcessLimiter(params.rate_max_calls, params.rate_window_seconds)
+    else:  # in the database, so a restart remembers what was spent in the window
+        limiter = DatabaseLimiter(db, params.rate_max_calls, params.rate_window_seconds)
         runner = InProcessJobRunner(settings.worker_max_jobs if worker else settings.max_running_traces)
         hub = ProgressHub()
     return Services(
         settings=settings,
-        db=Database(settings.effective_database_url),
+        db=db,
         limiter=limiter,
         runner=runner,
         hub=hub,
@@ -192,7 +194,7 @@ def create_app(settings: Settings | None = None, llm_factory: LLMFactory | None 
     )
     app.state.services = services
     problems.install(app)
-    for module in (turns, quotes, traces, probes, health, imports):
+    for module in (turns, quotes, traces, probes, health, imports, sources):
         app.include_router(module.router)
     ui.install(app)  # the viewer at / (and its session cookie accepted by the API)
     # Outermost last: request id and access log → body limit → guard for unexpected errors → routes.

@@ -88,6 +88,11 @@ class Settings(BaseSettings):
     worker_lease_seconds: float = Field(
         30.0, gt=0, le=3600, description="A running job whose worker has not renewed its lease this long is dead."
     )
+    history_sources: dict[str, dict[str, str]] = Field(
+        default_factory=dict,
+        description="History stores the API may import from, as JSON: name → {\"url\", \"format\"} (format: "
+        "openai-agents-session, langgraph-sqlite or langgraph-postgres); POST /v1/imports/sources/{name}.",
+    )
 
     @cached_property
     def base_params(self) -> Params:

@@ -1,7 +1,8 @@
-"""One suite for every ``Limiter``: the in-process window and the Redis one must behave the same.
+"""One suite for every ``Limiter``: the in-process window, the Redis one and the database one (the embedded
+mode's, on SQLite and on a real Postgres) must behave the same.
 
-Each test runs against ``InProcessLimiter`` and ``RedisLimiter`` (on a real Redis server) with the
-same controllable clock, and asserts exact numbers: what is granted, what is refused, the
+Each test runs against ``InProcessLimiter``, ``RedisLimiter`` (on a real Redis server) and ``DatabaseLimiter``
+with the same controllable clock, and asserts exact numbers: what is granted, what is refused, the
 Retry-After of a refusal, and what settling gives back.
 """
 
@@ -10,11 +11,15 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Protocol
 
 import pytest
 from redis.asyncio import Redis
+from support.services import create_database
 
+from provenance_api.db.session import Database
+from provenance_api.db_limits import DatabaseLimiter
 from provenance_api.errors import RateLimited
 from provenance_api.limits import InProcessLimiter, Limiter
 from provenance_api.redis_limits import RedisLimiter
@@ -32,8 +37,24 @@ class MakeLimiter(Protocol):
     def __call__(self, max_calls: int, window: int, clock: Callable[[], float] | None = ...) -> Limiter: ...
 
 
-@pytest.fixture(params=["memory", "redis"])
-async def make(request: pytest.FixtureRequest) -> AsyncIterator[MakeLimiter]:
+@pytest.fixture(params=["memory", "redis", "sqlite", "postgres"])
+async def make(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MakeLimiter]:
+    if request.param in ("sqlite", "postgres"):
+        url = (f"sqlite+aiosqlite:///{tmp_path / 'budget.db'}" if request.param == "sqlite"
+               else await asyncio.to_thread(create_database, request.getfixturevalue("postgres_url")))
+        db = Database(url)
+        await db.migrate()
+
+        def database(max_calls: int, window: int, clock: Callable[[], float] | None = None) -> Limiter:
+            if clock is None:
+                return DatabaseLimiter(db, max_calls, window)
+            return DatabaseLimiter(db, max_calls, window, clock=clock)
+
+        try:
+            yield database
+        finally:
+            await db.dispose()
+        return
     if request.param == "memory":
 
         def memory(max_calls: int, window: int, clock: Callable[[], float] | None = None) -> Limiter:

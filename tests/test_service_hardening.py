@@ -13,7 +13,10 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import sqlite3
 import stat
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +24,7 @@ import httpx
 import pytest
 from support.api_server import ApiServer, scripted_factory, small_turn
 
+from estimator.llm import LLMRequest, LLMResponse
 from provenance_api.cli_service import _bind
 from provenance_api.observability import method_label
 from provenance_api.settings import Settings
@@ -163,3 +167,90 @@ def test_turn_nested_200_levels_deep_is_refused_with_its_path_and_the_tenant_kee
         ok["response_payload"]["tool_calls"][0]["arguments"] = at_limit
         assert client.post("/v1/turns", json=ok).status_code == 201
         assert client.get("/v1/turns/deep-but-allowed/segments").status_code == 200
+
+
+def test_quotes_are_purged_after_their_ttl_instead_of_keeping_the_claim_forever(tmp_path: Path) -> None:
+    """The finding: quotes kept the full claim forever (20 quotes of a 1 MB sentence: +15 MiB)."""
+    big = "Order A-1 shipped on 2025-03-03 with DHL. " + "x" * 200_000 + "."
+    with ApiServer(tmp_path, llm_factory=scripted_factory(), quote_ttl_seconds=1, warm_up=False,
+                   max_body_bytes=2_000_000) as srv, srv.client(srv.admin_key) as api:
+        assert api.post("/v1/turns", json=small_turn()).status_code in (200, 201)
+        used = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": "r0"}).json()["quote_id"]
+        started = api.post("/v1/traces", json={"quote_id": used})
+        assert started.status_code == 202, started.text
+        assert api.get(started.headers["location"], params={"wait": "true"}).json()["status"] == "succeeded"
+        for _ in range(3):
+            assert api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": big}).status_code in (201, 422)
+        time.sleep(2.2)  # past expiry plus one more TTL
+        assert api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": "r0"}).status_code == 201
+        with sqlite3.connect(tmp_path / "provenance.db") as db:
+            rows = db.execute("SELECT id, length(sentence) + length(claim), used_by FROM quotes").fetchall()
+        assert len(rows) == 2  # the new quote, and the used one (emptied); the unused expired ones are gone
+        emptied = next(r for r in rows if r[0] == used)
+        assert emptied[1] == 0 and emptied[2] is not None
+        trace = api.get(started.headers["location"]).json()
+        assert trace["status"] == "succeeded"  # the job and its result outlive the quote
+
+
+def test_budget_spent_before_a_restart_is_remembered_after_it(tmp_path: Path) -> None:
+    """The finding: after a restart the in-memory budget started from zero, so spend before a crash was
+    forgotten. The embedded limiter now keeps the window in the database."""
+    params = {"rate_max_calls": 100, "rate_window_seconds": 3600}
+
+    def start_trace(srv: ApiServer, client: httpx.Client) -> tuple[int, str]:
+        quoted = client.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": "r0"})
+        assert quoted.status_code == 201, quoted.text
+        started = client.post("/v1/traces", json={"quote_id": quoted.json()["quote_id"]})
+        assert started.status_code == 202, started.text
+        return int(started.headers["x-ratelimit-remaining"]), started.headers["location"]
+
+    with ApiServer(tmp_path, llm_factory=scripted_factory(), params=params, warm_up=False) as srv, \
+            srv.client(srv.admin_key) as client:
+        assert client.post("/v1/turns", json=small_turn()).status_code == 201
+        remaining, location = start_trace(srv, client)
+        planned = 100 - remaining
+        done = client.get(location, params={"wait": "true"}).json()
+        assert done["status"] == "succeeded"
+        made = done["calls"]["made"]
+        assert done["calls"]["planned"] == planned and 0 < made < planned
+
+    with ApiServer(tmp_path, llm_factory=scripted_factory(), params=params, warm_up=False) as srv, \
+            srv.client(srv.admin_key) as client:
+        remaining, _ = start_trace(srv, client)
+        assert remaining == 100 - made - planned  # the first trace's calls still count after the restart
+
+
+def test_made_is_persisted_before_the_provider_answers(tmp_path: Path) -> None:
+    """The finding: ``made`` was written only after a provider call returned, so a crash while calls were in
+    flight lost calls the provider may bill. Now the ledger announces each call before it leaves and the job
+    row holds it: with every provider call held open, the stored trace already counts them."""
+    release = threading.Event()
+
+    class HeldOpen:
+        model = "openai/fake-judge"
+
+        async def complete(self, request: LLMRequest) -> LLMResponse:
+            while not release.is_set():
+                await asyncio.sleep(0.02)
+            return LLMResponse(text="5", model=self.model)
+
+    params = {"concurrency": 3}
+    with ApiServer(tmp_path, llm_factory=lambda model, base: HeldOpen(), params=params, warm_up=False) as srv, \
+            srv.client(srv.admin_key) as client:
+        assert client.post("/v1/turns", json=small_turn()).status_code == 201
+        quoted = client.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": "r0"}).json()
+        started = client.post("/v1/traces", json={"quote_id": quoted["quote_id"]})
+        assert started.status_code == 202
+        try:
+            seen = 0
+            for _ in range(200):
+                seen = client.get(started.headers["location"]).json()["calls"]["made"]
+                if seen >= 3:
+                    break
+                time.sleep(0.05)
+            assert seen == 3  # three calls in flight (the concurrency cap), none answered yet
+        finally:
+            release.set()
+        done = client.get(started.headers["location"], params={"wait": "true"}).json()
+        assert done["status"] in ("succeeded", "failed")
+        assert done["calls"]["made"] >= 3

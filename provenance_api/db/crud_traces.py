@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 
 from ..api_errors import Gone
 from ..errors import Conflict, NotFound
@@ -91,7 +91,22 @@ class NewQuote:
     refused: str | None
 
 
+async def purge_expired_quotes(db: Database, ttl_seconds: int) -> None:
+    """Quotes are not kept past their use: one that expired more than a TTL ago is deleted when nobody used
+    it, and emptied of its sentence and claim when a job used it (the job keeps the claim it traced). The
+    extra TTL keeps a just-expired quote readable, so starting a trace with it says 'expired', not 'unknown'."""
+    cutoff = utcnow() - timedelta(seconds=ttl_seconds)
+    async with db.transaction() as session:
+        await session.execute(delete(QuoteRow).where(QuoteRow.expires_at < cutoff, QuoteRow.used_by.is_(None)))
+        await session.execute(
+            update(QuoteRow)
+            .where(QuoteRow.expires_at < cutoff, QuoteRow.used_by.is_not(None), QuoteRow.claim != "")
+            .values(sentence="", claim="")
+        )
+
+
 async def create_quote(db: Database, new: NewQuote, ttl_seconds: int) -> QuoteRecord:
+    await purge_expired_quotes(db, ttl_seconds)
     now = utcnow()
     row = QuoteRow(
         id=new_id("q"),

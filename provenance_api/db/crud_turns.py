@@ -190,6 +190,14 @@ async def search_turns(db: Database, tenant: str, query: str, *, limit: int,
     return await list_turns(db, tenant, limit=limit, after=after, seqs=seqs) if seqs else []
 
 
+async def find_turns(db: Database, tenant: str, query: str, *, limit: int, after: int | None) -> list[TurnSummary]:
+    """A page of the tenant's turns: those matching ``query`` (from the search index) when it is not blank,
+    else all of them, in storage order."""
+    if query.strip():
+        return await search_turns(db, tenant, query, limit=limit, after=after)
+    return await list_turns(db, tenant, limit=limit, after=after)
+
+
 async def cursor_position(db: Database, tenant: str, cursor: str | None) -> int | None:
     """The storage position a cursor stands for within ``tenant``; InvalidInput for a cursor that is not one
     of this tenant's (or whose turn is gone)."""

@@ -195,3 +195,28 @@ def _no_update(mapper: Mapper[Any], connection: Any, target: TraceResultRow) -> 
 @event.listens_for(TraceResultRow, "before_delete")
 def _no_delete(mapper: Mapper[Any], connection: Any, target: TraceResultRow) -> None:
     raise AppendOnlyViolation("trace results are append-only: a stored result is never removed")
+
+
+class ImportCursorRow(Base):
+    """How far one tenant has imported one history source (``provenance import URL``, configured sources):
+    the source's high-water mark (a row id or checkpoint id) when its last import finished."""
+
+    __tablename__ = "import_cursors"
+
+    tenant: Mapped[str] = mapped_column(String(128), primary_key=True)
+    source: Mapped[str] = mapped_column(String(512), primary_key=True)
+    position: Mapped[str] = mapped_column(String(128))
+    conversations: Mapped[int] = mapped_column(Integer, default=0)
+    updated_at: Mapped[datetime]
+
+
+class BudgetEntry(Base):
+    """A live reservation of the per-user call budget (``db_limits.DatabaseLimiter``)."""
+
+    __tablename__ = "budget_entries"
+    __table_args__ = (Index("ix_budget_entries_user_at", "user_key", "at"),)
+
+    id: Mapped[int] = mapped_column(SeqInt, primary_key=True, autoincrement=True)
+    user_key: Mapped[str] = mapped_column(String(260))
+    at: Mapped[float] = mapped_column(Float)
+    calls: Mapped[int] = mapped_column(Integer)

@@ -103,10 +103,7 @@ async def list_turns(
     ] = "",
 ) -> TurnList:
     after = await crud_turns.cursor_position(svc.db, caller.tenant, cursor)
-    if q.strip():
-        rows = await crud_turns.search_turns(svc.db, caller.tenant, q, limit=limit + 1, after=after)
-    else:
-        rows = await crud_turns.list_turns(svc.db, caller.tenant, limit=limit + 1, after=after)
+    rows = await crud_turns.find_turns(svc.db, caller.tenant, q, limit=limit + 1, after=after)
     page = rows[:limit]
     return TurnList(
         items=[

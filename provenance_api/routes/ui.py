@@ -279,10 +279,7 @@ async def ui_turns(
     from the search index. A turn that cannot be read or rendered is listed, flagged, never a 500."""
     params = svc.settings.base_params
     after = await crud_turns.cursor_position(svc.db, caller.tenant, cursor)
-    if q.strip():
-        rows = await crud_turns.search_turns(svc.db, caller.tenant, q, limit=limit + 1, after=after)
-    else:
-        rows = await crud_turns.list_turns(svc.db, caller.tenant, limit=limit + 1, after=after)
+    rows = await crud_turns.find_turns(svc.db, caller.tenant, q, limit=limit + 1, after=after)
     page = rows[:limit]
     items: list[dict[str, Any]] = []
     for row in page:
@@ -319,6 +316,7 @@ def _source_view(turn: StoredTurn, params: Params, source_id: str) -> dict[str, 
         "tokens": unit.evidence.tokens,
         "unversioned": unit.unversioned,
         "turns_ago": unit.turns_ago,
+        "header": unit.header,  # the call or role line shown above the text to the model; not numbered
         "lines": unit.lines,
     }
 
