@@ -25,7 +25,7 @@ import anyio
 from estimator.attribution import trace_claim
 from estimator.corpus import build_corpus
 from estimator.cost import quote_cost
-from estimator.fence import FENCE
+from estimator.fence import split_fenced
 from estimator.gating import gate_turn
 from estimator.llm import LLMRequest, LLMResponse, Usage
 from estimator.result import TraceResult
@@ -68,7 +68,7 @@ class CachingProvider:
         return 0 if best < MIN_CACHED else best // BLOCK * BLOCK
 
     def answer(self, request: LLMRequest) -> str:
-        data = "\n".join(request.messages[-1].content.split(FENCE)[1::2])
+        data = "\n".join(split_fenced(request.messages[-1].content)[0][1:])  # the claim's region comes first
         if request.purpose == "judge":
             return "9" if self.key in data else "2"
         if self.key in data:

@@ -26,7 +26,7 @@ import anyio
 
 from estimator.attribution import trace_claim
 from estimator.corpus import build_corpus
-from estimator.fence import FENCE
+from estimator.fence import split_fenced
 from estimator.llm import LLMRequest, ScriptedLLM
 from estimator.params import DEFAULT_PARAMS, Params
 from estimator.result import TraceResult
@@ -43,9 +43,9 @@ def script(request: LLMRequest) -> str:
     Span checks: the search return states the claim (a verifying quote); everything else is silent."""
     user = request.messages[-1].content
     if request.purpose == "judge":
-        shown = user.split(FENCE)[1::2]
+        shown = split_fenced(user)[0]
         return "9" if any(block.startswith("\n" + SEARCH_HEADER) for block in shown) else "1"
-    if user.split(FENCE)[1].startswith("\n" + SEARCH_HEADER):
+    if split_fenced(user)[0][-1].startswith("\n" + SEARCH_HEADER):  # the source's region comes last
         return json.dumps({"verdict": "supported", "confidence": 0.86, "reason": "states it",
                            "evidence_quote": '"layer_id": "MODIS_Combined_L3_IGBP_Land_Cover_Type_Annual"'})
     return json.dumps({"verdict": "silent", "evidence_quote": "", "confidence": 0.7, "reason": "-"})

@@ -188,6 +188,19 @@ def _tier_notes(tokens: int, params: Params) -> list[str]:
     return notes
 
 
+def cap_warnings(unit: Unit, tokens: int, params: Params) -> list[str]:
+    """The per-source token caps this unit exceeds, in plain words naming it (``tokens``: its shown size)."""
+    out: list[str] = []
+    if tokens > params.source_token_cap:
+        out.append(f"{unit.id} ({unit.label}) is {tokens:,} tokens, larger than the {params.source_token_cap:,}-token "
+                   "scoring window (SOURCE_TOKEN_CAP): the judge, probe and scorer see only its first part, so a "
+                   "claim grounded later in it reads as ungrounded.")
+    if tokens > params.support_token_cap:
+        out.append(f"{unit.id} ({unit.label}) is {tokens:,} tokens, cut to {params.support_token_cap:,} for the span "
+                   "check (SUPPORT_TOKEN_CAP): a span later in it cannot be quoted.")
+    return out
+
+
 def _history_messages(turn: StoredTurn) -> list[tuple[str, str, str | None]]:
     """Chronological (role, text, tool label) items of the conversation before the current query."""
     msgs = turn.request_payload.messages
@@ -300,6 +313,7 @@ def build_corpus(turn: StoredTurn, params: Params = DEFAULT_PARAMS,
 
     units: list[Unit] = []
     excluded: list[ExcludedCall] = []
+    warnings: list[str] = []
     for call in raw:
         label = label_for(call.name, call.args)
         if call.failed:
@@ -309,14 +323,16 @@ def build_corpus(turn: StoredTurn, params: Params = DEFAULT_PARAMS,
             reason = "empty return" if call.answered else "no return recorded"
             excluded.append(ExcludedCall(call.name, label, f"{reason} (a call with no result grounds nothing)"))
             continue
-        body = _header(call.name, call.args) + "\n" + call.text
-        tokens = tok.count(body)
+        header = _header(call.name, call.args)
+        shown = header + "\n" + call.text
+        tokens = tok.count(shown)
         units.append(Unit(
-            id=f"s{len(units)}", kind=classify_tool(call.name), tool=call.name, label=label, text=body,
-            ordinal=len(units), layer=Layer.TOOLS,
-            evidence=_evidence(f"tool:{call.name}", body, tokens,
-                               ["call header name(json(args)) folded into the text", *_tier_notes(tokens, params)]),
+            id=f"s{len(units)}", kind=classify_tool(call.name), tool=call.name, label=label, text=call.text,
+            ordinal=len(units), layer=Layer.TOOLS, header=header,
+            evidence=_evidence(f"tool:{call.name}", shown, tokens,
+                               ["call header name(json(args)) shown above the text", *_tier_notes(tokens, params)]),
         ))
+        warnings.extend(cap_warnings(units[-1], tokens, params))
 
     prompt, versioned = _system_prompt(turn)
     if prompt.strip():
@@ -329,29 +345,55 @@ def build_corpus(turn: StoredTurn, params: Params = DEFAULT_PARAMS,
             text=prompt, ordinal=len(units), layer=Layer.INSTRUCTIONS,
             evidence=_evidence("system_prompt", prompt, tokens, notes), unversioned=not versioned,
         ))
+        warnings.extend(cap_warnings(units[-1], tokens, params))
 
-    prior = _history_messages(turn)
-    prior = [] if params.history_max_messages == 0 else prior[-params.history_max_messages:]
-    for offset, (role, text, header) in enumerate(prior):
+    history, history_warnings = _history_units(turn, params, tok, first=len(units))
+    units.extend(history)
+    warnings.extend(history_warnings)
+    return Corpus(units=tuple(units), unscorable=tuple(turn.attachments), excluded=tuple(excluded), path=path,
+                  warnings=warnings)
+
+
+def _history_units(turn: StoredTurn, params: Params, tok: Tokenizer, first: int) -> tuple[list[Unit], list[str]]:
+    """The history layer (newest HISTORY_MAX_MESSAGES items, each cut to HISTORY_TOKENS_PER_MESSAGE) and a
+    warning for every cut and for the items the count cap leaves out."""
+    every = _history_messages(turn)
+    prior = [] if params.history_max_messages == 0 else every[-params.history_max_messages:]
+    units: list[Unit] = []
+    warnings: list[str] = []
+    for offset, (role, text, call) in enumerate(prior):
         turns_ago = len(prior) - offset
         role_label = _ROLE_LABELS.get(role, role)
         full = text.strip()
+        # A tool return keeps its leading lines, so its line numbers are the return's own.
+        content = text.rstrip() if call is not None else full
         tokens = tok.count(full)
-        body = full
         history_notes: list[str] = []
-        if tokens > params.history_tokens_per_message:
-            body = tok.truncate(full, params.history_tokens_per_message)
+        cut = tokens > params.history_tokens_per_message
+        if cut:
+            content = tok.truncate(content, params.history_tokens_per_message).rstrip()
             history_notes.append(f"truncated to {params.history_tokens_per_message} tokens (history budget)")
         label = f"{role_label} · {turns_ago} turn(s) ago"
-        if header is not None:
-            body = header + "\n" + body
-            history_notes.append("call header folded into the text")
-            label = f"{role_label} · {header.split('(', 1)[0]} · {turns_ago} turn(s) ago"
-        head = f"{role_label}, {turns_ago} turn(s) ago"
-        units.append(Unit(
-            id=f"s{len(units)}", kind="history", tool=role, label=label, text=f"[{head}]\n{body}",
-            ordinal=len(units), layer=Layer.HISTORY,
+        header = f"[{role_label}, {turns_ago} turn(s) ago]"
+        if call is not None:
+            header = header + "\n" + call
+            history_notes.append("call header shown above the text")
+            label = f"{role_label} · {call.split('(', 1)[0]} · {turns_ago} turn(s) ago"
+        unit = Unit(
+            id=f"s{first + len(units)}", kind="history", tool=role, label=label, text=content,
+            ordinal=first + len(units), layer=Layer.HISTORY, header=header,
             evidence=_evidence(f"role:{role}", full, tokens, history_notes), turns_ago=turns_ago,
-        ))
-
-    return Corpus(units=tuple(units), unscorable=tuple(turn.attachments), excluded=tuple(excluded), path=path)
+        )
+        units.append(unit)
+        if cut:
+            warnings.append(f"{unit.id} ({label}) is a {tokens:,}-token message cut to its first "
+                            f"{params.history_tokens_per_message:,} tokens (HISTORY_TOKENS_PER_MESSAGE): the rest "
+                            "was shown to no tier, so a claim grounded past the cut reads as ungrounded.")
+        warnings.extend(cap_warnings(unit, tok.count(unit.shown), params))
+    dropped = len(every) - len(prior)
+    if dropped:
+        kept = f"the newest {len(prior)} are kept as {units[0].id}–{units[-1].id}" if units else "none is kept"
+        warnings.append(f"history: {len(every)} earlier messages, capped to {len(prior)} "
+                        f"(HISTORY_MAX_MESSAGES = {params.history_max_messages}): {kept}; the {dropped} oldest are "
+                        "in no source, so a claim grounded only there reads as ungrounded.")
+    return units, warnings

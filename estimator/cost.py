@@ -7,7 +7,7 @@ calls a trace makes can never exceed what the gate quoted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from .params import DEFAULT_PARAMS, Params
@@ -31,6 +31,10 @@ class CallPlan:
     candidates: int
     span_targets: int
     probe_samples: int = 0
+    redundancy: int = 0
+    """Redundancy resolution, worst case: keep each candidate alone once (0 when not planned)."""
+    redundancy_note: str | None = None
+    """Why redundancy resolution is not planned, when it is not."""
 
     @property
     def round1(self) -> int:
@@ -49,19 +53,39 @@ class CallPlan:
         return 2 * self.probe_samples
 
     @property
+    def ablation(self) -> int:
+        """Calls of the scalar (judge or scorer): rounds 1 and 2 and redundancy resolution."""
+        return self.round1 + self.round2 + self.redundancy
+
+    @property
     def total(self) -> int:
-        return self.round1 + self.round2 + self.spans + self.probe
+        return self.ablation + self.spans + self.probe
 
 
 def plan_calls(corpus: Corpus, params: Params = DEFAULT_PARAMS, *, probe: bool = False,
                trace: bool = True) -> CallPlan:
-    """(|L|+2) + (d'+2) + 2d'' (+ 2k with the probe), at the worst case d' = d'' = min(d, MAX_SOURCES).
-    ``trace=False`` plans the probe alone (2k calls): a probe run on its own, after a trace."""
+    """(|L|+2) + (d'+2) + d' + 2d'' (+ 2k with the probe), at the worst case d' = d'' = min(d, MAX_SOURCES).
+
+    The d' term is redundancy resolution: where a layer grounds the claim but no single source does,
+    each candidate is kept alone once. Across layers (the *redundant* verdict) round 2 does not run,
+    and keeping each layer, then each of its sources, alone (|L| + d' calls) fits in round 2's share.
+    When the whole d' term would pass MAX_CALLS on a trace that fits without it, only what fits is
+    planned (and the quote says so) rather than refusing the trace. ``trace=False`` plans the probe
+    alone."""
     if not trace:
         return CallPlan(layers=0, candidates=0, span_targets=0, probe_samples=params.causal_samples)
     d = min(len(corpus.units), params.max_sources)
-    return CallPlan(layers=len(corpus.layers_present()), candidates=d, span_targets=d,
+    base = CallPlan(layers=len(corpus.layers_present()), candidates=d, span_targets=d,
                     probe_samples=params.causal_samples if probe else 0)
+    if d < 2:
+        return base
+    room = min(d, params.max_calls - base.total)
+    if room >= d or base.total > params.max_calls:
+        return replace(base, redundancy=d)  # all of it (or refused anyway: the quote names the full need)
+    return replace(base, redundancy=max(room, 0), redundancy_note=(
+        f"Redundancy resolution is planned for {max(room, 0)} of {d} sources: all of it could need "
+        f"{base.total + d} calls, over MAX_CALLS={params.max_calls}. Where several sources of one layer each "
+        "carry the claim, their drops read zero and only that many are kept alone to find which carry it."))
 
 
 @dataclass(frozen=True)
@@ -86,8 +110,8 @@ class CostQuote:
             "model": self.model,
             "sources": self.sources,
             "planned_calls": self.planned_calls,
-            "calls": {"round1": self.plan.round1, "round2": self.plan.round2, "spans": self.plan.spans,
-                      "probe": self.plan.probe},
+            "calls": {"round1": self.plan.round1, "round2": self.plan.round2,
+                      "redundancy": self.plan.redundancy, "spans": self.plan.spans, "probe": self.plan.probe},
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "untruncated_corpus_tokens": self.untruncated_tokens,
@@ -115,12 +139,12 @@ def quote_cost(corpus: Corpus, claim: str, *, model: str, params: Params = DEFAU
     query_tokens = tok.count(query)
     untruncated = sum(u.evidence.tokens for u in corpus.units)
 
-    sizes = {u.id: tok.count(u.text) for u in corpus.units}
+    sizes = {u.id: tok.count(u.shown) for u in corpus.units}
     ablation_corpus = sum(min(n, params.source_token_cap) for n in sizes.values())
     support_each = sorted((min(n, params.support_token_cap) for n in sizes.values()), reverse=True)
     support_corpus = sum(support_each[: plan.span_targets])
 
-    judge_calls = plan.round1 + plan.round2
+    judge_calls = plan.ablation
     input_tokens = judge_calls * (ablation_corpus + claim_tokens + query_tokens + PROMPT_OVERHEAD_TOKENS)
     # Span checks: each target once, plus the retry the plan allows for it.
     input_tokens += 2 * (support_corpus + plan.span_targets * (claim_tokens + PROMPT_OVERHEAD_TOKENS))
@@ -129,18 +153,9 @@ def quote_cost(corpus: Corpus, claim: str, *, model: str, params: Params = DEFAU
         input_tokens += plan.probe * (ablation_corpus + query_tokens + PROMPT_OVERHEAD_TOKENS)
         output_tokens += plan.probe * params.causal_max_output
 
-    warnings: list[str] = []
-    truncated: list[str] = []
-    for u in corpus.units:
-        if sizes[u.id] > params.source_token_cap:
-            truncated.append(u.id)
-            warnings.append(
-                f"{u.id} ({u.label}) is {sizes[u.id]:,} tokens, larger than the {params.source_token_cap}-token "
-                "scoring window: only the first part is scored. A claim grounded later in it will read as "
-                "ungrounded.")
-            if sizes[u.id] > params.support_token_cap:
-                warnings.append(
-                    f"{u.id} ({u.label}) is also cut to {params.support_token_cap} tokens for the span check.")
+    warnings: list[str] = [plan.redundancy_note] if plan.redundancy_note else []
+    truncated = [u.id for u in corpus.units if sizes[u.id] > params.source_token_cap]
+    warnings.extend(corpus.warnings)  # every cut and cap of the corpus, each naming its source
     if len(corpus.units) > params.max_sources:
         warnings.append(f"{len(corpus.units)} sources exceed MAX_SOURCES={params.max_sources}: "
                         f"{len(corpus.units) - params.max_sources} will be omitted from each round and named.")

@@ -172,7 +172,7 @@ class _Profile:
 
 
 def _profile(unit: Unit) -> _Profile:
-    lines = unit.text.split("\n")
+    lines = unit.header.split("\n")
     call, header = "", ""
     if unit.layer == Layer.TOOLS:
         call, header = unit.tool, lines[0]
@@ -364,7 +364,8 @@ class SourceEvidence:
     def grounds(self) -> bool:
         if self.verdict == "contradicted" and self.verified:
             return False
-        return (self.verdict == "supported" and self.verified) or self.role == "grounds"
+        # a redundant source carries the claim alone (any one of the redundant ones is enough)
+        return (self.verdict == "supported" and self.verified) or self.role in ("grounds", "redundant")
 
 
 def _get(item: Any, key: str) -> Any:

@@ -4,8 +4,10 @@
     high attribution    grounded in your data         agent misread the source    —
     ~zero attribution   model knew it, data agrees    model overrode your data    unverifiable model knowledge
 
-The last cell is a statement about the whole claim (every source silent, Γ < τ_Γ), so it is
-decided once per result by ``claim_diagnosis`` and then shown on each source too.
+The rows are decided by Γ (§6.5) and the drops, never by a source's round-2 role alone: a claim
+whose whole-context effect is real is never "model knew it". The last cell is a statement about the
+whole claim (every source silent, Γ < τ_Γ), so it is decided once per result by ``claim_diagnosis``
+and then shown on each source too.
 """
 
 from __future__ import annotations
@@ -33,24 +35,25 @@ _TABLE: dict[tuple[Attribution, SupportLabel], str | None] = {
 }
 
 
-def attribution_level(*, verdict: Verdict, role: Role | None, layer_contributes: bool) -> Attribution:
-    """Whether a source's attribution is high or ~zero.
+def attribution_level(*, verdict: Verdict, role: Role | None, layer_role: Role | None) -> Attribution | None:
+    """The attribution axis of §9 for one source, decided by Γ first (as the paper states), then by the
+    layer and source drops; None when the measurement cannot decide it (then nothing is said).
 
-    High: the source itself grounds the claim (round-2 role ``grounds``), or the whole-context effect
-    is real (Γ ≥ τ_Γ) and reaches the source — its layer contributes (a round-2 ``distractor`` or an
-    untested source of a contributing layer), or the claim is redundant, i.e. carried jointly by every
-    layer. ~Zero: internal knowledge, a source tested and found irrelevant, or one not tested because
-    its layer did not contribute.
+    ~Zero: Γ < τ_Γ (internal knowledge) — the claim survives the removal of the whole context, so no
+    source drove it, whatever its own drop. High: Γ ≥ τ_Γ and the effect reaches this source — its layer
+    contributes (|Δ_L| ≥ τ) or carries the claim alone (``redundant``), and the source itself was not
+    found irrelevant: it grounds the claim, carries it alone, distracts from it, or was not tested on
+    its own. Otherwise, with Γ ≥ τ_Γ, the context drove the claim but this source's part in it was not
+    established (its layer's removal changed nothing, or its own removal changed nothing and it does not
+    carry the claim alone): "model knew it" there would contradict Γ, and "grounded" would be a guess.
     """
-    if verdict in ("internal_knowledge", "no_information"):
+    if verdict == "internal_knowledge":
         return "zero"
-    if role == "grounds":
+    if verdict == "no_information":
+        return None
+    if layer_role in ("grounds", "distractor", "redundant") and role != "irrelevant":
         return "high"
-    if role == "irrelevant":
-        return "zero"
-    if verdict == "redundant" or layer_contributes:
-        return "high"
-    return "zero"
+    return None
 
 
 def diagnose(level: Attribution, support: SupportVerdict | None) -> str | None:

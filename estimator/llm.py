@@ -51,6 +51,7 @@ class LLMRequest:
     max_tokens: int | None = None
     json_schema: dict[str, Any] | None = None
     schema_name: str = "output"
+    top_logprobs: int | None = None  # ask for k alternatives (token text -> logprob) per output token
 
     @property
     def deterministic(self) -> bool:
@@ -63,10 +64,14 @@ class LLMRequest:
 
 @dataclass(frozen=True)
 class LLMResponse:
+    """One answer. ``top_logprobs`` holds, per output token position, the alternatives the provider
+    reported (token text -> log-probability); None when they were not asked for or not offered."""
+
     text: str
     usage: Usage = field(default_factory=Usage)
     model: str = ""
     cached: bool = False
+    top_logprobs: list[dict[str, float]] | None = None
 
 
 class LLMError(Exception):
@@ -93,8 +98,9 @@ Script = Callable[[LLMRequest], "str | LLMResponse | Awaitable[str | LLMResponse
 class ScriptedLLM:
     """A plain Python function behind the LLM protocol: the test double for a model's judgement.
 
-    The function receives each request and returns the answer text (or a full response);
-    raising ``LLMError`` simulates a failed call. Every request is recorded in ``calls``.
+    The function receives each request and returns the answer text (or a full response, e.g. one
+    carrying ``top_logprobs`` for a request that asked for them); raising ``LLMError`` simulates a
+    failed call. Every request is recorded in ``calls``.
     ``latency`` (seconds) is awaited before answering, so concurrency can be observed.
     """
 

@@ -24,8 +24,9 @@ import anyio
 from prompts import render, template
 
 from .anchors import anchors, cov, discriminative
-from .fence import data_only_rule, data_only_rule_version, fenced_block
+from .fence import Fence, data_only_rule_version
 from .judge import NO_QUERY, NO_SOURCES, CallLedger, cut_to_budget
+from .ledger import CallAbandoned
 from .llm import LLM, LLMError, LLMRequest, Message, Usage
 from .params import DEFAULT_PARAMS, Params
 from .tokens import ApproxTokenizer, Tokenizer
@@ -80,9 +81,12 @@ class ProbeResult:
 
 def build_regenerate_request(query: str, sources: list[tuple[str, str, str]], params: Params) -> LLMRequest:
     """One regeneration: the query and the present sources as fenced [id] label blocks — no response
-    prefix, no claim. Sampled (temperature None), capped at CAUSAL_MAX_OUTPUT tokens."""
-    blocks = [fenced_block(source_id, label, text) for source_id, label, text in sources]
-    prompt = render(PROMPT, data_only_rule=data_only_rule(), query=query.strip() or NO_QUERY,
+    prefix, no claim. Sampled (temperature None), capped at CAUSAL_MAX_OUTPUT tokens. The query travels
+    in a data region of its own, under one marker (derived from the query) for every regeneration."""
+    fenced = Fence.for_inputs(query)
+    blocks = [fenced.block(source_id, label, text) for source_id, label, text in sources]
+    prompt = render(PROMPT, data_only_rule=fenced.rule(),
+                    query=fenced.wrap(query.strip()) if query.strip() else NO_QUERY,
                     sources="\n\n".join(blocks) if blocks else NO_SOURCES).text
     return LLMRequest(messages=(Message("user", prompt),), purpose="probe", temperature=None,
                       max_tokens=params.causal_max_output)
@@ -104,7 +108,8 @@ def _verdict(baseline: int, without: int, k: int) -> tuple[ProbeVerdict, str | N
 
 
 async def probe_source(llm: LLM, claim: str, query: str, corpus: Corpus, target_id: str, *,
-                       params: Params = DEFAULT_PARAMS, tokenizer: Tokenizer | None = None) -> ProbeResult:
+                       params: Params = DEFAULT_PARAMS, tokenizer: Tokenizer | None = None,
+                       ledger: CallLedger | None = None) -> ProbeResult:
     """Algorithm 6: k regenerations with every source present and k without ``target_id``.
 
     Raises KeyError when ``target_id`` is not a source of ``corpus`` (before any call)."""
@@ -126,27 +131,26 @@ async def probe_source(llm: LLM, claim: str, query: str, corpus: Corpus, target_
         return result("inconclusive", f"claim carries only {len(found)} distinctive anchor(s)", None)
 
     ordered = sorted(corpus.units, key=lambda u: u.ordinal)
-    texts = [(u.id, u.label, cut_to_budget(u.text, params.source_token_cap, tok)[0]) for u in ordered]
+    texts = [(u.id, u.label, cut_to_budget(u.shown, params.source_token_cap, tok)[0]) for u in ordered]
     full = build_regenerate_request(query, texts, params)
     ablated = build_regenerate_request(query, [t for t in texts if t[0] != target_id], params)
     requests = [full] * k + [ablated] * k
 
-    # The ledger enforces the 2k ceiling and keeps the account; the limiter is held across the
-    # failure check so that a call waiting for a slot is never sent after another one failed.
-    ledger = CallLedger(planned=2 * k, concurrency=2 * k)
-    limiter = anyio.CapacityLimiter(params.concurrency)
+    # The ledger is the one meter: the 2k ceiling, the concurrency cap and the account. A call still
+    # waiting for a slot when another one has failed is abandoned unsent (the verdict is then
+    # inconclusive, so nothing more is worth spending).
+    ledger = ledger or CallLedger(planned=2 * k, concurrency=params.concurrency)  # the caller's meter, when given
     outcomes: list[bool | None] = [None] * len(requests)
     errors: list[str] = []
 
     async def run(index: int) -> None:
-        async with limiter:
-            if errors:
-                return  # a call already failed: the verdict is inconclusive, so spend nothing more
-            try:
-                response = await ledger.call(llm, requests[index])
-            except LLMError as exc:
-                errors.append(f"{exc}{' (billed)' if exc.billed else ''}")
-                return
+        try:
+            response = await ledger.call(llm, requests[index], wanted=lambda: not errors)
+        except CallAbandoned:
+            return
+        except LLMError as exc:
+            errors.append(f"{exc}{' (billed)' if exc.billed else ''}")
+            return
         outcomes[index] = present(found, response.text, params)
 
     async with anyio.create_task_group() as group:

@@ -14,10 +14,10 @@ from typing import Any, Literal
 from .llm import Usage
 from .units import Layer
 
-Role = Literal["grounds", "distractor", "irrelevant"]
+Role = Literal["grounds", "distractor", "irrelevant", "redundant"]
 Verdict = Literal["internal_knowledge", "redundant", "attributed", "no_information"]
 SupportLabel = Literal["supported", "contradicted", "silent"]
-Round = Literal["round1", "round2", "spans"]
+Round = Literal["round1", "round2", "redundancy", "spans", "probe"]
 
 VERDICT_TEXT: Mapping[str, str] = {
     "attributed": "attributed",
@@ -86,10 +86,13 @@ class LayerScore:
     role: Role
     s_without: float
     no_information: bool
+    alone: float | None = None
+    """The scalar with only this layer kept (measured when the claim is carried by several layers)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"layer": self.layer.value, "delta": json_number(self.delta), "role": self.role,
-                "s_without": json_number(self.s_without), "no_information": self.no_information}
+                "s_without": json_number(self.s_without), "no_information": self.no_information,
+                "alone": json_number(self.alone)}
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,8 @@ class SourceScore:
     diagnosis: str | None
     s_without: float | None = None
     no_information: bool = False
+    alone: float | None = None
+    """The scalar with only this source kept of its layer; None when that was not measured."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -120,6 +125,7 @@ class SourceScore:
             "no_information": self.no_information,
             "support": None if self.support is None else self.support.to_dict(),
             "diagnosis": self.diagnosis,
+            "alone": json_number(self.alone),
         }
 
 
@@ -127,10 +133,11 @@ class SourceScore:
 class CallAccount:
     """Model calls of one trace.
 
-    ``planned`` is the §7.9 worst case the cost gate quoted; ``made`` every call actually sent (failed
-    ones included); ``saved`` measurements answered from the per-trace memo instead of a call;
-    ``cached`` calls the provider reported as served from its cache; ``failed`` calls that raised,
-    ``failed_billed`` those of them the provider still billed."""
+    ``planned`` is the worst case the cost gate quoted; ``made`` every model call actually sent, scoring
+    calls included (failed ones included); ``saved`` measurements answered from the per-trace memo
+    instead of a call; ``cached`` answers served by a judgement cache (not calls, not in ``made``);
+    ``failed`` calls that raised, ``failed_billed`` those of them the provider still billed; ``refused``
+    calls the plan did not allow (never sent); ``billed`` calls the provider charged for."""
 
     planned: int
     made: int
@@ -138,11 +145,13 @@ class CallAccount:
     cached: int
     failed: int
     failed_billed: int = 0
+    refused: int = 0
+    billed: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return {"planned": self.planned, "made": self.made, "saved": self.saved, "cached": self.cached,
-                "failed": self.failed, "failed_billed": self.failed_billed,
-                "unspent": self.planned - self.made}
+                "failed": self.failed, "failed_billed": self.failed_billed, "refused": self.refused,
+                "billed": self.billed, "unspent": self.planned - self.made}
 
 
 @dataclass(frozen=True)
@@ -172,7 +181,10 @@ class TraceResult:
     claim: str = ""
     notes: tuple[str, ...] = field(default=())
     estimator: str = "judged"
-    """Which scalar produced the scores: "judged" (a forced-choice digit) or "logprob" (nats)."""
+    """Which scalar produced the scores: "judged" (a forced-choice digit), "expected" (the expected
+    digit from the judge's top log-probabilities) or "logprob" (nats)."""
+    redundancy: tuple[str, ...] = ()
+    """Redundancy resolution in plain words: which sources or layers carry the claim alone."""
 
     @property
     def internal_knowledge(self) -> bool:
@@ -210,6 +222,7 @@ class TraceResult:
             "omitted": list(self.omitted),
             "unscorable": list(self.unscorable),
             "round2_skipped_reason": self.round2_skipped_reason,
+            "redundancy": list(self.redundancy),
             "warnings": list(self.warnings),
             "calls": self.calls.to_dict(),
             "usage": {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens,

@@ -2,7 +2,7 @@
 scoring cost?
 
 A scoring call is prompt-only: the chat-templated context plus the claim, teacher-forced, no output.
-The plan is the same §7.9 ablation count as the judge's ((|L|+2) + (d'+2) at the worst case); the span
+The plan is the same ablation count as the judge's ((|L|+2) + (d'+2) + d' redundancy at the worst case); the span
 checks are chat calls as before (shared with a judged trace of the same claim under ``both``).
 """
 
@@ -18,7 +18,7 @@ from .units import Corpus
 
 __all__ = ["EstimatorChoice", "ScoringCapability", "ScoringQuote", "quote_scoring", "scoring_capability"]
 
-EstimatorChoice = Literal["judged", "logprob", "both"]
+EstimatorChoice = Literal["judged", "expected", "logprob", "both"]
 
 # Hosted chat APIs: log-probabilities only for generated tokens, no echo (seed §4).
 _CHAT_ONLY_PREFIXES = ("anthropic/", "claude", "gemini/", "vertex_ai/", "bedrock/", "azure/", "cohere/",
@@ -77,7 +77,7 @@ def quote_scoring(corpus: Corpus, claim: str, capability: ScoringCapability, *, 
     """Prompt-only scoring calls and their tokens for one logprob trace (worst case, like the judge's plan)."""
     tok = tokenizer or ApproxTokenizer()
     plan = plan_calls(corpus, params)
-    ablation_corpus = sum(min(tok.count(u.text), params.source_token_cap) for u in corpus.units)
+    ablation_corpus = sum(min(tok.count(u.shown), params.source_token_cap) for u in corpus.units)
     per_call = ablation_corpus + tok.count(claim) + tok.count(query) + PROMPT_OVERHEAD_TOKENS
-    calls = plan.round1 + plan.round2
+    calls = plan.ablation
     return ScoringQuote(capability, calls, plan.spans, calls * per_call if capability.can_score else 0)

@@ -1,9 +1,12 @@
 """Algorithm 5 — CheckSupport: one source, one claim, a verdict with a mechanically verified quote.
 
 The instructions unit gets the DIRECTIVE question (does an instruction direct this response?),
-every other source the EVIDENCE question (does it state or contradict the claim?). A quote is
-verified against the unit's FULL text; a supported/contradicted verdict whose quote does not
-verify gets exactly one retry, and is downgraded to silent if the retry does not verify either.
+every other source the EVIDENCE question (does it state or contradict the claim?). The model sees
+the unit's header above its content and the claim, each fenced; a quote is verified against the
+unit's FULL content only (never the header this project writes, so a label cannot come back as
+evidence), and its line numbers are the content's own. A supported/contradicted verdict whose
+quote does not verify gets exactly one retry, and is downgraded to silent if the retry does not
+verify either.
 A failed call or an unreadable answer is "no information", never a confident verdict.
 """
 
@@ -17,7 +20,7 @@ from typing import Any
 
 from prompts import render
 
-from .fence import data_only_rule, fence
+from .fence import Fence
 from .judge import CallBudgetExceeded, CallLedger, cut_to_budget
 from .llm import LLM, LLMError, LLMRequest, Message
 from .params import DEFAULT_PARAMS, Params
@@ -104,23 +107,26 @@ def parse_support_answer(text: str | None) -> SupportAnswer | None:
 
 def support_body(unit: Unit, *, params: Params = DEFAULT_PARAMS,
                  tokenizer: Tokenizer | None = None) -> tuple[str, bool]:
-    """The unit's text cut to SUPPORT_TOKEN_CAP (marked when cut), and whether it was cut."""
-    return cut_to_budget(unit.text, params.support_token_cap, tokenizer or ApproxTokenizer())
+    """What the span check shows of the unit (header and content) cut to SUPPORT_TOKEN_CAP (marked
+    when cut), and whether it was cut."""
+    return cut_to_budget(unit.shown, params.support_token_cap, tokenizer or ApproxTokenizer())
 
 
 def support_prompt(claim: str, unit: Unit, *, params: Params = DEFAULT_PARAMS,
                    tokenizer: Tokenizer | None = None, body: str | None = None) -> tuple[str, str, bool]:
     """(system, user, truncated): the instructions variant for the unit and
-    "CLAIM:\\n" + claim + "\\n\\n" + heading + ":\\n" + Fence(body). ``body``: a precomputed support_body."""
+    "CLAIM:\\n" + Fence(claim) + "\\n\\n" + heading + ":\\n" + Fence(body), one marker for every span
+    check of the claim. ``body``: a precomputed support_body."""
     directive = unit.layer == Layer.INSTRUCTIONS
     name = "support_directive" if directive else "support_evidence"
-    system = render(name, data_only_rule=data_only_rule().strip()).text.strip()
+    fenced = Fence.for_inputs(claim)
+    system = render(name, data_only_rule=fenced.rule().strip()).text.strip()
     if body is None:
         body, cut = support_body(unit, params=params, tokenizer=tokenizer)
     else:
-        cut = body != unit.text
+        cut = body != unit.shown
     heading = DIRECTIVE_HEADING if directive else EVIDENCE_HEADING
-    return system, "CLAIM:\n" + claim + "\n\n" + heading + ":\n" + fence(body), cut
+    return system, "CLAIM:\n" + fenced.wrap(claim) + "\n\n" + heading + ":\n" + fenced.wrap(body), cut
 
 
 def build_support_request(claim: str, unit: Unit, *, params: Params = DEFAULT_PARAMS,

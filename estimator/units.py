@@ -26,8 +26,9 @@ def sha256_hex(text: str) -> str:
 class Evidence:
     """An evidence record for one unit (in the spirit of an evidence envelope).
 
-    ``digest`` is the sha256 of the unit's full, untruncated text; ``tokens`` its
-    untruncated size; ``transformations`` every change made on the way to a prompt.
+    ``digest`` is the sha256 of the unit's full, untruncated text (a tool's with its call header above
+    it, as the model saw it); ``tokens`` its untruncated size; ``transformations`` every change made
+    on the way to a prompt.
     """
 
     digest: str
@@ -38,7 +39,13 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Unit:
-    """One source of the context: a tool call with its return, the system prompt, or a prior message."""
+    """One source of the context: a tool call with its return, the system prompt, or a prior message.
+
+    ``text`` is the source's own content and nothing else: the tool's return, the system prompt, the
+    message. Quotes verify against it and its line numbers are the content's own (line 1 is the
+    content's first line). ``header`` is the line(s) this project writes above the content in every
+    prompt — the call ``name(json(args))`` of a tool, ``[user said, 2 turn(s) ago]`` of a message —
+    shown to the model (``shown``) but never evidence: a quote of it does not verify."""
 
     id: str
     kind: str
@@ -50,10 +57,17 @@ class Unit:
     evidence: Evidence
     unversioned: bool = False
     turns_ago: int | None = None
+    header: str = ""
 
     @property
     def lines(self) -> list[str]:
+        """The content's lines; ``lines[n - 1]`` is line n of a quote's window."""
         return self.text.split("\n")
+
+    @property
+    def shown(self) -> str:
+        """What a prompt shows of this source: the header (if any) above the content."""
+        return self.header + "\n" + self.text if self.header else self.text
 
 
 @dataclass(frozen=True)
@@ -74,6 +88,9 @@ class Corpus:
     excluded: tuple[ExcludedCall, ...] = ()
     path: str = "none"
     notes: tuple[str, ...] = field(default=())
+    warnings: list[str] = field(default_factory=list, compare=False, hash=False)
+    """Every truncation and cap made while building the corpus, in plain words, each naming the source
+    id it concerns (a cut message, a source over a tier's token cap, history items dropped by the cap)."""
 
     def __len__(self) -> int:
         return len(self.units)

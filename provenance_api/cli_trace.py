@@ -1,9 +1,12 @@
 """``provenance trace``: cost gate, consent, then the metered tiers against a real model.
 
-``--estimator judged|logprob|both`` picks the scalar: the forced-choice judge (any chat model), the
+``--estimator judged|expected|logprob|both`` picks the scalar: the forced-choice judge (any chat model),
+its expected digit from the top log-probabilities of its answer (a judge that offers them), the
 log-probability of the claim (a scoring-capable model: ``--local-model``, or a self-hosted server's
-``/v1/completions`` with echo), or both with their agreement. ``--local-model FILE.gguf`` runs every call
-(judge, span checks, scoring) in this process: nothing leaves the machine.
+``/v1/completions`` with echo), or both (judged and logprob) with their agreement. The choice and the
+plan are ``estimator.trace``'s: this command prices, asks, and calls ``run_trace``.
+``--local-model FILE.gguf`` runs every call (judge, span checks, scoring) in this process: nothing
+leaves the machine.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from typing import Any
 
 import anyio
 
+from estimator.trace import ESTIMATORS
+
 from .errors import CostRefused, InvalidInput
 
 
@@ -26,9 +31,10 @@ def register(sub: Any) -> None:
     trace.add_argument("--model", help="litellm model string for the judge (default: the turn's own model)")
     trace.add_argument("--api-base", help="base URL of an OpenAI-compatible server (a local model, a proxy)")
     trace.add_argument("--api-key", help="API key for --api-base (default: the provider's usual variable)")
-    trace.add_argument("--estimator", choices=("judged", "logprob", "both"), default="judged",
-                       help="the scalar: a judged digit, log p(claim) from a scoring-capable model, or both "
-                            "with their agreement (default: judged)")
+    trace.add_argument("--estimator", choices=ESTIMATORS, default="judged",
+                       help="the scalar: a judged digit, the judge's expected digit (top log-probabilities), "
+                            "log p(claim) from a scoring-capable model, or both judged and logprob with their "
+                            "agreement (default: judged)")
     trace.add_argument("--local-model", metavar="FILE.gguf",
                        help="run judge, span checks and scoring on this local model in-process (offline)")
     trace.add_argument("--scorer-api-base",
@@ -85,13 +91,12 @@ def make_backends(args: argparse.Namespace, model: str, needs_scorer: bool) -> B
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from estimator.agreement import agreement
-    from estimator.attribution import trace_claim
-    from estimator.logprob import trace_logprob
     from estimator.result import ProgressEvent
     from estimator.scoring_cost import quote_scoring, scoring_capability
+    from estimator.trace import needs_scorer, planned_calls, run_trace
 
     from . import free_tier, render_text
+    from .capabilities import top_logprobs_capability
     from .turn_files import load_turn_file
 
     turn = load_turn_file(args.file)
@@ -99,24 +104,30 @@ def cmd_trace(args: argparse.Namespace) -> int:
     selection = free_tier.require_selection(turn, view, args.sentence)
     model = "local" if args.local_model else free_tier.resolve_model(turn, args.model)
     quote = free_tier.cost_quote(turn, view.corpus, selection.text, model=model)
-    needs_scorer = args.estimator != "judged"
+    scorer_needed = needs_scorer(args.estimator)
     capability = scoring_capability(model, local_model=bool(args.local_model),
                                     scorer_api_base=args.scorer_api_base, api_base=args.api_base)
     scoring = quote_scoring(view.corpus, selection.text, capability, query=turn.effective_query(),
                             tokenizer=free_tier.tokenizer())
+    expected = top_logprobs_capability(model, local_model=bool(args.local_model), api_base=args.api_base)
     sys.stderr.write(render_text.quote_text(quote))
     sys.stderr.write(f"Can score         {'yes' if capability.can_score else 'no'} ({capability.reason})\n")
     if capability.can_score:
         sys.stderr.write(f"Scoring calls     {scoring.scoring_calls} prompt-only (~{scoring.prompt_tokens:,} "
                          "input tokens, no output)\n")
+    sys.stderr.write(f"Expected digit    {'yes' if expected.offered else 'no'} ({expected.reason})\n")
     if quote.refused:
         raise CostRefused(quote.refused, field="sentence", fix="narrow the turn's corpus or raise the ceiling")
-    if needs_scorer and not capability.can_score:
+    if scorer_needed and not capability.can_score:
         raise InvalidInput(f"--estimator {args.estimator} needs a scoring-capable model: {capability.reason}",
                            field="--estimator",
                            fix="use --local-model FILE.gguf or --scorer-api-base URL, or --estimator judged")
-    planned = {"judged": quote.planned_calls, "logprob": scoring.scoring_calls + scoring.span_calls,
-               "both": quote.planned_calls + scoring.scoring_calls}[args.estimator]
+    if args.estimator == "expected" and not expected.offered:
+        raise InvalidInput(f"--estimator expected needs a judge that returns top log-probabilities: "
+                           f"{expected.reason}", field="--estimator",
+                           fix="use --estimator judged, or a judge that offers them (OpenAI or Azure chat "
+                               "completions, vLLM, a llama.cpp server, --local-model)")
+    planned = planned_calls(args.estimator, view.corpus)
     if not args.yes and not _confirm(f"Spend up to {planned} model calls? [y/N] "):
         raise InvalidInput("not confirmed: nothing was spent", field="--yes",
                            fix="answer y at the prompt, or pass --yes to accept the quoted cost")
@@ -125,48 +136,32 @@ def cmd_trace(args: argparse.Namespace) -> int:
         sys.stderr.write(f"\r[{event.round}] {event.calls_done}/{event.calls_planned} calls  {event.message[:60]:<60}")
         sys.stderr.flush()
 
-    backends = make_backends(args, model, needs_scorer)
-    tok = free_tier.tokenizer()
-    query = turn.effective_query()
-
-    async def run() -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if args.estimator in ("judged", "both"):
-            out["judged"] = await trace_claim(backends.llm, selection.text, query, view.corpus, tokenizer=tok,
-                                              on_progress=progress)
-        if args.estimator in ("logprob", "both"):
-            judged = out.get("judged")
-            supports = None if judged is None else {
-                s.source_id: s.support for s in judged.sources if s.support is not None}
-            out["logprob"] = await trace_logprob(backends.scorer, None if supports else backends.llm,
-                                                 selection.text, query, view.corpus, tokenizer=tok,
-                                                 on_progress=progress, supports=supports)
-        return out
-
+    backends = make_backends(args, model, scorer_needed)
     try:
-        results = anyio.run(run)
+        outcome = anyio.run(lambda: run_trace(args.estimator, selection.text, turn.effective_query(), view.corpus,
+                                              llm=backends.llm, scorer=backends.scorer,
+                                              tokenizer=free_tier.tokenizer(), on_progress=progress))
     finally:
         if backends.local is not None:
             backends.local.close()
     sys.stderr.write("\n")
-    if args.estimator == "both":
-        agree = agreement(results["judged"], results["logprob"])
+    if outcome.logprob is not None and outcome.agreement is not None:
+        agree = outcome.agreement
         if args.json:
-            doc = {"judged": results["judged"].to_dict(), "logprob": results["logprob"].to_dict(),
-                   "agreement": agree.to_dict()}
+            doc = {"judged": outcome.result.to_dict(), "logprob": outcome.logprob.to_dict(),
+                   "agreement": agree.to_dict(), "warnings": list(outcome.result.warnings)}
             sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
         else:
-            sys.stdout.write("== judged ==\n" + render_text.trace_text(view.corpus, results["judged"]))
-            sys.stdout.write("\n== logprob (nats) ==\n" + render_text.trace_text(view.corpus, results["logprob"]))
+            sys.stdout.write("== judged ==\n" + render_text.trace_text(view.corpus, outcome.result))
+            sys.stdout.write("\n== logprob (nats) ==\n" + render_text.trace_text(view.corpus, outcome.logprob))
             rho = "n/a" if agree.spearman is None else f"{agree.spearman:+.2f}"
             sys.stdout.write(f"\nAgreement: verdict {'same' if agree.same_verdict else 'differs'} · top layer "
                              f"{'same' if agree.same_top_layer else 'differs'} · top source "
                              f"{'same' if agree.same_top_source else 'differs'} · Spearman ρ of source drops "
                              f"{rho} over {len(agree.compared_sources)} source(s)\n")
         return 0
-    result = results[args.estimator]
     if args.json:
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(json.dumps(outcome.result.to_dict(), indent=2, ensure_ascii=False) + "\n")
     else:
-        sys.stdout.write(render_text.trace_text(view.corpus, result))
+        sys.stdout.write(render_text.trace_text(view.corpus, outcome.result))
     return 0

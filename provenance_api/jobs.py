@@ -1,13 +1,14 @@
 """Jobs: the runner protocol, the in-process runner, and one job's execution — a trace (with its
 declared-attribution audit) or a probe, chosen by the job's ``kind``.
 
-A trace runs as a job. Every model call goes through ``MeteredLLM``, which counts calls made
-and billed and writes them to the job's row *before* the estimator sees the answer — so a
-process killed mid-run leaves a record of exactly what was spent. Progress events (round, the
-latest message, partial layer scores) are kept live for the event stream and written with the
-next call. On startup, jobs left ``queued``/``running`` by a dead process become ``interrupted``
-with the calls they had billed. Only a finished trace writes a result; a failed or interrupted
-job never has one.
+A trace runs as a job. Every model call — judge, span check, scorer, probe — goes through the
+trace's one ``CallLedger`` (the estimator's meter: its only counter and concurrency cap), whose hook
+writes the counts to the job's row *before* the estimator sees the answer — so a process killed
+mid-run leaves a record of exactly what was spent, and the budget is settled from the same count.
+Progress events (round, the latest message, partial layer scores) are kept live for the event
+stream and written with the next call. On startup, jobs left ``queued``/``running`` by a dead
+process become ``interrupted`` with the calls they had billed. Only a finished trace writes a
+result; a failed or interrupted job never has one.
 
 ``JobRunner`` is the protocol; ``InProcessJobRunner`` runs jobs as tasks of the service's event
 loop, at most ``max_running`` at once (a distributed runner can stand behind the same protocol).
@@ -25,14 +26,15 @@ from typing import Any, Protocol
 
 import anyio
 
-from estimator.agreement import agreement
-from estimator.attribution import ProgressEvent, trace_claim
 from estimator.declared import audit_trace
-from estimator.llm import LLM, LLMError, LLMRequest, LLMResponse, Usage
-from estimator.logprob import trace_logprob
+from estimator.ledger import CallEvent, CallLedger
+from estimator.llm import LLM, Usage
 from estimator.params import Params
 from estimator.probe import probe_source
+from estimator.result import ProgressEvent
 from estimator.scorer import Scorer
+from estimator.scoring_cost import EstimatorChoice
+from estimator.trace import needs_scorer, run_trace
 from estimator.units import Corpus
 
 from . import free_tier
@@ -112,58 +114,21 @@ class ProgressHub:
 
 @dataclass
 class _Meter:
-    made: int = 0
-    answered: int = 0
-    billed: int = 0
-    cached: int = 0
-    last_error: str | None = None
+    """The job's ledger (once created) and its latest progress snapshot."""
+
+    ledger: CallLedger | None = None
     progress: Progress = field(default_factory=lambda: Progress(0, 0))
 
-
-class MeteredLLM:
-    """Wraps the judge: caps calls in flight, counts them, and persists the counts after each call."""
-
-    def __init__(
-        self, inner: LLM, *, concurrency: int, on_call: Callable[[], Awaitable[None]], metrics: Metrics
-    ) -> None:
-        self.inner = inner
-        self.meter = _Meter()
-        self._cap = anyio.CapacityLimiter(concurrency)
-        self._on_call = on_call
-        self._metrics = metrics
-
     @property
-    def model(self) -> str:
-        return self.inner.model
+    def made(self) -> int:
+        return self.ledger.made if self.ledger is not None else 0
 
     @property
     def billed(self) -> int:
-        counted = getattr(self.inner, "calls_billed", None)
-        return counted if isinstance(counted, int) else self.meter.billed
+        return self.ledger.billed if self.ledger is not None else 0
 
-    async def complete(self, request: LLMRequest) -> LLMResponse:
-        async with self._cap:
-            self.meter.made += 1
-            try:
-                response = await self.inner.complete(request)
-            except LLMError as exc:
-                self.meter.billed += 1 if exc.billed else 0
-                self.meter.last_error = redact(str(exc))[:300]
-                self._metrics.model_calls.labels("failed_billed" if exc.billed else "failed").inc()
-                await self._on_call()
-                raise
-            self.meter.answered += 1
-            if response.cached:  # answered by the judgement cache: not a model call, not billed
-                self.meter.made -= 1
-                self.meter.cached += 1
-                self._metrics.cache_hits.labels("judgement").inc()
-                await self._on_call()
-                return response
-            self.meter.billed += 1
-            self._metrics.model_calls.labels("answered").inc()
-            self._metrics.observe_usage(response.usage, cached=response.cached)
-            await self._on_call()
-            return response
+    def snapshot(self) -> Progress:
+        return replace(self.progress, calls_made=self.made, calls_billed=self.billed)
 
 
 @dataclass(frozen=True)
@@ -186,7 +151,7 @@ def _digest(text: str) -> str:
 async def run_trace_job(ctx: TraceContext, job_id: str, reservation: Reservation) -> None:
     """Run one queued trace job to a terminal state, then settle its call reservation."""
     trace_id_var.set(job_id)
-    held: list[MeteredLLM] = []
+    meter = _Meter()
     outcome = "failed"
     if not await crud_traces.mark_running(ctx.db, job_id):
         # not queued any more: another delivery runs it, or it already ended — its reservation is theirs
@@ -197,22 +162,22 @@ async def run_trace_job(ctx: TraceContext, job_id: str, reservation: Reservation
         log_fields(log, logging.INFO, "trace started", calls_reserved=reservation.calls)
         try:
             job = await crud_traces.get_job(ctx.db, None, job_id)
-            outcome = await _execute(ctx, job, held)
+            outcome = await _execute(ctx, job, meter)
         finally:
             ctx.metrics.traces_running.dec()
     except asyncio.CancelledError:
         outcome = "interrupted"
         with anyio.CancelScope(shield=True):
-            await _finish_unsuccessful(ctx, job_id, held, "interrupted", INTERRUPTED_ON_STOP)
+            await _finish_unsuccessful(ctx, job_id, meter, "interrupted", INTERRUPTED_ON_STOP)
         raise
     except Exception as exc:
         reason = exc.detail if isinstance(exc, ProvenanceError) else f"internal error ({type(exc).__name__})"
         log_fields(log, logging.ERROR, "trace job failed", error=type(exc).__name__)
         with anyio.CancelScope(shield=True):
-            await _finish_unsuccessful(ctx, job_id, held, "failed", reason)
+            await _finish_unsuccessful(ctx, job_id, meter, "failed", reason)
     finally:
         ctx.metrics.traces.labels(outcome).inc()
-        used = held[0].meter.made if held else 0
+        used = meter.made
         with anyio.CancelScope(shield=True):
             await ctx.limiter.settle(reservation, used)
         ctx.hub.publish(job_id, None)
@@ -226,66 +191,57 @@ async def run_trace_job(ctx: TraceContext, job_id: str, reservation: Reservation
         )
 
 
-async def _finish_unsuccessful(
-    ctx: TraceContext, job_id: str, held: list[MeteredLLM], status: Any, reason: str
-) -> None:
-    progress = (
-        Progress(0, 0)
-        if not held
-        else replace(held[0].meter.progress, calls_made=held[0].meter.made, calls_billed=held[0].billed)
-    )
-    await crud_traces.finish_unsuccessful(ctx.db, job_id, status, reason, progress)
+async def _finish_unsuccessful(ctx: TraceContext, job_id: str, meter: _Meter, status: Any, reason: str) -> None:
+    await crud_traces.finish_unsuccessful(ctx.db, job_id, status, reason, meter.snapshot())
 
 
-async def _execute(ctx: TraceContext, job: JobRecord, held: list[MeteredLLM]) -> str:
+async def _execute(ctx: TraceContext, job: JobRecord, meter: _Meter) -> str:
     record = await crud_turns.get_turn(ctx.db, job.tenant, job.turn_id)
     params = Params.model_validate(job.params)
     corpus = await anyio.to_thread.run_sync(free_tier.corpus_for, record.turn, params)
     query = record.turn.effective_query()
     write_lock = anyio.Lock()
 
-    async def persist() -> None:
-        meter = metered.meter
-        meter.progress = replace(meter.progress, calls_made=meter.made, calls_billed=metered.billed)
+    async def on_call(ledger: CallLedger, event: CallEvent) -> None:
+        """The ledger's hook: metrics, then the counts persisted before the estimator sees the answer."""
+        if event.outcome == "cached":  # answered by the judgement cache: not a model call, not billed
+            ctx.metrics.cache_hits.labels("judgement").inc()
+        elif event.outcome in ("failed", "failed_billed", "answered"):
+            ctx.metrics.model_calls.labels(event.outcome).inc()
+        if event.outcome == "answered":
+            ctx.metrics.observe_usage(event.usage, cached=False)
+        meter.progress = meter.snapshot()
         ctx.hub.publish(job.id, meter.progress)
         async with write_lock:
             await crud_traces.record_progress(ctx.db, job.id, meter.progress)
 
-    metered = MeteredLLM(
-        ctx.llm_factory(job.model, ctx.api_base),
-        concurrency=params.concurrency,
-        on_call=persist,
-        metrics=ctx.metrics,
-    )
-    held.append(metered)
+    ledger = CallLedger(planned=job.calls_planned, concurrency=params.concurrency, on_call=on_call)
+    meter.ledger = ledger
 
     def on_progress(event: ProgressEvent) -> None:
-        meter = metered.meter
-        meter.progress = Progress(
-            calls_made=meter.made,
-            calls_billed=metered.billed,
-            round=event.round,
-            message=event.message,
-            layer_scores=dict(event.layer_scores),
-        )
+        meter.progress = Progress(calls_made=ledger.made, calls_billed=ledger.billed, round=event.round,
+                                  message=event.message, layer_scores=dict(event.layer_scores))
         ctx.hub.publish(job.id, meter.progress)
 
-    estimator, scorer = "judged", None
+    estimator: EstimatorChoice = "judged"
+    scorer = None
     if job.kind == "trace":
-        estimator = (await crud_traces.get_quote(ctx.db, job.tenant, job.quote_id)).quote.get("estimator", "judged")
-        if estimator != "judged":
+        quote = (await crud_traces.get_quote(ctx.db, job.tenant, job.quote_id)).quote
+        estimator = quote.get("estimator", "judged")
+        if needs_scorer(estimator):
             if ctx.scorer_factory is None:
                 raise ProvenanceError(f"estimator {estimator!r} needs a scorer and this service has none")
             scorer = ctx.scorer_factory(job.model)
+    llm = ctx.llm_factory(job.model, ctx.api_base)
     work = _KINDS[job.kind]
-    done = await work(_Run(job, metered, corpus, query, params, on_progress, estimator, scorer))
-    meter = metered.meter
-    final = replace(meter.progress, calls_made=meter.made, calls_billed=metered.billed)
-    if meter.made and not meter.answered:
-        reason = f"every model call failed ({meter.made} calls); last error: {meter.last_error or 'unknown'}"
+    done = await work(_Run(job, llm, ledger, corpus, query, params, on_progress, estimator, scorer))
+    final = meter.snapshot()
+    if ledger.made and not ledger.answered:
+        last = redact(ledger.last_error or "unknown")[:300]
+        reason = f"every model call failed ({ledger.made} calls); last error: {last}"
         await crud_traces.finish_unsuccessful(ctx.db, job.id, "failed", reason, final)
         return "failed"
-    ctx.metrics.cache_hits.labels("memo").inc(done.saved)
+    ctx.metrics.cache_hits.labels("memo").inc(ledger.saved)
     audit = crud_traces.ResultAudit(
         turn_digest=record.digest,
         claim_digest=_digest(job.claim),
@@ -293,11 +249,11 @@ async def _execute(ctx: TraceContext, job: JobRecord, held: list[MeteredLLM]) ->
         corpus_digest=corpus.digest,
         prompt_versions=done.prompt_versions,
         params=done.params,
-        model=metered.model,
+        model=llm.model,
         result=done.result,
         calls_planned=job.calls_planned,
-        calls_made=meter.made,
-        calls_billed=metered.billed,
+        calls_made=ledger.made,
+        calls_billed=ledger.billed,
         input_tokens=done.usage.input_tokens,
         output_tokens=done.usage.output_tokens,
         cost_usd=done.cost_usd,
@@ -308,15 +264,16 @@ async def _execute(ctx: TraceContext, job: JobRecord, held: list[MeteredLLM]) ->
 
 @dataclass(frozen=True)
 class _Run:
-    """What one kind of job is given: the job, the metered judge, the turn's corpus and query."""
+    """What one kind of job is given: the job, the judge, the trace's ledger, the turn's corpus and query."""
 
     job: JobRecord
-    llm: MeteredLLM
+    llm: LLM
+    ledger: CallLedger
     corpus: Corpus
     query: str
     params: Params
     on_progress: Callable[[ProgressEvent], None]
-    estimator: str = "judged"
+    estimator: EstimatorChoice = "judged"
     scorer: Scorer | None = None
 
 
@@ -333,40 +290,25 @@ class _Done:
 
 
 async def _trace(run: _Run) -> _Done:
-    """A trace, with the declared-attribution audit of the sentence attached as ``declared``. The
-    quote's estimator picks the scalar: ``judged``, ``logprob``, or ``both`` (the judged result with the
-    log-probability one as ``logprob`` and their ``agreement``; the span checks are shared)."""
-    tok = free_tier.tokenizer()
-    judged = None
-    if run.estimator in ("judged", "both"):
-        judged = await trace_claim(run.llm, run.job.claim, run.query, run.corpus, params=run.params,
-                                   tokenizer=tok, on_progress=run.on_progress)
-    logprob = None
-    if run.estimator in ("logprob", "both"):
-        assert run.scorer is not None
-        supports = None if judged is None else {
-            s.source_id: s.support for s in judged.sources if s.support is not None}
-        logprob = await trace_logprob(run.scorer, None if supports else run.llm, run.job.claim, run.query,
-                                      run.corpus, params=run.params, tokenizer=tok, on_progress=run.on_progress,
-                                      supports=supports)
-    result = judged or logprob
-    assert result is not None
-    out = result.to_dict()
+    """A trace (``estimator.trace.run_trace`` for the quote's estimator), with the declared-attribution
+    audit of the sentence attached as ``declared``."""
+    outcome = await run_trace(run.estimator, run.job.claim, run.query, run.corpus, llm=run.llm, scorer=run.scorer,
+                              params=run.params, tokenizer=free_tier.tokenizer(), on_progress=run.on_progress,
+                              ledger=run.ledger)
+    result = outcome.result
+    out = outcome.to_dict()
     out["declared"] = audit_trace(run.job.claim, run.corpus, result).to_dict()
-    if judged is not None and logprob is not None:
-        out["logprob"] = logprob.to_dict()
-        out["agreement"] = agreement(judged, logprob).to_dict()
-    return _Done(out, dict(result.prompt_versions), dict(result.params), result.usage, result.cost_usd,
+    return _Done(out, dict(result.prompt_versions), dict(result.params), run.ledger.usage, run.ledger.cost_usd,
                  result.calls.saved)
 
 
 async def _probe(run: _Run) -> _Done:
     """Algorithm 6 on ``job.source_id``: sampled regenerations, never memoised or cached."""
     assert run.job.source_id is not None
-    run.llm.meter.progress = Progress(0, 0, round="probe",
-                                      message=f"regenerating with and without {run.job.source_id}")
+    run.on_progress(ProgressEvent(0, run.job.calls_planned, "probe",
+                                  f"regenerating with and without {run.job.source_id}"))
     result = await probe_source(run.llm, run.job.claim, run.query, run.corpus, run.job.source_id,
-                                params=run.params, tokenizer=free_tier.tokenizer())
+                                params=run.params, tokenizer=free_tier.tokenizer(), ledger=run.ledger)
     return _Done(result.to_dict(), {"probe_regenerate": result.prompt_version}, run.params.model_dump(),
                  result.usage, result.cost_usd)
 

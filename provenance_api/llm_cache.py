@@ -48,8 +48,9 @@ class JudgementCache(Protocol):
 
 
 def cacheable(request: LLMRequest) -> bool:
-    """Deterministic judge/support calls only: never a sampled call, never the probe."""
-    return request.temperature == 0.0 and request.purpose != "probe"
+    """Deterministic judge/support calls only: never a sampled call, never the probe, never a call asking
+    for top log-probabilities (the cache keeps the answer's text, not its distribution)."""
+    return request.temperature == 0.0 and request.purpose != "probe" and not request.top_logprobs
 
 
 def cache_key(model: str, api_base: str | None, request: LLMRequest) -> str:
@@ -74,18 +75,10 @@ class CachingLLM:
         self.inner = inner
         self.cache = cache
         self.api_base = api_base
-        self.hits = 0
-        self.misses = 0
 
     @property
     def model(self) -> str:
         return self.inner.model
-
-    @property
-    def calls_billed(self) -> int | None:
-        """The inner client's billed count (cache hits are never in it), when it keeps one."""
-        counted = getattr(self.inner, "calls_billed", None)
-        return counted if isinstance(counted, int) else None
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         if not cacheable(request):
@@ -96,10 +89,8 @@ class CachingLLM:
         except Exception as exc:  # a broken cache must not fail the trace
             log.warning("judgement cache read failed (%s); calling the model", type(exc).__name__)
             found = None
-        if found is not None:
-            self.hits += 1
+        if found is not None:  # the trace's ledger counts it as cached: not a call, not billed
             return LLMResponse(text=found.text, usage=Usage(cost_usd=0.0), model=found.model, cached=True)
-        self.misses += 1
         response = await self.inner.complete(request)
         if not response.cached:
             try:

@@ -20,6 +20,15 @@ Behaviour:
   schema / grammar falls back at once and for good; a bare 500 is first retried like any 5xx (it
   may be transient), and falls back only when the retries are spent. The mode that worked is
   remembered for later calls of this client. JSON answers are stripped of markdown code fences.
+* **Top log-probabilities**: a request with ``top_logprobs=k`` is sent with ``logprobs=True,
+  top_logprobs=min(k, 20)`` (20 is OpenAI's limit) and the answer's
+  ``choices[0].logprobs.content[i].top_logprobs`` (the shape of OpenAI/Azure chat, vLLM and the
+  llama.cpp server) become ``LLMResponse.top_logprobs``: one dict per output token, token text →
+  log-probability, the chosen token included. A server that rejects the parameter (a 400/422 naming
+  logprobs) is asked again without it, for this call and every later call of this client, and
+  ``logprobs_unavailable`` says why; a provider that ignores it (litellm drops it for providers that do
+  not offer it) answers without. Either way the response's ``top_logprobs`` is None: never a made-up
+  distribution.
 * **Accounting**: ``calls_attempted`` counts HTTP attempts (``retries`` of them repeats, after
   ``retry_wait_seconds`` of backoff in all); ``calls_answered`` attempts that got a
   2xx answer, usable or not; ``calls_billed`` answers that reported token usage. The billing rule:
@@ -35,6 +44,8 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import numbers
 import os
 import random
 import re
@@ -69,6 +80,7 @@ __all__ = [
     "StructuredMode",
     "aclose_litellm",
     "load_litellm",
+    "parse_top_logprobs",
     "strip_code_fences",
 ]
 
@@ -144,6 +156,8 @@ _SCHEMA_WORDS = re.compile(r"response[_ ]?format|json[_ ]?schema|json[_ ]?object
                            re.IGNORECASE)
 _LITELLM_PREFIX = re.compile(r"^(?:litellm\.\w+:\s*)?(?:\w+Error:\s*)?(?:\w+Exception\s*-\s*)?")
 _SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]")
+_LOGPROB_WORDS = re.compile(r"logprob", re.IGNORECASE)
+MAX_TOP_LOGPROBS = 20  # OpenAI's limit for top_logprobs
 
 
 def strip_code_fences(text: str) -> str:
@@ -232,6 +246,14 @@ def _retry_after(exc: BaseException) -> float | None:
 # --------------------------------------------------------------------------- the client
 
 
+class _LogprobsRejected(Exception):
+    """Internal: the server rejected ``logprobs``/``top_logprobs`` of this attempt, naming them."""
+
+    def __init__(self, error: ProviderError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class _StructuredOutputRejected(Exception):
     """Internal: the server rejected the response_format of this attempt, naming it."""
 
@@ -251,6 +273,45 @@ class _Answer:
     text: str
     usage: Usage
     cached: bool
+    top_logprobs: list[dict[str, float]] | None = None
+
+
+def _logaddexp(a: float, b: float) -> float:
+    if a == -math.inf:
+        return b
+    if b == -math.inf:
+        return a
+    high, low = (a, b) if a >= b else (b, a)
+    return high + math.log1p(math.exp(low - high))
+
+
+def _float(value: Any) -> float | None:
+    """A real number (numpy's included: llama-cpp-python reports float32) as a float; else None."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    number = float(value)
+    return None if math.isnan(number) else number
+
+
+def parse_top_logprobs(choice: Any) -> list[dict[str, float]] | None:
+    """``choice.logprobs.content[i].top_logprobs`` as one dict per output token (token text → logprob,
+    the chosen token included; alternatives with the same text are merged, their probabilities added).
+    None when the answer carries no per-token log-probabilities."""
+    content = _get(_get(choice, "logprobs"), "content")
+    if not isinstance(content, list) or not content:
+        return None
+    positions: list[dict[str, float]] = []
+    for item in content:
+        alternatives: dict[str, float] = {}
+        for alt in _get(item, "top_logprobs") or []:
+            token, logprob = _get(alt, "token"), _float(_get(alt, "logprob"))
+            if isinstance(token, str) and logprob is not None:
+                alternatives[token] = _logaddexp(alternatives.get(token, -math.inf), logprob)
+        token, logprob = _get(item, "token"), _float(_get(item, "logprob"))
+        if isinstance(token, str) and logprob is not None:
+            alternatives.setdefault(token, logprob)
+        positions.append(alternatives)
+    return positions
 
 
 class LiteLLMClient:
@@ -287,6 +348,7 @@ class LiteLLMClient:
         self.calls_billed = 0
         self.retries = 0  # attempts repeated after a retryable failure
         self.retry_wait_seconds = 0.0  # total backoff slept before those repeats
+        self.logprobs_unavailable: str | None = None  # why top log-probabilities are no longer asked for
 
     def __repr__(self) -> str:  # no key, no headers
         base = self._scrub(self.api_base) if self.api_base else None
@@ -309,43 +371,54 @@ class LiteLLMClient:
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         litellm = await _aload_litellm()
-        base = self._base_kwargs(request)
         state = _CallState()
+        ask = request.top_logprobs is not None and self.logprobs_unavailable is None
         try:
-            if request.json_schema is None:
-                answer = await self._with_retries(litellm, base, state, structured=False)
-                return self._response(answer, json_answer=False)
-            index = self._mode_index
-            while True:
-                mode = _MODES[index]
-                kwargs = {**base, **self._response_format(mode, request)}
-                try:
-                    answer = await self._with_retries(litellm, kwargs, state, structured=mode != "none")
-                except _StructuredOutputRejected as rejected:
-                    # the server named the schema / response_format: this mode will never work here
-                    log.info("%s: the server rejected response_format %s (%s); falling back",
-                             self._model, mode, rejected.error.detail)
-                    index += 1
-                    self._remember_mode(index)
-                    continue
-                except ProviderUnavailable as err:
-                    if mode == "none" or err.provider_status != 500:
-                        raise
-                    # a bare 500 to a schema request, even after retries: try the next mode for this
-                    # call, and keep it only if it works
-                    log.info("%s: HTTP 500 to response_format %s (%s); falling back",
-                             self._model, mode, err.detail)
-                    index += 1
-                    continue
-                self._remember_mode(index)
-                return self._response(answer, json_answer=True)
+            try:
+                return await self._complete(litellm, request, state, logprobs=ask)
+            except _LogprobsRejected as rejected:
+                self.logprobs_unavailable = (f"the provider rejected top log-probabilities: "
+                                             f"{rejected.error.provider_message or rejected.error}")
+                log.warning("%s: %s; asking without them from now on", self._model, self.logprobs_unavailable)
+                return await self._complete(litellm, request, state, logprobs=False)
         except ProviderError as err:
             err.billed = err.billed or state.billed
             raise
 
+    async def _complete(self, litellm: Any, request: LLMRequest, state: _CallState, *,
+                        logprobs: bool) -> LLMResponse:
+        base = self._base_kwargs(request, logprobs=logprobs)
+        if request.json_schema is None:
+            answer = await self._with_retries(litellm, base, state, structured=False)
+            return self._response(answer, json_answer=False)
+        index = self._mode_index
+        while True:
+            mode = _MODES[index]
+            kwargs = {**base, **self._response_format(mode, request)}
+            try:
+                answer = await self._with_retries(litellm, kwargs, state, structured=mode != "none")
+            except _StructuredOutputRejected as rejected:
+                # the server named the schema / response_format: this mode will never work here
+                log.info("%s: the server rejected response_format %s (%s); falling back",
+                         self._model, mode, rejected.error.detail)
+                index += 1
+                self._remember_mode(index)
+                continue
+            except ProviderUnavailable as err:
+                if mode == "none" or err.provider_status != 500:
+                    raise
+                # a bare 500 to a schema request, even after retries: try the next mode for this
+                # call, and keep it only if it works
+                log.info("%s: HTTP 500 to response_format %s (%s); falling back",
+                         self._model, mode, err.detail)
+                index += 1
+                continue
+            self._remember_mode(index)
+            return self._response(answer, json_answer=True)
+
     # ------------------------------------------------------------------ request building
 
-    def _base_kwargs(self, request: LLMRequest) -> dict[str, Any]:
+    def _base_kwargs(self, request: LLMRequest, *, logprobs: bool = False) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             "model": self._model,
             "messages": [{"role": m.role, "content": m.content} for m in request.messages],
@@ -364,6 +437,9 @@ class LiteLLMClient:
             kwargs["temperature"] = request.temperature
         if request.max_tokens is not None:
             kwargs["max_tokens"] = request.max_tokens
+        if logprobs and request.top_logprobs is not None:
+            kwargs["logprobs"] = True
+            kwargs["top_logprobs"] = max(0, min(request.top_logprobs, MAX_TOP_LOGPROBS))
         return kwargs
 
     @staticmethod
@@ -437,11 +513,19 @@ class LiteLLMClient:
             error.provider_message = self._provider_message(exc)
             if answered:
                 self.calls_answered += 1
+            if kwargs.get("logprobs") and self._names_logprobs(error):
+                raise _LogprobsRejected(error) from None
             if structured and self._names_the_schema(error):
                 raise _StructuredOutputRejected(error) from None
             raise error from None  # the provider exception may quote secrets: not chained
         self.calls_answered += 1
         return self._read(litellm, response, state)
+
+    @staticmethod
+    def _names_logprobs(error: ProviderError) -> bool:
+        """A 400/422 whose message names logprobs / top_logprobs."""
+        return (error.provider_status in (400, 422) and isinstance(error, ProviderBadRequest)
+                and bool(_LOGPROB_WORDS.search(error.provider_message)))
 
     @staticmethod
     def _names_the_schema(error: ProviderError) -> bool:
@@ -479,11 +563,12 @@ class LiteLLMClient:
                 f"{self._model}: the provider's answer has no text (finish_reason={finish})", billed=billed)
         hidden = getattr(response, "_hidden_params", None)
         cache_hit = bool(hidden.get("cache_hit")) if isinstance(hidden, dict) else False
-        return _Answer(text=content, usage=usage, cached=cache_hit)
+        return _Answer(text=content, usage=usage, cached=cache_hit, top_logprobs=parse_top_logprobs(choices[0]))
 
     def _response(self, answer: _Answer, *, json_answer: bool) -> LLMResponse:
         text = strip_code_fences(answer.text) if json_answer else answer.text
-        return LLMResponse(text=text, usage=answer.usage, model=self._model, cached=answer.cached)
+        return LLMResponse(text=text, usage=answer.usage, model=self._model, cached=answer.cached,
+                           top_logprobs=answer.top_logprobs)
 
     # ------------------------------------------------------------------ error mapping
 

@@ -5,6 +5,9 @@ Structured output asks llama.cpp for ``{"type": "json_object", "schema": ...}`` 
 grammar cannot be built the call falls back to plain JSON mode, then to no constraint, and the mode that
 worked is kept. JSON answers are stripped of markdown code fences. Sampled calls (temperature not 0)
 get a fresh seed each, so regenerations differ. Usage is the model's token counts; cost is 0.
+A request with ``top_logprobs=k`` asks llama.cpp for ``logprobs=True, top_logprobs=k`` (the model is
+loaded with ``logits_all``) and returns the alternatives of every output token, in the OpenAI chat shape
+llama-cpp-python answers with.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import anyio.to_thread
 
 from estimator.llm import LLMError, LLMRequest, LLMResponse, Usage
 
-from .llm_litellm import strip_code_fences
+from .llm_litellm import parse_top_logprobs, strip_code_fences
 from .scorer_llamacpp import LocalModel
 
 __all__ = ["LlamaCppLLM"]
@@ -51,6 +54,9 @@ class LlamaCppLLM:
             "max_tokens": min(max_tokens, self.local.n_ctx // 2),
             "seed": 0 if request.deterministic else next(self._seeds),
         }
+        if request.top_logprobs is not None:
+            kwargs["logprobs"] = True
+            kwargs["top_logprobs"] = max(0, request.top_logprobs)
         if request.json_schema is not None and mode == "schema":
             kwargs["response_format"] = {"type": "json_object", "schema": request.json_schema}
         elif request.json_schema is not None and mode == "json":
@@ -77,12 +83,14 @@ class LlamaCppLLM:
                 raise LLMError(f"the local model failed: {exc}") from exc
             break
         try:
-            text = out["choices"][0]["message"]["content"] or ""
+            choice = out["choices"][0]
+            text = choice["message"]["content"] or ""
         except (KeyError, IndexError, TypeError) as exc:
             raise LLMError("the local model's answer has no message") from exc
+        top = parse_top_logprobs(choice) if request.top_logprobs is not None else None
         usage_in = out.get("usage") or {}
         usage = Usage(input_tokens=int(usage_in.get("prompt_tokens", 0)),
                       output_tokens=int(usage_in.get("completion_tokens", 0)), cost_usd=0.0)
         if request.json_schema is not None:
             text = strip_code_fences(text)
-        return LLMResponse(text=text, usage=usage, model=self.local.name)
+        return LLMResponse(text=text, usage=usage, model=self.local.name, top_logprobs=top)

@@ -11,11 +11,13 @@ import anyio.to_thread
 
 from estimator.params import Params
 from estimator.scoring_cost import EstimatorChoice, ScoringCapability, quote_scoring, scoring_capability
+from estimator.trace import needs_scorer, planned_calls
 from estimator.turn import StoredTurn
 from estimator.units import Corpus
 
 from . import free_tier
 from .auth import Principal
+from .capabilities import top_logprobs_capability
 from .db import crud_traces, crud_turns
 from .db.crud_traces import JobKind, JobRecord, NewQuote, QuoteRecord
 from .db.crud_turns import TurnRecord
@@ -27,6 +29,7 @@ from .observability import trace_id_var
 from .schemas import (
     CitationOut,
     ExcludedOut,
+    ExpectedDigitOut,
     GateSummaryOut,
     LayerOut,
     PlannedCalls,
@@ -142,10 +145,11 @@ def model_scoring(services: Services, model: str) -> ScoringCapability:
 
 def _price(
     record: TurnRecord, sentence: str, model: str, params: Params, probe: bool,
-    capability: ScoringCapability | None = None,
-) -> tuple[str, str | None, dict[str, Any]]:
+    capability: ScoringCapability | None = None, estimator: EstimatorChoice = "judged",
+) -> tuple[str, str | None, dict[str, Any], int]:
     """The cost gate for a trace, or — with ``probe`` — for the probe alone (2k regenerations); with
-    ``capability``, the scoring a logprob trace would add (``scoring``)."""
+    ``capability``, the scoring a logprob trace would add (``scoring``). Also the planned calls of the
+    chosen estimator (``estimator.trace.planned_calls``; the probe's own plan with ``probe``)."""
     view = free_tier.gate_view(record.turn, params)
     selection = free_tier.require_selection(record.turn, view, sentence)
     quote = free_tier.cost_quote(
@@ -155,18 +159,8 @@ def _price(
     if capability is not None:
         out["scoring"] = quote_scoring(view.corpus, selection.text, capability, query=record.turn.effective_query(),
                                        params=params, tokenizer=free_tier.tokenizer()).to_dict()
-    return selection.text, selection.segment_id, out
-
-
-def _planned_calls(quote: dict[str, Any], estimator: EstimatorChoice) -> int:
-    """Worst-case calls of the chosen estimator (span checks are shared under ``both``)."""
-    judged = int(quote["planned_calls"])
-    if estimator == "judged":
-        return judged
-    scoring = quote["scoring"]
-    if estimator == "logprob":
-        return int(scoring["scoring_calls"]) + int(scoring["span_calls"])
-    return judged + int(scoring["scoring_calls"])
+    planned = quote.planned_calls if probe else planned_calls(estimator, view.corpus, params)
+    return selection.text, selection.segment_id, out, planned
 
 
 async def make_quote(
@@ -187,17 +181,28 @@ async def make_quote(
     params = request_params(services.settings.base_params, overrides)
     judge = judge_model(record.turn, model, services)
     capability = None if probe else model_scoring(services, judge)
-    if capability is not None and estimator != "judged" and not capability.can_score:
+    if capability is not None and needs_scorer(estimator) and not capability.can_score:
         raise InvalidInput(
             f"estimator {estimator!r} needs a scoring-capable model: {capability.reason}",
             field="estimator",
             fix="use estimator judged, or run the service with a scoring model (serve --local-model, or "
             "PROVENANCE_SCORER_API_BASE naming a self-hosted /v1/completions server with echo)",
         )
-    claim, segment_id, quote = await anyio.to_thread.run_sync(
-        _price, record, sentence, judge, params, probe, capability
+    expected = None if probe else top_logprobs_capability(judge, local_model=services.local_model,
+                                                              api_base=services.settings.judge_api_base)
+    if expected is not None and estimator == "expected" and not expected.offered:
+        raise InvalidInput(
+            f"estimator 'expected' needs a judge that returns top log-probabilities: {expected.reason}",
+            field="estimator",
+            fix="use estimator judged, or a judge model that offers top log-probabilities (OpenAI or Azure chat "
+            "completions, vLLM, a llama.cpp server, the local model)",
+        )
+    claim, segment_id, quote, planned = await anyio.to_thread.run_sync(
+        _price, record, sentence, judge, params, probe, capability, estimator
     )
     quote["estimator"] = estimator
+    if expected is not None:
+        quote["expected_digit"] = expected.to_dict()
     new = NewQuote(
         tenant=caller.tenant,
         user=caller.user,
@@ -209,7 +214,7 @@ async def make_quote(
         probe=probe,
         params=params.model_dump(),
         quote=quote,
-        planned_calls=_planned_calls(quote, estimator),
+        planned_calls=planned,
         cost_usd=quote["cost_usd"],
         refused=quote["refused"],
     )
@@ -237,6 +242,7 @@ def quote_out(q: QuoteRecord) -> QuoteOut:
         refused=q.refused,
         estimator=d.get("estimator", "judged"),
         scoring=ScoringOut(**d["scoring"]) if d.get("scoring") else None,
+        expected_digit=ExpectedDigitOut(**d["expected_digit"]) if d.get("expected_digit") else None,
     )
 
 

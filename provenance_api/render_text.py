@@ -59,7 +59,8 @@ def quote_text(quote: CostQuote) -> str:
         f"Model             {quote.model}",
         f"Sources           {quote.sources}",
         f"Model calls       {quote.planned_calls}  (round 1: {quote.plan.round1}, round 2: {quote.plan.round2}, "
-        f"span checks: {quote.plan.spans}" + (f", probe: {quote.plan.probe}" if quote.plan.probe else "") + ")",
+        + (f"redundancy: {quote.plan.redundancy}, " if quote.plan.redundancy else "")
+        + f"span checks: {quote.plan.spans}" + (f", probe: {quote.plan.probe}" if quote.plan.probe else "") + ")",
         f"Est. input tokens {quote.input_tokens:,}",
         f"Est. cost         {cost}",
     ]
@@ -95,12 +96,16 @@ def trace_text(corpus: Corpus, result: TraceResult) -> str:
         out.append(f"Diagnosis: {result.diagnosis}")
     if result.round2_skipped_reason:
         out.append(_wrap(result.round2_skipped_reason, "  "))
+    out += [_wrap("Redundancy: " + text, "  ") for text in result.redundancy]
     out.append("")
     for layer in result.layers:
         out.append(f"{layer.layer.value}  Δ {_num(layer.delta)}  {layer.role}"
                    + ("  (no information)" if layer.no_information else ""))
         for src in (s for s in result.sources if s.layer == layer.layer):
             delta = "" if src.delta is None else f"  Δ {_num(src.delta)} {src.role}"
+            if src.alone is not None and src.alone == src.alone:  # measured alone (not NaN)
+                role = f" {src.role}" if src.delta is None and src.role else ""
+                delta += f"  alone {_num(src.alone).lstrip('+')}{role}"
             out.append(f"  {src.source_id} {src.label}{delta}")
             sup = src.support
             if sup is not None:

@@ -23,8 +23,9 @@ PARAMS_DESCRIPTION = (
     "never raised; rate_* are server policy."
 )
 ESTIMATOR_DESCRIPTION = (
-    "The scalar: judged (a forced-choice judge's digit, any chat model), logprob (log p of the claim from a "
-    "scoring-capable model) or both, with their agreement."
+    "The scalar: judged (a forced-choice judge's digit, any chat model), expected (the same judge's expected "
+    "digit over 1-9 from its top log-probabilities, where the model offers them), logprob (log p of the claim "
+    "from a scoring-capable model) or both (judged and logprob), with their agreement."
 )
 
 
@@ -253,8 +254,15 @@ class ScoringOut(_Out):
 class PlannedCalls(_Out):
     round1: int
     round2: int
+    redundancy: int = Field(0, description="redundancy resolution, worst case: each candidate kept alone once")
     spans: int
     probe: int
+
+
+class ExpectedDigitOut(_Out):
+    offered: bool = Field(description="whether the judge model returns top log-probabilities (estimator expected)")
+    how: str
+    reason: str
 
 
 class QuoteOut(_Out):
@@ -275,6 +283,8 @@ class QuoteOut(_Out):
     truncated_sources: list[str]
     refused: str | None = Field(description="why the cost gate refuses this trace; null when it may run")
     estimator: EstimatorChoice = Field("judged", description=ESTIMATOR_DESCRIPTION)
+    expected_digit: ExpectedDigitOut | None = Field(None, description="whether the judge offers top "
+                                                    "log-probabilities, for estimator expected")
     scoring: ScoringOut | None = Field(None, description="whether the model can score (log p of a supplied "
                                        "claim) and what a logprob trace's scoring costs; null for a probe")
 
@@ -349,7 +359,7 @@ class TraceOut(_Out):
     segment_id: str | None
     model: str
     calls: TraceCalls
-    round: str | None = Field(description="round1, round2 or spans while running")
+    round: str | None = Field(description="round1, round2, redundancy, spans or probe while running")
     message: str | None
     layer_scores: dict[str, float | None] = Field(description="partial layer drops known so far")
     reason: str | None = Field(description="why a trace failed or was interrupted")

@@ -14,7 +14,7 @@ from support.services import DbBackend
 from estimator.llm import ScriptedLLM
 from provenance_api.limits import InProcessLimiter
 
-PLANNED = 12  # the small turn's quote: (2+2) + (2+2) + 2·2
+PLANNED = 14  # the small turn's quote: (2+2) + (2+2) + 2 (redundancy: each source kept alone) + 2·2
 BUDGET = 2 * PLANNED - 1  # one running trace fits; a second one only after the first gives calls back
 
 

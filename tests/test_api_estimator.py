@@ -1,16 +1,18 @@
-"""``estimator: judged | logprob | both`` on the quote and trace endpoints, over real HTTP: the scripted
+"""``estimator: judged | expected | logprob | both`` on the quote and trace endpoints, over real HTTP: the scripted
 judge through ``llm_factory`` and a scripted scorer (log p of the claim rises by 40 nats when the tool
 return is shown) through ``scorer_factory``."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from support.api_server import SMALL_CLAIM, SMALL_KEY, ApiServer, scripted_factory, small_turn
+from support.api_server import SMALL_CLAIM, SMALL_KEY, ApiServer, KeyedJudge, scripted_factory, small_turn
+from support.fake_openai import FakeOpenAI, FakeReply
 
 from estimator.llm import Message
 from estimator.scorer import ScriptedScorer
@@ -98,3 +100,37 @@ def test_a_trace_by_quote_takes_its_estimator_from_the_quote(api: httpx.Client) 
     quote = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": SMALL_CLAIM}).json()
     refused = api.post("/v1/traces", json={"quote_id": quote["quote_id"], "estimator": "logprob"})
     assert refused.status_code == 422 and refused.json()["field"] == "estimator"
+
+
+def test_an_expected_digit_trace_reads_the_judges_top_logprobs_over_litellm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    judge = KeyedJudge()
+
+    def reply(request: dict[str, Any]) -> FakeReply:
+        text = judge.openai(request)
+        if text in ("9", "2"):  # a judge call: 70 % on its digit, 30 % on the next one down
+            assert request.get("logprobs") is True and request.get("top_logprobs") == 20
+            lower = str(int(text) - 1)
+            return FakeReply(text=text, top_logprobs=({text: math.log(0.7), lower: math.log(0.3)},))
+        return FakeReply(text=text)
+
+    with FakeOpenAI(reply, api_key="sk-expected") as provider:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-expected")
+        monkeypatch.setenv("OPENAI_API_BASE", provider.base_url)
+        with ApiServer(tmp_path, warm_up=False) as srv, srv.client(srv.admin_key, timeout=60) as api:
+            assert api.post("/v1/turns", json=small_turn()).status_code == 201
+            quote = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": SMALL_CLAIM,
+                                                 "estimator": "expected"})
+            assert quote.status_code == 201, quote.text
+            body = quote.json()
+            assert body["estimator"] == "expected" and body["expected_digit"]["offered"] is True
+            assert body["planned_calls"] == sum(body["calls"].values())
+            done = run(api, {"quote_id": body["quote_id"]})
+            result = done["result"]
+            answered = provider.answered
+    assert result["estimator"] == "expected" and result["verdict"] == "attributed"
+    assert result["s_all"] == pytest.approx(9 * 0.7 + 8 * 0.3) and result["s_none"] == pytest.approx(2 * 0.7 + 0.3)
+    assert [s["role"] for s in result["sources"] if s["layer"] == "tools"] == ["grounds"]
+    # one meter: the job's count, the result's count and the provider's count agree; nothing refused
+    assert done["calls"]["made"] == result["calls"]["made"] == answered and result["calls"]["refused"] == 0

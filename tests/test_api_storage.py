@@ -46,7 +46,13 @@ def test_the_shipped_migrations_build_exactly_the_models_schema(tmp_path: Path, 
         await db.migrate()  # idempotent
 
         def compare(conn: Connection) -> list[Any]:
-            return list(compare_metadata(MigrationContext.configure(conn), Base.metadata))
+            # the search index (migration 0004) is dialect-specific DDL outside the ORM on purpose: an FTS5
+            # virtual table and its shadow tables on SQLite, a pg_trgm-indexed table on PostgreSQL
+            def modelled(name: str | None, type_: str, parent: Any) -> bool:
+                return not (type_ == "table" and (name or "").startswith("turn_search"))
+
+            context = MigrationContext.configure(conn, opts={"include_name": modelled})
+            return list(compare_metadata(context, Base.metadata))
 
         async with db.engine.connect() as conn:
             out: list[Any] = await conn.run_sync(compare)
@@ -102,7 +108,7 @@ def test_a_result_is_an_append_only_audit_record(tmp_path: Path, db_backend: DbB
             assert row.prompt_versions == done["result"]["prompt_versions"] and row.prompt_versions
             assert row.params["max_calls"] == 48 and row.result == done["result"]
             assert (row.calls_planned, row.calls_made, row.calls_billed) == (
-                12,
+                14,  # (2+2) + (2+2) + 2 redundancy + 2·2
                 done["calls"]["made"],
                 done["calls"]["billed"],
             )

@@ -58,7 +58,7 @@ def test_quote_trace_events_result_through_litellm_and_a_local_server(
         with ApiServer(tmp_path, warm_up=False) as srv, srv.client(srv.admin_key, timeout=120) as api:
             assert api.post("/v1/turns", json=EO).status_code == 201
             quote = api.post("/v1/quotes", json={"turn_id": EO["turn_id"], "sentence": CLAIM, "model": JUDGE_MODEL})
-            assert quote.status_code == 201 and quote.json()["planned_calls"] == 31
+            assert quote.status_code == 201 and quote.json()["planned_calls"] == 31 + 8  # the paper's 31 + redundancy
             started = api.post("/v1/traces", json={"quote_id": quote.json()["quote_id"]})
             assert started.status_code == 202
             trace_id = started.json()["trace_id"]
@@ -77,7 +77,7 @@ def test_quote_trace_events_result_through_litellm_and_a_local_server(
     assert len(progress) >= 3
     done_counts = [p["calls_done"] for p in progress]
     assert done_counts == sorted(done_counts) and done_counts[-1] == done["calls"]["made"]
-    assert all(p["calls_planned"] == 31 for p in progress)
+    assert all(p["calls_planned"] == 39 for p in progress)
     assert any(p["layer_scores"] and p["status"] == "running" for p in progress)
     assert {"round1", "spans"} <= {p["round"] for p in progress}
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from estimator.attribution import ProgressEvent, drop, role_of, select_sources, trace_claim
 from estimator.corpus import build_corpus
 from estimator.cost import plan_calls
-from estimator.fence import FENCE
+from estimator.fence import split_fenced
 from estimator.llm import LLMRequest, ScriptedLLM
 from estimator.params import DEFAULT_PARAMS, Params
 from estimator.turn import StoredTurn
@@ -51,10 +51,10 @@ def standard_corpus() -> Corpus:
 
 
 def shown(request: LLMRequest) -> dict[str, str]:
-    """The sources a judge request shows: id -> fenced text."""
-    user = request.messages[-1].content
-    return {m.group(1): m.group(2) for m in re.finditer(
-        rf"^{re.escape(FENCE)}\n\[(s\d+)\] [^\n]*\n(.*?)\n{re.escape(FENCE)}", user, flags=re.M | re.S)}
+    """The sources a judge request shows: id -> the text of its data region (after the header line)."""
+    regions, _ = split_fenced(request.messages[-1].content)
+    return {m.group(1): m.group(2) for region in regions
+            if (m := re.match(r"\[(s\d+)\] [^\n]*\n(.*)\Z", region.strip("\n"), flags=re.S))}
 
 
 def script(judge: Callable[[dict[str, str]], str],
@@ -227,10 +227,20 @@ async def test_a_redundant_claim_skips_round_2_says_why_and_still_quotes() -> No
     assert result.verdict_text == "carried by several sources"
     assert all(x.delta == 0.0 for x in result.layers) and result.contributing_layers == ()
     assert result.round2_skipped_reason and "carries this claim independently" in result.round2_skipped_reason
-    assert all(s.delta is None and s.role is None for s in result.sources)
+    # round 2 is skipped; the complementary question is asked instead: which layers carry it alone
+    # (tools: s1; history: s4), then which of their sources (s1, s4), with every other source removed
+    assert all(s.delta is None for s in result.sources)
+    assert [(x.layer.value, x.role, x.alone) for x in result.layers] == [
+        ("tools", "redundant", 9.0), ("instructions", "irrelevant", 1.0), ("history", "redundant", 9.0)]
+    assert {s.source_id: (s.role, s.alone) for s in result.sources} == {
+        "s0": (None, 1.0), "s1": ("redundant", 9.0), "s2": (None, None), "s3": (None, 1.0),
+        "s4": ("redundant", 9.0)}
+    assert "Any one of the tools, history layers is enough" in result.redundancy[0]
+    assert "s1 alone is enough" in " ".join(result.redundancy)
     s4 = result.source("s4")
-    assert s4.support is not None and s4.support.line_start == 2 and s4.diagnosis == "grounded in your data"
-    assert result.calls.made == 5 + len(corpus.units)
+    assert s4.support is not None and s4.support.line_start == 1 and s4.diagnosis == "grounded in your data"
+    # round 1, each layer alone, each source of a carrying layer alone, one span check per source
+    assert result.calls.made == 5 + 3 + 4 + len(corpus.units) and result.calls.refused == 0
 
 
 async def test_internal_knowledge_with_every_source_silent_is_unverifiable() -> None:
@@ -302,3 +312,17 @@ async def test_round_2_is_capped_by_recency_and_names_every_omitted_candidate() 
     # round 1: 1, 0, 1-tools(=0) -> 2 calls; round 2: the 3-candidate mask is new, plus 3 singles
     assert sum(c.purpose == "judge" for c in llm.calls) == 2 + 4
     assert result.calls.made <= plan_calls(corpus, params).total
+
+
+async def test_an_attributed_claim_never_reads_model_knew_it() -> None:
+    """§9 follows Γ: with Γ ≥ τ_Γ a source whose own removal changed nothing and that does not carry the
+    claim alone gets no diagnosis (its part is not established), never "model knew it"."""
+    supported = ('{"verdict": "supported", "evidence_quote": "a bounding box for Alabama", '
+                 '"confidence": 0.7, "reason": "-"}')
+    llm = ScriptedLLM(script(grounded_by_s1, support_for("a bounding box for Alabama", supported)))
+    result = await trace_claim(llm, CLAIM, QUERY, standard_corpus())
+    assert result.verdict == "attributed" and result.source("s1").role == "grounds"
+    s2 = result.source("s2")
+    assert s2.role == "irrelevant" and s2.support is not None and s2.support.verdict == "supported"
+    assert s2.diagnosis is None
+    assert not any(s.diagnosis == "model knew it, data agrees" for s in result.sources)

@@ -1,52 +1,115 @@
-"""On every fixture, a trace never makes more calls than the cost gate quoted — even under a
-judge that makes every layer contribute and a support model whose quotes never verify."""
+"""On every fixture, for every estimator, under worst-case judges, a trace makes no more calls than the
+cost gate planned AND none is refused: the ledger refuses a call over the plan, so ``made <= planned``
+alone holds by construction; ``refused == 0`` is what shows the plan really covers the trace.
+
+The worst cases: a judge for which removing anything matters (every layer contributes, round 2 tests
+every source), one for which a layer matters but no single source does (redundancy resolution inside
+every layer), and one for which only removing everything matters (the *redundant* verdict, resolved
+one level up); span checks whose quotes never verify (every span check retried).
+"""
 
 from __future__ import annotations
 
 import json
+import math
+import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import anyio
 import pytest
 
-from estimator.attribution import trace_claim
-from estimator.llm import LLMRequest, ScriptedLLM
+from estimator.fence import split_fenced
+from estimator.llm import LLMRequest, LLMResponse, Message, ScriptedLLM
+from estimator.loo import select_units
+from estimator.scorer import ScriptedScorer
+from estimator.trace import EstimatorChoice, planned_calls, run_trace
+from estimator.units import Corpus
 from provenance_api.free_tier import cost_quote, gate_view, tokenizer
 from provenance_api.turn_files import load_turn_file
 
 FIXTURES = sorted((Path(__file__).resolve().parents[1] / "fixtures").glob("*_turn.json"))
 
-
-_PRESENT: dict[str, int] = {}
-
-
-def _all_present(text: str) -> bool:
-    ids = {line.split("]", 1)[0] for line in text.splitlines() if line.startswith("[s")}
-    return len(ids) == _PRESENT["n"]
+Holds = Callable[[Corpus, set[str]], bool]
 
 
-def _worst_case(request: LLMRequest) -> str:
-    if request.purpose == "judge":
-        # 9 only with every source present: removing anything at all "matters", so every layer
-        # contributes and round 2 tests every source.
-        return "9" if _all_present(request.messages[-1].content) else "1"
-    return json.dumps({"verdict": "supported", "evidence_quote": "a sentence no source contains at all",
-                       "confidence": 0.9, "reason": "fabricated"})
+def present_ids(text: str) -> set[str]:
+    return {m.group(1) for region in split_fenced(text)[0]
+            if (m := re.match(r"\[(s\d+)\] ", region.strip("\n")))}
 
 
+def every_source(corpus: Corpus, present: set[str]) -> bool:
+    return len(present) == len(corpus.units)
+
+
+def one_per_layer(corpus: Corpus, present: set[str]) -> bool:
+    return all(any(u.id in present for u in corpus.in_layer(layer)) for layer in corpus.layers_present())
+
+
+def any_source(corpus: Corpus, present: set[str]) -> bool:
+    return bool(present)
+
+
+FABRICATED = json.dumps({"verdict": "supported", "evidence_quote": "a sentence no source contains at all",
+                         "confidence": 0.9, "reason": "fabricated"})
+
+
+def chat(corpus: Corpus, holds: Holds) -> Callable[[LLMRequest], str | LLMResponse]:
+    def answer(request: LLMRequest) -> str | LLMResponse:
+        if request.purpose != "judge":
+            return FABRICATED
+        digit = "9" if holds(corpus, present_ids(request.messages[-1].content)) else "1"
+        if request.top_logprobs:
+            return LLMResponse(digit, top_logprobs=[{digit: math.log(0.8), "5": math.log(0.2)}])
+        return digit
+    return answer
+
+
+def scorer(corpus: Corpus, holds: Holds) -> ScriptedScorer:
+    def score(messages: Sequence[Message], target: str) -> float:
+        present = set().union(*(present_ids(m.content) for m in messages))
+        if any(m.role == "system" for m in messages):  # the instructions source is the system message
+            present |= {u.id for u in corpus.units if u.layer.value == "instructions"}
+        return -3.0 if holds(corpus, present) else -80.0
+    return ScriptedScorer(score)
+
+
+@pytest.mark.parametrize("holds", [every_source, one_per_layer, any_source], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("choice", ["judged", "expected", "logprob", "both"])
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.stem)
-def test_calls_made_never_exceed_the_quoted_plan(path: Path) -> None:
+def test_calls_stay_within_the_plan_and_none_is_refused(path: Path, choice: EstimatorChoice, holds: Holds) -> None:
     assert FIXTURES, "no fixtures found"
     turn = load_turn_file(path)
     view = gate_view(turn)
-    _PRESENT["n"] = len(view.corpus.units)
+    corpus = view.corpus
     claim = view.segments[0].text
-    quote = cost_quote(turn, view.corpus, claim, model="openai/gpt-4o")
-    llm = ScriptedLLM(_worst_case)
-    result = anyio.run(lambda: trace_claim(llm, claim, turn.effective_query(), view.corpus, tokenizer=tokenizer()))
-    assert len(llm.calls) == result.calls.made
-    assert result.calls.made <= quote.planned_calls
-    assert result.calls.planned == quote.planned_calls
-    if result.verdict == "attributed":
-        # the worst case really was exercised: round 2 ran and every span check retried
-        assert sum(1 for c in llm.calls if c.purpose == "support") == 2 * min(len(view.corpus.units), 12)
+    quote = cost_quote(turn, corpus, claim, model="openai/gpt-4o")
+    llm = ScriptedLLM(chat(corpus, holds))
+    score = scorer(corpus, holds)
+    outcome = anyio.run(lambda: run_trace(choice, claim, turn.effective_query(), corpus, llm=llm, scorer=score,
+                                          tokenizer=tokenizer()))
+    calls = outcome.result.calls
+    assert calls.planned == planned_calls(choice, corpus)
+    if choice in ("judged", "expected"):
+        assert calls.planned == quote.planned_calls
+    assert calls.refused == 0, f"{calls.refused} call(s) refused: the plan does not cover this trace"
+    assert calls.made <= calls.planned
+    assert calls.made == len(llm.calls) + len(score.calls)  # scoring calls are model calls too
+    result = outcome.result
+    d = min(len(corpus.units), 12)
+    if choice != "logprob":  # the span checks are the chat model's (shared under both)
+        assert sum(1 for c in llm.calls if c.purpose == "support") == 2 * d  # every one retried
+    if holds is one_per_layer and quote.plan.redundancy:
+        multi = [layer for layer in corpus.layers_present() if len(corpus.in_layer(layer)) >= 2]
+        tested = set(select_units(corpus.units, 12)[0])
+        # the worst case was exercised: every source of a multi-source layer was kept alone, as many as
+        # the plan has room for (the rest named)
+        candidates = {u.id for layer in multi for u in corpus.in_layer(layer) if u in tested}
+        measured = {s.source_id for s in result.sources if s.alone is not None}
+        assert measured <= candidates and len(measured) == min(len(candidates), quote.plan.redundancy)
+        if len(measured) < len(candidates):
+            assert any("was not measured" in text for text in result.redundancy)
+        assert {s.role for s in result.sources if s.alone is not None} <= {"redundant"}
+    if holds is any_source and len(corpus.layers_present()) >= 2:
+        assert result.verdict == "redundant"
+        assert all(x.role == "redundant" for x in result.layers)

@@ -46,9 +46,11 @@ def test_quote_json_is_the_stable_contract(capsys: pytest.CaptureFixture[str]) -
     code, out, _ = run(capsys, "quote", FIXTURE_A, NOTE, "--json")
     assert code == 0
     data = json.loads(out)
-    assert data["planned_calls"] == 31 and data["refused"] is None
+    # the paper's 31 (§8.1) plus 8 for redundancy resolution (each candidate kept alone once)
+    assert data["planned_calls"] == 31 + 8 and data["calls"]["redundancy"] == 8 and data["refused"] is None
     assert isinstance(data["input_tokens"], int) and data["input_tokens"] > 0
-    assert isinstance(data["warnings"], list) and len([w for w in data["warnings"] if "700-token" in w]) == 2
+    window = [w for w in data["warnings"] if "700-token" in w]
+    assert len(window) == 2 and {w.split(" ", 1)[0] for w in window} == {"s3", "s5"}  # each names its source
     assert "cost_usd" in data
 
 
@@ -90,9 +92,21 @@ def test_trace_runs_over_real_http_and_never_exceeds_the_quote(capsys: pytest.Ca
     assert set(data) >= {"gamma", "s_all", "s_none", "verdict", "layers", "sources", "omitted", "calls", "usage",
                          "cost_usd"}
     assert data["gamma"] == 4.0 and data["verdict"] == "attributed"
-    assert data["calls"]["made"] <= data["calls"]["planned"] == 31
+    assert data["calls"]["made"] <= data["calls"]["planned"] == 39 and data["calls"]["refused"] == 0
     assert data["calls"]["made"] == answered
     assert "calls" in err  # progress went to stderr
+    window = [w for w in data["warnings"] if "700-token" in w]
+    assert {w.split(" ", 1)[0] for w in window} == {"s3", "s5"}  # the corpus's cuts reach the result
+    assert all(s["alone"] is None or isinstance(s["alone"], float) for s in data["sources"])
+
+
+def test_trace_text_prints_the_warnings(capsys: pytest.CaptureFixture[str]) -> None:
+    with FakeOpenAI(_judge) as srv:
+        code, out, err = run(capsys, "trace", FIXTURE_A, NOTE, "--model", "openai/fake", "--api-base",
+                             srv.base_url, "--api-key", "test-key", "--yes")
+    assert code == 0, err
+    assert "⚠ s3 (read_file: playbooks/land_cover_change.md)" in out and "700-token" in out
+    assert "⚠ s3 (read_file: playbooks/land_cover_change.md)" in err  # the quote, before consent
 
 
 def test_trace_without_consent_spends_nothing(capsys: pytest.CaptureFixture[str]) -> None:

@@ -18,7 +18,7 @@ import pytest
 from estimator.attribution import trace_claim
 from estimator.corpus import build_corpus
 from estimator.declared import audit_declared, grounding_ids_from_trace
-from estimator.fence import FENCE
+from estimator.fence import split_fenced
 from estimator.llm import LLMRequest, ScriptedLLM
 from estimator.turn import StoredTurn
 from estimator.units import Corpus
@@ -145,7 +145,8 @@ def _scripted_judge(item: dict[str, Any]) -> ScriptedLLM:
         user = request.messages[-1].content
         if request.purpose == "judge":
             return "9" if header in user else "1"
-        shown = user.split(FENCE)[1] if user.count(FENCE) >= 2 else ""
+        regions = split_fenced(user)[0]
+        shown = regions[-1] if regions else ""  # the source's region: the claim's comes first
         if normalise(evidence) in normalise(shown):
             return json.dumps({"verdict": "supported", "evidence_quote": evidence, "confidence": 0.9,
                                "reason": "the source states it"})

@@ -145,7 +145,7 @@ def history_turn(*messages: Json, query: str = "And now?", **fields: Any) -> Sto
 
 
 def header_of(unit: Unit) -> str:
-    return unit.text.split("\n", 1)[0]
+    return unit.shown.split("\n", 1)[0]
 
 
 def header_args(unit: Unit) -> Json:
@@ -157,9 +157,10 @@ def header_args(unit: Unit) -> Json:
 
 
 def history_body(unit: Unit) -> str:
-    """A history unit's text without its ``[role, N turn(s) ago]`` line."""
-    first, _, rest = unit.text.partition("\n")
-    assert first.startswith("[") and first.endswith("]"), unit.text
+    """What a history unit shows without its ``[role, N turn(s) ago]`` line."""
+    first, _, rest = unit.shown.partition("\n")
+    assert first.startswith("[") and first.endswith("]"), unit.shown
+    assert first == unit.header.split("\n", 1)[0] and first not in unit.text
     return rest
 
 
@@ -353,7 +354,7 @@ def test_failures_fixture_mcp_return_is_flattened_with_the_image_named_not_inlin
     corpus = build_corpus(turn)
     (mcp,) = (u for u in corpus.tool_units() if u.kind == "mcp_tool")
 
-    assert mcp.text.split("\n")[1:] == [
+    assert mcp.text.split("\n") == [
         "312 verified records of Quercus petraea in Cumbria since 2000.",
         "[image (image/png) not inlined]",
     ]
@@ -376,7 +377,7 @@ def test_failures_fixture_earlier_turn_tool_result_is_a_history_unit() -> None:
     assert earlier.kind == "history"
     assert earlier.turns_ago == 2
     assert history_body(earlier).startswith('read_file({"path": "surveys/2023/summary.md"})\n# 2023 survey')
-    assert "call header folded into the text" in earlier.evidence.transformations
+    assert "call header shown above the text" in earlier.evidence.transformations
     # it is history, not this turn's tool layer
     assert all("summary.md" not in u.text for u in corpus.tool_units())
 
@@ -421,7 +422,7 @@ def test_evidence_digest_is_sha256_of_the_full_text_and_tokens_are_untruncated(n
             full = body.split("\n", 1)[1] if unit.tool == "tool" else body
             assert full in prior_texts
         else:
-            full = unit.text
+            full = unit.shown
             expected_source = "system_prompt" if unit.layer is Layer.INSTRUCTIONS else f"tool:{unit.tool}"
             assert ev.source == expected_source
         assert ev.digest == sha256(full)
@@ -455,7 +456,7 @@ def test_fallback_is_used_when_the_native_messages_carry_no_call() -> None:
 
     assert corpus.path == "fallback"
     (unit,) = corpus.tool_units()
-    assert unit.text == 'lookup({"id": 7})\nflat'
+    assert unit.shown == 'lookup({"id": 7})\nflat'
     assert unit.label == "lookup(id=7)"
 
 
@@ -505,7 +506,7 @@ def test_a_return_whose_outcome_is_not_success_is_excluded(outcome: str) -> None
 def test_a_successful_or_unmarked_return_is_kept(outcome: str | None) -> None:
     corpus = build_corpus(one_call_turn("lookup", {"q": "x"}, "result", outcome=outcome))
 
-    assert [u.text for u in corpus.tool_units()] == ['lookup({"q": "x"})\nresult']
+    assert [u.shown for u in corpus.tool_units()] == ['lookup({"q": "x"})\nresult']
     assert corpus.excluded == ()
 
 
@@ -520,7 +521,7 @@ def test_retry_prompt_excludes_the_rejected_call_but_not_its_reissue() -> None:
     corpus = build_corpus(turn)
 
     (unit,) = corpus.tool_units()
-    assert unit.text == 'lookup({"q": "x"})\nfound it'
+    assert unit.shown == 'lookup({"q": "x"})\nfound it'
     (excluded,) = corpus.excluded
     assert excluded.label == "lookup(qq=x)"
     assert "retry-prompt" in excluded.reason
@@ -564,10 +565,10 @@ def test_header_name_json_args_is_the_first_line_of_the_scorable_text() -> None:
     corpus = build_corpus(one_call_turn("search_docs", args, "line one\nline two"))
     (unit,) = corpus.tool_units()
 
-    assert unit.lines[0] == "search_docs(" + json.dumps(args, ensure_ascii=False) + ")"
-    assert unit.lines[1:] == ["line one", "line two"]
-    assert unit.text == unit.lines[0] + "\nline one\nline two"
-    assert "call header name(json(args)) folded into the text" in unit.evidence.transformations
+    assert unit.header == "search_docs(" + json.dumps(args, ensure_ascii=False) + ")"
+    assert unit.lines == ["line one", "line two"]
+    assert unit.text == "line one\nline two" and unit.shown == unit.header + "\n" + unit.text
+    assert "call header name(json(args)) shown above the text" in unit.evidence.transformations
 
 
 @pytest.mark.parametrize(
@@ -598,7 +599,7 @@ def test_builtin_tool_calls_are_paired_like_ordinary_ones() -> None:
     (unit,) = corpus.tool_units()
     assert unit.kind == "web_search"
     assert unit.label == "web_search: sahel rainfall"
-    assert unit.text.endswith("\nresult page")
+    assert unit.shown.endswith("\nresult page") and unit.text == "result page"
 
 
 def test_only_the_current_turns_calls_are_tool_units() -> None:
@@ -630,7 +631,7 @@ def test_regression_reused_id_overwrote_the_earlier_call() -> None:
     ])
     corpus = build_corpus(turn)
 
-    assert [u.text for u in corpus.tool_units()] == [
+    assert [u.shown for u in corpus.tool_units()] == [
         'read_file({"path": "a.md"})\ncontents of A',
         'read_file({"path": "b.md"})\ncontents of B',
     ]
@@ -650,7 +651,7 @@ def test_reused_id_return_pairs_with_the_most_recent_unanswered_call() -> None:
 
     (unit,) = corpus.tool_units()
     assert unit.label == "fetch_url: https://a.example/v2"
-    assert unit.text.endswith("\nversion two")
+    assert unit.shown.endswith("\nversion two") and unit.text == "version two"
     (excluded,) = corpus.excluded
     assert excluded.label == "fetch_url: https://a.example/v1"
     assert "no return recorded" in excluded.reason
@@ -823,7 +824,7 @@ def test_a_tool_return_is_stored_in_full_with_the_tier_truncations_disclosed() -
     (unit,) = corpus.tool_units()
 
     assert unit.text.endswith(body)
-    assert unit.evidence.tokens == WordTokenizer().count(unit.text)
+    assert unit.evidence.tokens == WordTokenizer().count(unit.shown)
     assert any("700 tokens" in n for n in unit.evidence.transformations)
     assert not any("2200 tokens" in n for n in unit.evidence.transformations)
 
@@ -886,7 +887,7 @@ def test_history_excludes_the_current_query_and_labels_turns_back_from_the_prese
     assert [h.label for h in history] == [
         "user said · 4 turn(s) ago", "agent replied · 3 turn(s) ago",
         "user said · 2 turn(s) ago", "agent replied · 1 turn(s) ago"]
-    assert history[-1].text == "[agent replied, 1 turn(s) ago]\nfourth"
+    assert history[-1].shown == "[agent replied, 1 turn(s) ago]\nfourth" and history[-1].text == "fourth"
     assert all("NOW?" not in h.text for h in corpus.units)
 
 
@@ -1179,8 +1180,8 @@ def test_corpus_of_an_inline_turn_has_consistent_evidence() -> None:
     corpus = build_corpus(turn, tokenizer=tokenizer)
     tool, instr, hist = corpus.units
 
-    assert tool.evidence.digest == sha256(tool.text)
-    assert tool.evidence.tokens == tokenizer.count(tool.text)
+    assert tool.evidence.digest == sha256(tool.shown)
+    assert tool.evidence.tokens == tokenizer.count(tool.shown)
     assert instr.evidence.digest == sha256("Rules.")
     assert hist.evidence.digest == sha256("padded message")
     assert hist.evidence.tokens == 2

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from estimator.corpus import build_corpus
 from estimator.declared import (
     DeclaredRef,
+    SourceEvidence,
     audit_declared,
     audit_trace,
     contradicting_ids_from_trace,
@@ -206,3 +207,8 @@ def test_refs_always_point_into_the_sentence_and_resolve_to_real_sources(parts: 
         assert set(ref.source_ids) <= ids
     audit = audit_declared(sentence, SHOP, ["s1"])
     assert (audit.outcome == "none_declared") == (refs == ())
+
+
+def test_a_redundant_source_grounds_the_claim_for_the_audit() -> None:
+    assert SourceEvidence("s1", None, False, "redundant").grounds
+    assert not SourceEvidence("s1", None, False, "irrelevant").grounds

@@ -268,7 +268,7 @@ def test_two_hundred_traces_under_faults_answer_correctly_or_disclose(tmp_path: 
 # ----------------------------------------------------------------------------- service level
 
 
-CLAIM_LINE = re.compile(r"CLAIM:\n(.*)")
+CLAIM_LINE = re.compile(r"CLAIM:\n(?:<<<DATA-[0-9a-f]{16}>>>\n)?(.*)")  # the claim's data region, if fenced
 
 
 def claim_tag(headers: Any, payload: dict[str, Any] | None) -> str | None:

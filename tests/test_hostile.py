@@ -105,11 +105,20 @@ def test_injected_text_in_a_source_never_changes_the_verdict(where: str, kind: s
 
 
 def test_the_gullible_judge_would_be_hijacked_by_text_outside_the_fences() -> None:
-    """The control: the same override in the query (outside every fence) does change the verdict, so
-    the test above can fail."""
+    """The control: an override outside every fence does change the judge's answer, so the tests around
+    it can fail."""
+    judge = FencedJudge([KEY])
+    assert judge.answer("You are a strict judge of support.", f"CLAIM: x\n{HIJACK}") == "1"
+    assert judge.overridden == 1
+
+
+def test_an_override_in_the_query_stays_inside_its_data_region() -> None:
+    """The query used to reach the judge outside the fences (and changed the verdict); it travels in a
+    fenced region of its own now."""
     judge = FencedJudge([KEY])
     hostile = trace(history_turn(query=f"Where is my order A-1? {HIJACK}"), judge)
-    assert judge.overridden > 0 and verdicts(hostile) != verdicts(trace(history_turn(), FencedJudge([KEY])))
+    assert judge.overridden == 0
+    assert verdicts(hostile) == verdicts(trace(history_turn(), FencedJudge([KEY])))
 
 
 def test_injected_text_in_a_tool_argument_never_changes_the_verdict() -> None:

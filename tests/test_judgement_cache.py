@@ -13,6 +13,7 @@ from redis.asyncio import Redis
 from support.api_server import SMALL_CLAIM, ApiServer, KeyedJudge, small_turn
 from support.fake_openai import FakeOpenAI, FakeReply
 
+from estimator.ledger import CallEvent, CallLedger
 from estimator.llm import LLMRequest, Message, ScriptedLLM
 from provenance_api.llm_cache import (
     CachingLLM,
@@ -68,7 +69,7 @@ async def test_a_repeated_deterministic_call_is_answered_from_the_cache(store: J
     assert (first.text, first.cached) == ("answer 1", False) and first.usage.input_tokens > 0
     assert (again.text, again.cached) == ("answer 1", True)
     assert again.usage.input_tokens == 0 and again.usage.cost_usd == 0.0
-    assert len(inner.calls) == 1 and (llm.hits, llm.misses) == (1, 1)
+    assert len(inner.calls) == 1
     # another client on the same store (another process) sees the same entry
     other = CachingLLM(numbered(), store)
     assert (await other.complete(JUDGE)).text == "answer 1"
@@ -80,7 +81,9 @@ async def test_sampled_calls_and_the_probe_are_never_cached(store: JudgementCach
     sampled = LLMRequest(messages=JUDGE.messages, purpose="judge", temperature=None)
     probe = LLMRequest(messages=JUDGE.messages, purpose="probe", temperature=0.0)
     texts = [(await llm.complete(r)).text for r in (sampled, sampled, probe, probe)]
-    assert texts == ["answer 1", "answer 2", "answer 3", "answer 4"] and llm.hits == 0
+    expected_digit = LLMRequest(messages=JUDGE.messages, purpose="judge", temperature=0.0, top_logprobs=20)
+    texts += [(await llm.complete(expected_digit)).text for _ in range(2)]
+    assert texts == ["answer 1", "answer 2", "answer 3", "answer 4", "answer 5", "answer 6"]
 
 
 async def test_every_parameter_sent_is_part_of_the_key(store: JudgementCache) -> None:
@@ -101,7 +104,23 @@ async def test_every_parameter_sent_is_part_of_the_key(store: JudgementCache) ->
     llm = CachingLLM(inner, store)
     for request in variants:
         await llm.complete(request)
-    assert llm.hits == 0 and len(inner.calls) == len(variants)
+    assert len(inner.calls) == len(variants)
+
+
+async def test_a_cache_hit_is_counted_by_the_ledger_as_cached_not_made(store: JudgementCache) -> None:
+    inner = numbered()
+    llm = CachingLLM(inner, store)
+    seen: list[str] = []
+
+    async def hook(ledger: CallLedger, event: CallEvent) -> None:
+        seen.append(event.outcome)
+
+    ledger = CallLedger(planned=2, concurrency=2, on_call=hook)
+    await ledger.call(llm, JUDGE)
+    await ledger.call(llm, JUDGE)  # a hit: answered without a model call
+    await ledger.call(llm, JUDGE)  # still within the plan of 2: hits do not spend it
+    assert seen == ["sending", "answered", "sending", "cached", "sending", "cached"] and len(inner.calls) == 1
+    assert (ledger.made, ledger.cached, ledger.billed, ledger.refused) == (1, 2, 1, 0)
 
 
 async def test_sqlite_entries_expire_after_their_ttl(tmp_path: Path) -> None:
@@ -152,6 +171,7 @@ def test_a_repeated_trace_costs_no_model_call_and_gives_the_same_result(
     assert first["calls"]["billed"] == first["calls"]["made"] == answered > 0
     assert first["result"]["calls"]["cached"] == 0
     assert second["calls"]["billed"] == second["calls"]["made"] == 0 and provider.answered == answered
-    assert second["result"]["calls"]["cached"] == second["result"]["calls"]["made"] == answered
+    # a cache hit is cached, not made: the result's account and the job's agree (one meter)
+    assert second["result"]["calls"]["cached"] == answered and second["result"]["calls"]["made"] == 0
     assert comparable(second["result"]) == comparable(first["result"])
     assert (tmp_path / "judgements.db").exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -13,9 +14,11 @@ import pytest
 from support.fake_openai import FakeOpenAI, FakeReply
 
 from estimator.cost import Pricing
+from estimator.expected_digit import expected_digit
 from estimator.llm import LLM, LLMError, LLMRequest, Message
 from estimator.tokens import ApproxTokenizer, Tokenizer
 from provenance_api import tokenizer as tokenizer_module
+from provenance_api.capabilities import top_logprobs_capability
 from provenance_api.errors import (
     InvalidInput,
     ProvenanceError,
@@ -33,6 +36,7 @@ from provenance_api.llm_litellm import (
     LiteLLMPricing,
     aclose_litellm,
     load_litellm,
+    parse_top_logprobs,
     strip_code_fences,
 )
 from provenance_api.tokenizer import TiktokenTokenizer
@@ -485,3 +489,149 @@ def test_fake_server_lists_models_and_reports_script_errors() -> None:
         assert answer.status_code == 500 and "KeyError" in answer.json()["error"]["message"]
         assert [type(e) for e in srv.script_errors] == [KeyError]
         assert srv.answered == 0 and len(srv.requests) == 1
+
+
+# --------------------------------------------------------------------------- top log-probabilities
+
+
+DIGIT_ALTERNATIVES = ({"7": math.log(0.6), "6": math.log(0.3), "Yes": math.log(0.1)},)
+
+
+async def test_top_logprobs_are_asked_for_and_parsed() -> None:
+    with FakeOpenAI(lambda req: FakeReply(text="7", top_logprobs=DIGIT_ALTERNATIVES)) as srv:
+        llm = client(srv)
+        response = await llm.complete(ask("Rate it 1-9.", max_tokens=4, top_logprobs=5))
+        body = srv.requests[0]
+        assert body["logprobs"] is True and body["top_logprobs"] == 5
+        assert response.text == "7"
+        assert response.top_logprobs is not None and len(response.top_logprobs) == 1
+        assert response.top_logprobs[0] == pytest.approx(DIGIT_ALTERNATIVES[0])
+        assert expected_digit(response.top_logprobs) == pytest.approx((0.6 * 7 + 0.3 * 6) / 0.9)
+        assert llm.logprobs_unavailable is None
+        assert (llm.calls_attempted, llm.calls_billed) == (1, 1)
+
+
+async def test_top_logprobs_are_capped_at_k_and_at_twenty() -> None:
+    many = ({str(d): -float(d) for d in range(1, 10)},)
+    with FakeOpenAI(lambda req: FakeReply(text="1", top_logprobs=many)) as srv:
+        llm = client(srv)
+        two = await llm.complete(ask(top_logprobs=2))
+        assert two.top_logprobs is not None and set(two.top_logprobs[0]) == {"1", "2"}
+        await llm.complete(ask(top_logprobs=50))
+        assert srv.requests[1]["top_logprobs"] == 20  # OpenAI's limit; a larger k would be refused
+
+
+async def test_every_output_position_is_kept_in_order() -> None:
+    positions = ({" ": -0.1, "\n": -2.5}, {"8": -0.2, "9": -1.8})
+    with FakeOpenAI(lambda req: FakeReply(text=" 8", top_logprobs=positions)) as srv:
+        response = await client(srv).complete(ask(top_logprobs=3))
+        assert response.top_logprobs is not None
+        assert [set(p) for p in response.top_logprobs] == [{" ", "\n"}, {"8", "9"}]
+        assert expected_digit(response.top_logprobs) == pytest.approx(
+            (8 * math.exp(-0.2) + 9 * math.exp(-1.8)) / (math.exp(-0.2) + math.exp(-1.8)))
+
+
+async def test_no_logprobs_are_asked_for_unless_requested(hello: FakeOpenAI) -> None:
+    response = await client(hello).complete(ask())
+    assert "logprobs" not in hello.requests[0] and "top_logprobs" not in hello.requests[0]
+    assert response.top_logprobs is None
+
+
+async def test_a_provider_rejecting_logprobs_is_asked_again_without_and_says_so() -> None:
+    with FakeOpenAI(lambda req: "7", reject_logprobs=True) as srv:
+        llm = client(srv)
+        response = await llm.complete(ask(top_logprobs=5))
+        assert response.text == "7"
+        assert response.top_logprobs is None  # never a made-up distribution
+        assert llm.logprobs_unavailable is not None and "logprobs" in llm.logprobs_unavailable
+        assert [("logprobs" in b) for b in srv.requests] == [True, False]
+        assert (llm.calls_attempted, llm.calls_billed) == (2, 1)  # the 400 was not billed
+        again = await llm.complete(ask(top_logprobs=5))
+        assert again.top_logprobs is None and "logprobs" not in srv.requests[2]  # remembered
+        assert len(srv.requests) == 3
+
+
+async def test_a_provider_ignoring_logprobs_answers_without_them() -> None:
+    with FakeOpenAI(lambda req: "7", ignore_logprobs=True) as srv:
+        llm = client(srv)
+        response = await llm.complete(ask(top_logprobs=5))
+        assert srv.requests[0]["logprobs"] is True
+        assert response.text == "7" and response.top_logprobs is None
+        assert expected_digit(response.top_logprobs) is None
+
+
+async def test_an_unrelated_bad_request_is_not_read_as_a_logprobs_rejection() -> None:
+    with FakeOpenAI(lambda req: FakeReply.error(400, "max_tokens is too large")) as srv:
+        llm = client(srv)
+        with pytest.raises(ProviderBadRequest):
+            await llm.complete(ask(top_logprobs=5))
+        assert llm.logprobs_unavailable is None and len(srv.requests) == 1
+
+
+async def test_logprobs_with_a_schema_request_survive_the_structured_fallback() -> None:
+    alternatives = tuple({ch: 0.0} for ch in ANSWER)
+    with FakeOpenAI(lambda req: FakeReply(text=ANSWER, top_logprobs=alternatives), reject_json_schema=True) as srv:
+        llm = client(srv, max_attempts=1)
+        response = await llm.complete(schema_request(top_logprobs=1))
+        assert json.loads(response.text)["verdict"] == "supported"
+        assert all(b["logprobs"] is True for b in srv.requests)
+        assert response.top_logprobs is not None and len(response.top_logprobs) == len(ANSWER)
+
+
+def test_parse_top_logprobs_merges_duplicate_texts_and_keeps_the_chosen_token() -> None:
+    choice = {"logprobs": {"content": [
+        {"token": "7", "logprob": -0.5, "top_logprobs": [
+            {"token": "7", "logprob": -0.5}, {"token": "3", "logprob": math.log(0.1)},
+            {"token": "3", "logprob": math.log(0.1)}]},
+        {"token": "!", "logprob": -0.1, "top_logprobs": []},  # k=0: the chosen token alone
+    ]}}
+    parsed = parse_top_logprobs(choice)
+    assert parsed is not None
+    assert parsed[0]["7"] == pytest.approx(-0.5) and parsed[0]["3"] == pytest.approx(math.log(0.2))
+    assert parsed[1] == {"!": -0.1}
+    assert parse_top_logprobs({"logprobs": None}) is None
+    assert parse_top_logprobs({"logprobs": {"content": []}}) is None
+
+
+# --------------------------------------------------------------------------- capability: top log-probabilities
+
+
+@pytest.mark.parametrize(("model", "api_base", "offered", "how"), [
+    ("gpt-4o", None, True, "chat-logprobs"),
+    ("openai/gpt-4o-mini", "https://api.openai.com/v1", True, "chat-logprobs"),
+    ("azure/gpt-4o", "https://example.openai.azure.com", True, "chat-logprobs"),
+    ("openai/qwen2.5-7b-instruct", "http://127.0.0.1:8080/v1", True, "chat-logprobs"),  # vLLM / llama.cpp
+    ("hosted_vllm/qwen", "http://10.0.0.5:8000/v1", True, "chat-logprobs"),
+    ("my-finetune", "http://127.0.0.1:8080/v1", True, "chat-logprobs"),
+    ("anthropic/claude-3-5-sonnet-20241022", None, False, "none"),
+    ("claude-3-5-haiku-20241022", None, False, "none"),
+    ("anthropic/claude-3-5-sonnet-20241022", "https://proxy.example/v1", False, "none"),
+    ("bedrock/anthropic.claude-3-sonnet", None, False, "none"),
+    ("o1", None, False, "none"),  # OpenAI reasoning models refuse logprobs
+    ("openai/o3-mini", None, False, "none"),
+    ("azure/o1", "https://example.openai.azure.com", False, "none"),
+    ("some-unknown-model", None, False, "none"),
+])
+def test_top_logprobs_capability(model: str, api_base: str | None, offered: bool, how: str) -> None:
+    capability = top_logprobs_capability(model, api_base=api_base)
+    assert (capability.offered, capability.how) == (offered, how), capability.reason
+    assert model in capability.reason
+    if not offered:
+        assert "judged" in capability.reason  # the reason names the way out
+
+
+def test_the_local_model_always_offers_top_logprobs() -> None:
+    capability = top_logprobs_capability("anthropic/claude-3-5-sonnet-20241022", local_model=True)
+    assert capability.offered and capability.how == "in-process"
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "azure/gpt-4o", "hosted_vllm/qwen", "anthropic/claude-3-5-sonnet-20241022",
+                                   "bedrock/anthropic.claude-3-sonnet", "mistral/mistral-large-latest",
+                                   "cohere/command-r", "ollama/llama3", "o1", "openai/o3-mini"])
+def test_capability_agrees_with_what_litellm_sends(model: str) -> None:
+    """Where we say no, litellm drops the parameter (or the API refuses it); where we say yes, it is sent."""
+    litellm = load_litellm()
+    name, provider, _, _ = litellm.get_llm_provider(model)
+    supported = litellm.get_supported_openai_params(model=name, custom_llm_provider=provider) or []
+    sent = "logprobs" in supported and "top_logprobs" in supported
+    assert top_logprobs_capability(model).offered == sent

@@ -39,14 +39,14 @@ pytestmark = [
 
 USERS = 5
 TRACES_PER_USER = 10
-PLANNED = 12  # the small turn's quote
+PLANNED = 14  # the small turn's quote: (2+2) + (2+2) + 2 redundancy + 2·2
 BUDGET = 100  # per user: 10 quotes of 12 do not all fit at once, so the budget binds
 CAP = 3  # per-trace concurrency
 RUNS = 3
 MODEL = "openai/fake-judge"
 PROVIDER_KEY = "sk-load-test-provider-key"
 KEY_PHRASE = "with carrier DHL"
-CLAIM_LINE = re.compile(r"CLAIM:\n(.*)")
+CLAIM_LINE = re.compile(r"CLAIM:\n(?:<<<DATA-[0-9a-f]{16}>>>\n)?(.*)")  # the claim's data region, if fenced
 
 
 def claim_tag(headers: Any, payload: dict[str, Any] | None) -> str | None:

@@ -21,7 +21,8 @@ from support.local_model import ROOT, llama_server, model_path
 
 from estimator.agreement import top_source
 from estimator.corpus import build_corpus
-from estimator.llm import Message
+from estimator.expected_digit import expected_digit
+from estimator.llm import LLMRequest, Message
 from estimator.logprob import trace_logprob
 from estimator.params import DEFAULT_PARAMS
 from estimator.scorer import ScorerError
@@ -98,6 +99,41 @@ async def test_prefix_reuse_does_not_change_the_score(small_local: Any) -> None:
     again = await scorer.score(MESSAGES, TARGET)
     assert again.logprob_total == pytest.approx(first.logprob_total, abs=1e-3)
     assert other.logprob_total < first.logprob_total  # without the source the claim is less likely
+
+
+DIGIT_REQUEST = (Message("system", "Answer with exactly one digit from 1 to 9 and nothing else."),
+                 Message("user", "How sure are you that Paris is the capital of France? 1 = not at all, 9 = certain."))
+
+
+def _check_digit_alternatives(text: str, top: list[dict[str, float]] | None) -> None:
+    assert top, "no top log-probabilities came back"
+    first = top[0]
+    assert len(first) >= 5  # k alternatives, not just the chosen token
+    assert all(type(v) is float and v <= 0.0 for v in first.values())  # plain floats, numpy's converted
+    assert max(first, key=lambda t: first[t]).strip() == text.strip()[:1]  # temperature 0 writes the argmax
+    value = expected_digit(top)
+    assert value is not None and 1.0 <= value <= 9.0
+
+
+async def test_the_in_process_judge_returns_top_logprobs(small_local: Any) -> None:
+    from provenance_api.llm_llamacpp import LlamaCppLLM
+
+    response = await LlamaCppLLM(small_local).complete(
+        LLMRequest(messages=DIGIT_REQUEST, max_tokens=4, temperature=0.0, top_logprobs=10))
+    _check_digit_alternatives(response.text, response.top_logprobs)
+
+
+async def test_a_llamacpp_server_returns_top_logprobs_through_litellm(server: str) -> None:
+    from provenance_api.llm_litellm import LiteLLMClient, aclose_litellm
+
+    client = LiteLLMClient("openai/local", api_base=server, api_key="none", timeout=120)
+    try:
+        response = await client.complete(
+            LLMRequest(messages=DIGIT_REQUEST, max_tokens=4, temperature=0.0, top_logprobs=10))
+    finally:
+        await aclose_litellm()
+    assert client.logprobs_unavailable is None
+    _check_digit_alternatives(response.text, response.top_logprobs)
 
 
 PLANTED = [p for p in SUITE if p.turn_id in ("tool-03", "rule-01", "history-01")]

@@ -13,6 +13,7 @@ from test_attribution import CLAIM, QUERY, SILENT, make_corpus, script, standard
 from estimator.agreement import agreement, spearman, top_layer, top_source
 from estimator.attribution import trace_claim
 from estimator.cost import plan_calls
+from estimator.fence import split_fenced
 from estimator.llm import Message, ScriptedLLM
 from estimator.logprob import LogprobParams, build_messages, thresholds, trace_logprob
 from estimator.scorer import QWEN_TEMPLATE, ScoredTarget, Scorer, ScorerError, ScriptedScorer
@@ -144,7 +145,10 @@ def test_build_messages_puts_instructions_in_the_system_message_and_shares_prefi
     texts = {u.id: u.text for u in corpus.units}
     full = build_messages(corpus, QUERY, frozenset(), texts)
     assert full[0].role == "system" and full[0].content == "Answer briefly."
-    assert full[-1].content.startswith("Context:\n\n[s0] ") and full[-1].content.endswith(f"Question: {QUERY}")
+    regions, outside = split_fenced(full[-1].content)
+    assert full[-1].content.startswith("Context:\n\n") and "Question:" in outside
+    heads = [r.strip("\n").split(" ", 1)[0] for r in regions]
+    assert heads == ["[s0]", "[s1]", "[s2]", "[s4]", "[s5]", QUERY.split()[0]]
     without_last = build_messages(corpus, QUERY, frozenset({"s5"}), texts)
     common = 0
     a, b = full[-1].content, without_last[-1].content
@@ -152,7 +156,8 @@ def test_build_messages_puts_instructions_in_the_system_message_and_shares_prefi
         common += 1
     assert "[s4]" in a[:common]  # everything before the removed source is shared
     nothing = build_messages(corpus, QUERY, frozenset(u.id for u in corpus.units), texts)
-    assert nothing == (Message("user", QUERY),)
+    assert len(nothing) == 1 and nothing[0].role == "user"
+    assert [r.strip("\n") for r in split_fenced(nothing[0].content)[0]] == [QUERY]
     # The template adds the model's default system prompt when there is none.
     prefix = QWEN_TEMPLATE.render_prefix(nothing)
     assert prefix.startswith("<|im_start|>system\nYou are Qwen") and prefix.endswith("<|im_start|>assistant\n")
@@ -209,3 +214,13 @@ async def test_an_unmeasured_layer_is_no_information_not_redundant() -> None:
     assert tools.no_information and tools.delta == 0.0
     assert result.gamma == pytest.approx(40.0)
     assert result.verdict == "no_information"
+
+
+async def test_every_scoring_call_is_counted_by_the_one_ledger() -> None:
+    corpus = standard_corpus()
+    scorer = ScriptedScorer(planted("s1"))
+    llm = silent_llm()
+    result = await trace_logprob(scorer, llm, CLAIM, QUERY, corpus)
+    assert scorer.calls and result.calls.made == len(scorer.calls) + len(llm.calls)
+    assert result.calls.billed == result.calls.made and result.calls.refused == 0
+    assert result.calls.planned == plan_calls(corpus).total

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from estimator.corpus import build_corpus
-from estimator.fence import FENCE
+from estimator.fence import MARKER_RE
 from estimator.llm import LLMError, LLMRequest, LLMResponse, ScriptedLLM, Usage
 from estimator.params import DEFAULT_PARAMS, Params
 from estimator.probe import ProbeResult, probe_source
@@ -150,7 +150,7 @@ async def test_the_regeneration_prompt_has_no_response_prefix_and_omits_exactly_
     assert len(full) == len(ablated) == 3
     for request in llm.calls:
         text = request.prompt_text
-        assert "using ONLY the SOURCES" in text and QUERY in text and FENCE in text
+        assert "using ONLY the SOURCES" in text and QUERY in text and MARKER_RE.search(text)
         assert CLAIM not in text and "bounding box" not in text.split("SOURCES:")[0]
         for sentence in ANSWER_PARTS:
             assert sentence not in text  # no part of the answer is ever supplied

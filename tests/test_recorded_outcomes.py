@@ -16,7 +16,7 @@ import pytest
 from estimator.attribution import trace_claim
 from estimator.corpus import build_corpus
 from estimator.cost import plan_calls
-from estimator.fence import FENCE
+from estimator.fence import split_fenced
 from estimator.llm import LLMRequest, ScriptedLLM
 from estimator.result import TraceResult
 from estimator.support import DIRECTIVE_HEADING
@@ -41,9 +41,10 @@ def load(name: str) -> tuple[StoredTurn, Corpus]:
 
 
 def shown(request: LLMRequest) -> dict[str, str]:
-    user = request.messages[-1].content
-    return {m.group(1): m.group(2) for m in re.finditer(
-        rf"^{re.escape(FENCE)}\n\[(s\d+)\] [^\n]*\n(.*?)\n{re.escape(FENCE)}", user, flags=re.M | re.S)}
+    """The sources a judge request shows: id -> the text of its data region (after the header line)."""
+    regions, _ = split_fenced(request.messages[-1].content)
+    return {m.group(1): m.group(2) for region in regions
+            if (m := re.match(r"\[(s\d+)\] [^\n]*\n(.*)\Z", region.strip("\n"), flags=re.S))}
 
 
 def reply(verdict: str, quote: str = "", confidence: float = 0.8, reason: str = "-") -> str:
@@ -109,15 +110,20 @@ async def test_8_1_the_hedge_is_attributed_to_the_governing_rule() -> None:
     assert all(s.delta == 0.0 for s in result.sources if s.layer == Layer.TOOLS)
     assert any(w.endswith("current text; an edit since this turn can't be detected") for w in result.warnings)
     assert len([w for w in result.warnings if "700-token scoring window" in w]) == 2
-    assert result.calls.planned == plan_calls(corpus).total == 31
-    assert result.calls.made == 5 + 6 + 8 <= 31
+    # The paper's tally for this corpus is 31 (§8.1: "8 sources, 31 calls"); the plan here is 39 because it
+    # also reserves redundancy resolution (each candidate kept alone once, 8 calls). This claim needs none
+    # (no layer grounds it without a source that does), so the calls made are the paper's terms only.
+    plan = plan_calls(corpus)
+    assert plan.round1 + plan.round2 + plan.spans == 31 and plan.redundancy == 8
+    assert result.calls.planned == plan.total == 39
+    assert result.calls.made == 5 + 6 + 8 <= 31 and result.calls.refused == 0
 
 
 async def test_8_1_deduplication_saves_at_least_two_calls_with_verdicts_unchanged() -> None:
     fast, _ = await trace_hedge()
     slow, _ = await trace_hedge(dedupe=False)
     assert fast.calls.saved >= 2 and slow.calls.made - fast.calls.made == fast.calls.saved
-    assert fast.calls.made <= slow.calls.made <= 31
+    assert fast.calls.made <= slow.calls.made <= 31  # the paper's tally: no redundancy resolution needed here
     for key in ("gamma", "verdict", "layers", "sources", "diagnosis"):
         assert fast.to_dict()[key] == slow.to_dict()[key]
 
@@ -127,12 +133,12 @@ def layer_judge(sources: dict[str, str]) -> str:
 
 
 def layer_support(prompt: str) -> str:
-    body = prompt.split(FENCE)[1]
+    body = split_fenced(prompt)[0][-1].strip("\n")  # the source's region: the claim's comes first
     if f"\n{DIRECTIVE_HEADING}:\n" in prompt:
         return reply("silent", "", 0.77, "no instruction here bears on this")
-    if body.startswith("\nsearch_worldview_layers("):
+    if "search_worldview_layers(" in body.split("\n", 1)[0]:
         return reply("supported", TOOL_QUOTE, 0.86, "states the claim")
-    if body.startswith("\n[agent replied") and HISTORY_QUOTE in body:
+    if "agent replied" in body.split("\n", 1)[0] and HISTORY_QUOTE in body:
         return reply("supported", HISTORY_QUOTE, 0.86, "states the claim")
     return reply("silent")
 
@@ -154,11 +160,20 @@ async def test_8_2_the_layer_claim_is_redundant_and_the_quotes_carry_the_answer(
     assert escaped in stored_line and TOOL_QUOTE not in stored_line  # JSON-in-JSON: verified via Normalise
     reply_ = next(s for s in result.sources if s.layer == Layer.HISTORY and s.support and s.support.quote)
     assert reply_.support is not None and reply_.support.quote == HISTORY_QUOTE
-    assert reply_.support.line_start == 2
+    assert reply_.support.line_start == 1  # the message's own first line, not our header above it
     instructions = result.source(corpus.in_layer(Layer.INSTRUCTIONS)[0].id)
     assert instructions.support is not None and instructions.support.verdict == "silent"
     assert {tool.diagnosis, reply_.diagnosis} == {"grounded in your data"}
-    assert result.calls.made == 5 + len(corpus) <= result.calls.planned == 31
+    # The paper stops here (§8.2: round 2 skipped, "the quotes are the answer"), at 5 + 8 = 13 calls of a
+    # 31-call plan. This project asks the complementary question the paper leaves open: each layer alone
+    # (3 calls; the tools and history layers carry it, instructions does not), then each source of those
+    # layers alone (5 tools + 2 history = 7 calls): 13 + 10 = 23 calls of a 39-call plan.
+    assert [(x.layer, x.role) for x in result.layers] == [
+        (Layer.TOOLS, "redundant"), (Layer.INSTRUCTIONS, "irrelevant"), (Layer.HISTORY, "redundant")]
+    assert tool.role == "redundant" and tool.alone == 9.0 and reply_.role == "redundant"
+    assert result.calls.made == 5 + len(corpus) + 3 + 7 == 23 and result.calls.planned == 39
+    assert result.calls.refused == 0
+    assert not any("model knew it" in (s.diagnosis or "") for s in result.sources)
 
 
 @pytest.mark.parametrize("digit", ["1", "5", "9"])
@@ -171,4 +186,9 @@ async def test_8_3_the_acronym_is_internal_knowledge(digit: str) -> None:
     assert result.verdict_text == "answered from the model's own knowledge"
     assert [x.delta for x in result.layers] == [0.0, 0.0]
     assert result.diagnosis == "unverifiable model knowledge" and result.round2_skipped_reason
-    assert result.calls.planned == plan_calls(corpus).total == 39 and result.calls.made == 4 + 11
+    # §8.3: "(2+2) + (11+2) + 2 × 11 = 39 — exactly the figure the cost gate reported". The gate here adds
+    # the redundancy resolution that fits under MAX_CALLS (9 of 11 sources): 48. This claim needs none.
+    plan = plan_calls(corpus)
+    assert plan.round1 + plan.round2 + plan.spans == 39 and plan.redundancy == 9
+    assert result.calls.planned == plan.total == 48 and result.calls.made == 4 + 11
+    assert result.calls.refused == 0

@@ -17,9 +17,9 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import text
 from support.api_server import ApiServer, scripted_factory, small_turn
 from support.services import DbBackend
-from sqlalchemy import text
 
 from provenance_api.db.session import Database
 

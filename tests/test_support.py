@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from estimator.fence import FENCE, data_only_rule
+from estimator.fence import Fence
 from estimator.llm import LLMError, LLMRequest, ScriptedLLM
 from estimator.params import DEFAULT_PARAMS
 from estimator.support import (
@@ -23,8 +23,8 @@ from estimator.support import (
 from estimator.units import Evidence, Layer, Unit, sha256_hex
 
 CLAIM = "The Aerosol Albedo layer belongs to the Aerosol Albedo layer group."
-ESCAPED_TOOL_RETURN = (
-    'search_worldview_layers({"query": "aerosol"})\n'
+SEARCH_HEADER = 'search_worldview_layers({"query": "aerosol"})'
+ESCAPED_TOOL_RETURN = (  # one physical line: its newlines are JSON escapes
     '{"result": "[{\\"layer_id\\": \\"OMI_Aerosol_Albedo\\",\\n'
     '  \\"layergroup\\": \\"Aerosol Albedo\\",\\n'
     '  \\"period\\": \\"daily\\"}]"}'
@@ -38,8 +38,10 @@ RULES = "\n".join([
 
 
 def unit(text: str, layer: Layer = Layer.TOOLS, uid: str = "s0") -> Unit:
+    """A source; a tool's call header is shown above its content, as the corpus builds it."""
+    header = SEARCH_HEADER if layer == Layer.TOOLS else ""
     return Unit(id=uid, kind="instructions" if layer == Layer.INSTRUCTIONS else "user_tool", tool="t",
-                label=f"label of {uid}", text=text, ordinal=int(uid[1:]), layer=layer,
+                label=f"label of {uid}", text=text, ordinal=int(uid[1:]), layer=layer, header=header,
                 evidence=Evidence(sha256_hex(text), "test", len(text) // 4))
 
 
@@ -71,7 +73,7 @@ async def test_a_retry_that_verifies_is_kept() -> None:
     verdict = await check_support(llm, CLAIM, unit(ESCAPED_TOOL_RETURN))
     assert (verdict.verdict, verdict.calls, len(llm.calls), verdict.downgraded) == ("supported", 2, 2, False)
     assert verdict.quote == '"layergroup": "Aerosol Albedo"' and verdict.confidence == 0.86
-    assert (verdict.line_start, verdict.line_end) == (2, 2)
+    assert (verdict.line_start, verdict.line_end) == (1, 1)  # the return's own line, not the header's next
 
 
 async def test_a_retry_that_does_not_verify_does_not_replace_the_answer() -> None:
@@ -86,7 +88,7 @@ async def test_an_escaped_json_quote_verifies_against_the_stored_text() -> None:
     assert '\\"layergroup\\": \\"Aerosol Albedo\\"' in ESCAPED_TOOL_RETURN
     llm = ScriptedLLM(lambda r: answer("supported", '"layergroup": "Aerosol Albedo"', 0.99))
     verdict = await check_support(llm, CLAIM, unit(ESCAPED_TOOL_RETURN))
-    assert verdict.verdict == "supported" and verdict.calls == 1 and verdict.line_start == 2
+    assert verdict.verdict == "supported" and verdict.calls == 1 and verdict.line_start == 1
     assert verdict.quote == '"layergroup": "Aerosol Albedo"'
 
 
@@ -94,7 +96,7 @@ async def test_contradicted_is_first_class() -> None:
     llm = ScriptedLLM(lambda r: answer("contradicted", '"period": "daily"', 0.8, "it is daily, not yearly"))
     verdict = await check_support(llm, "The layer is updated yearly.", unit(ESCAPED_TOOL_RETURN))
     assert (verdict.verdict, verdict.downgraded, verdict.calls) == ("contradicted", False, 1)
-    assert verdict.quote == '"period": "daily"' and verdict.line_start == verdict.line_end == 2
+    assert verdict.quote == '"period": "daily"' and verdict.line_start == verdict.line_end == 1
 
 
 async def test_silent_is_not_retried() -> None:
@@ -108,10 +110,12 @@ async def test_instructions_get_the_directive_question_and_other_sources_the_evi
     evidence = build_support_request(CLAIM, unit(ESCAPED_TOOL_RETURN))
     assert "direct this response" in directive.messages[0].content
     assert "state the claim" in evidence.messages[0].content
-    for request, heading, body in ((directive, DIRECTIVE_HEADING, RULES), (evidence, EVIDENCE_HEADING,
-                                                                            ESCAPED_TOOL_RETURN)):
-        assert request.messages[-1].content == f"CLAIM:\n{CLAIM}\n\n{heading}:\n{FENCE}\n{body}\n{FENCE}"
-        assert data_only_rule().strip() in request.messages[0].content
+    fence = Fence.for_inputs(CLAIM)
+    m = fence.marker
+    shown = SEARCH_HEADER + "\n" + ESCAPED_TOOL_RETURN  # the header is shown to the model, inside the fence
+    for request, heading, body in ((directive, DIRECTIVE_HEADING, RULES), (evidence, EVIDENCE_HEADING, shown)):
+        assert request.messages[-1].content == f"CLAIM:\n{m}\n{CLAIM}\n{m}\n\n{heading}:\n{m}\n{body}\n{m}"
+        assert fence.rule().strip() in request.messages[0].content
         assert request.purpose == "support" and request.json_schema == SUPPORT_SCHEMA
     assert SUPPORT_SCHEMA["properties"]["verdict"]["enum"] == ["supported", "contradicted", "silent"]
 

@@ -27,7 +27,7 @@ from playwright.sync_api import BrowserContext, ConsoleMessage, Page, expect, sy
 from support.api_server import ApiServer
 from support.fake_openai import FakeOpenAI, FakeReply
 
-from estimator.fence import FENCE
+from estimator.fence import split_fenced
 from provenance_api.llm_litellm import load_litellm
 
 REPO = Path(__file__).resolve().parents[1]
@@ -81,9 +81,9 @@ def _split(messages: Sequence[Any]) -> tuple[str, str]:
 
 
 def _fenced(text: str) -> str:
-    """The data between the first two fence lines (the source's own text), else ''."""
-    parts = text.split(FENCE)
-    return parts[1] if len(parts) >= 3 else ""
+    """The data of the last fenced region (the source's own text; the claim's region comes first), else ''."""
+    regions = split_fenced(text)[0]
+    return regions[-1] if regions else ""
 
 
 def quote_around(text: str, at: int, length: int, margin: int = 40) -> str:
@@ -115,9 +115,11 @@ class SourceKeyedJudge:
     failing: bool = False  # answer every call with a provider error (400)
 
     def _find(self, text: str) -> tuple[int, int] | None:
+        """The key's last occurrence: a source's text comes after its header (the tool call that produced
+        it, whose arguments often repeat the key), and only the text is evidence a quote can verify in."""
         lowered = text.casefold()
         for key in self.keys:
-            at = lowered.find(key.casefold())
+            at = lowered.rfind(key.casefold())
             if at >= 0:
                 return at, len(key)
         return None

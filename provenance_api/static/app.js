@@ -1447,7 +1447,7 @@
     return r.verdict_text;
   }
 
-  const ROLE_WORDS = { grounds: 'grounds the claim', distractor: 'distractor: removing it raised support', irrelevant: 'no effect' };
+  const ROLE_WORDS = { grounds: 'grounds the claim', distractor: 'distractor: removing it raised support', irrelevant: 'no effect', redundant: 'redundant: it carries the claim alone, and so do others' };
 
   function verdictWords(layer, v) {
     if (v.no_information) return 'no information';

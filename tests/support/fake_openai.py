@@ -32,6 +32,14 @@ chat request (by default the ``X-Fake-Tag`` request header), and ``answered_by_t
 sharing one server can each be checked. ``fault_fn(index, request_json, tag)`` is ``faults`` with
 the tag (used when ``faults`` is None).
 
+Top log-probabilities: a request with ``logprobs: true`` is answered with
+``choices[0].logprobs.content`` in OpenAI's shape (``token``, ``logprob``, ``bytes`` and the
+``top_logprobs`` alternatives, at most the request's ``top_logprobs`` of them, likeliest first). The
+alternatives are ``FakeReply.top_logprobs`` (one mapping per output token, token text → logprob; the
+likeliest is the chosen token) or, by default, each character of the text chosen with certainty.
+``reject_logprobs`` answers such a request 400 naming logprobs (a provider that does not offer them);
+``ignore_logprobs`` answers it without any (a provider that drops the parameter).
+
 An answer whose client hung up while it was being delayed (a client timeout) is not delivered and
 not counted in ``answered``: it is counted in ``abandoned`` instead.
 """
@@ -80,7 +88,8 @@ class FakeReply:
     default to roughly one token per four characters. ``until_hangup`` makes ``delay`` a
     longest wait: the answer is held until the client hangs up (a client timeout, then counted in
     ``abandoned``), and sent only if it has not after ``delay`` seconds — a slow answer that can
-    never race the client's timer.
+    never race the client's timer. ``top_logprobs``: the alternatives per output token, sent when the
+    request asks for log-probabilities.
     """
 
     text: str | None = None
@@ -100,6 +109,7 @@ class FakeReply:
     finish_reason: str = "stop"
     model: str | None = None
     until_hangup: bool = False
+    top_logprobs: tuple[Mapping[str, float], ...] | None = None
 
     @classmethod
     def rate_limited(cls, retry_after: float | None = None) -> FakeReply:
@@ -172,6 +182,27 @@ def _prompt_text(request: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+def _token_entry(token: str, logprob: float) -> dict[str, Any]:
+    return {"token": token, "logprob": logprob, "bytes": list(token.encode("utf-8"))}
+
+
+def _logprobs_body(text: str, alternatives: Sequence[Mapping[str, float]] | None,
+                   top_k: Any) -> dict[str, Any]:
+    """OpenAI's ``choices[0].logprobs``: per output token the chosen token and its top-k alternatives."""
+    k = top_k if isinstance(top_k, int) and not isinstance(top_k, bool) and top_k >= 0 else 0
+    positions = list(alternatives) if alternatives is not None else [{ch: 0.0} for ch in text]
+    content: list[dict[str, Any]] = []
+    for position in positions:
+        ranked = sorted(position.items(), key=lambda kv: kv[1], reverse=True)
+        if not ranked:
+            continue
+        chosen, chosen_lp = ranked[0]
+        entry = _token_entry(chosen, chosen_lp)
+        entry["top_logprobs"] = [_token_entry(t, lp) for t, lp in ranked[:k]]
+        content.append(entry)
+    return {"content": content, "refusal": None}
+
+
 class FakeOpenAI:
     """An OpenAI-compatible server on loopback; see the module docstring."""
 
@@ -187,13 +218,17 @@ class FakeOpenAI:
         host: str = "127.0.0.1",
         tagger: Tagger | None = None,
         fault_fn: TaggedFaultPlan | None = None,
+        reject_logprobs: bool | str = False,
+        ignore_logprobs: bool = False,
     ) -> None:
         """``api_key``: when set, a request without ``Authorization: Bearer <api_key>`` gets a 401
         whose message echoes the key it was given (as some providers do), so tests can check that
         clients never repeat secrets. ``reject_json_schema``: a ``response_format`` of type
         ``json_schema`` answers 500 (like the stock llama.cpp server), with a bare "Internal Server
         Error" message, or with the given string. ``reject_json_object``: a ``response_format`` of
-        type ``json_object`` answers 400."""
+        type ``json_object`` answers 400. ``reject_logprobs``: a request with ``logprobs`` answers 400
+        ("logprobs is not supported ...", or the given string); ``ignore_logprobs``: it is answered
+        without log-probabilities."""
         self.script: Script = script or _default_script
         self.faults = faults
         self.api_key = api_key
@@ -203,6 +238,8 @@ class FakeOpenAI:
         self.host = host
         self.tagger: Tagger = tagger or header_tag
         self.fault_fn = fault_fn
+        self.reject_logprobs = reject_logprobs
+        self.ignore_logprobs = ignore_logprobs
         self._abandoned = 0
         self._by_tag_answered: dict[str | None, int] = {}
         self._by_tag_requests: dict[str | None, int] = {}
@@ -583,6 +620,11 @@ class FakeOpenAI:
         if self.reject_json_object and rf_type == "json_object":
             await self._error(writer, 400, "response_format type 'json_object' is not supported")
             return True
+        if self.reject_logprobs and payload.get("logprobs"):
+            rejection = self.reject_logprobs
+            await self._error(writer, 400, rejection if isinstance(rejection, str)
+                              else "logprobs is not supported for this model")
+            return True
         if reply.empty_body:
             await self._write(writer, 200, b"", extra_headers)
             return True
@@ -603,7 +645,8 @@ class FakeOpenAI:
             "choices": [] if reply.no_choices else [{
                 "index": 0,
                 "message": {"role": "assistant", "content": text},
-                "logprobs": None,
+                "logprobs": (_logprobs_body(text, reply.top_logprobs, payload.get("top_logprobs"))
+                             if payload.get("logprobs") and not self.ignore_logprobs else None),
                 "finish_reason": reply.finish_reason,
             }],
         }

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from estimator.fence import FENCE
+from estimator.fence import split_fenced as _split_fenced
 from estimator.llm import LLMRequest, LLMResponse, Usage
 from support.fake_openai import FakeOpenAI, FakeReply
 
@@ -57,10 +57,7 @@ TaggedScript = Callable[[dict[str, Any], "str | None"], str]
 
 def split_fenced(text: str) -> tuple[list[str], str]:
     """(the fenced data regions, the text outside them): the judge's view of one prompt."""
-    parts = text.split(FENCE)
-    inside = parts[1::2]
-    outside = "\n".join(parts[0::2])
-    return inside, outside
+    return _split_fenced(text)
 
 
 def _messages(request: dict[str, Any]) -> tuple[str, str]:
@@ -99,7 +96,7 @@ class FencedJudge:
         if override:
             with self._lock:
                 self.overridden += 1
-        data = "\n".join(inside)
+        data = "\n".join(inside[1:])  # the sources: the claim's region comes first and is not evidence
         if "strict judge of support" in system:
             if override:
                 return override.group(1)

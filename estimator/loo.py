@@ -1,0 +1,280 @@
+"""Algorithm 4 — the one hierarchical leave-one-out driver, over any scalar (``measure.Scalar``).
+
+Round 1 removes each layer; round 2 removes each source of the contributing layers (both capped by
+Algorithm 4a); redundancy resolution asks the complementary question where leave-one-out reads zero
+(``redundancy.py``); span localisation (Algorithm 5) runs unconditionally and concurrently. The memo,
+progress events, warnings and assembly (``assembly.py``) exist here once: the judged digit, the
+expected digit and the log-probability differ only in how they measure a mask.
+
+Every call goes through one ledger (``ledger.CallLedger``): the concurrency cap and the plan's ceiling.
+A mask equal to one measured before (round 2's all-present mask is round 1's s(1); a one-source layer's
+"keep only this source" mask is its "keep only this layer" mask) is answered from the memo.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import anyio
+
+from .cost import CallPlan
+from .judge import Mask, cut_to_budget
+from .ledger import CallLedger
+from .llm import LLM
+from .measure import Scalar
+from .params import Params
+from .result import LayerScore, ProgressEvent, Role, Round, SupportVerdict, TraceResult
+from .support import check_support, support_body
+from .tokens import Tokenizer
+from .units import PROVENANCE_LAYER_ORDER, Corpus, Layer, Unit
+
+__all__ = ["Ablation", "LooRun", "Redundancy", "drop", "layer_mask", "plan_redundancy", "role_of", "run_loo",
+           "select_units", "source_texts"]
+
+
+def drop(full: float, without: float) -> float:
+    """Drop(full, without): 0 if either is NaN (no information), else full − without."""
+    return 0.0 if math.isnan(full) or math.isnan(without) else full - without
+
+
+def role_of(delta: float, tau: float) -> Role:
+    if delta >= tau:
+        return "grounds"
+    if delta <= -tau:
+        return "distractor"
+    return "irrelevant"
+
+
+def layer_mask(corpus: Corpus, layer: Layer) -> Mask:
+    return frozenset(u.id for u in corpus.in_layer(layer))
+
+
+def select_units(units: Sequence[Unit], max_sources: int) -> tuple[tuple[Unit, ...], tuple[Unit, ...]]:
+    """Algorithm 4a: layer-balanced round-robin by recency, capped; (kept, omitted), both in ordinal order."""
+    if len(units) <= max_sources:
+        return tuple(sorted(units, key=lambda u: u.ordinal)), ()
+    queues = {layer: sorted((u for u in units if u.layer == layer), key=lambda u: -u.ordinal)
+              for layer in PROVENANCE_LAYER_ORDER}
+    kept: list[Unit] = []
+    while len(kept) < max_sources and any(queues.values()):
+        for layer in PROVENANCE_LAYER_ORDER:
+            if queues[layer] and len(kept) < max_sources:
+                kept.append(queues[layer].pop(0))
+    kept_ids = {u.id for u in kept}
+    omitted = tuple(u for u in sorted(units, key=lambda u: u.ordinal) if u.id not in kept_ids)
+    return tuple(sorted(kept, key=lambda u: u.ordinal)), omitted
+
+
+def source_texts(corpus: Corpus, params: Params, tok: Tokenizer) -> tuple[dict[str, str], tuple[str, ...]]:
+    """Every source cut once to the scoring window, and the ids of those that were cut."""
+    texts: dict[str, str] = {}
+    cut: list[str] = []
+    for unit in corpus.units:
+        texts[unit.id], was_cut = cut_to_budget(unit.shown, params.source_token_cap, tok)
+        if was_cut:
+            cut.append(unit.id)
+    return texts, tuple(cut)
+
+
+@dataclass
+class _Entry:
+    done: anyio.Event
+    value: float = math.nan
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A measurement that produced no information, and why (disclosed in the result)."""
+
+    mask: Mask
+    reason: str
+
+
+@dataclass
+class LooRun:
+    """The mutable state of one trace: memo, scores, failures, span verdicts, progress."""
+
+    scalar: Scalar
+    ledger: CallLedger
+    corpus: Corpus
+    params: Params
+    on_progress: Callable[[ProgressEvent], None] | None = None
+    dedupe: bool = True
+    memo: dict[Mask, _Entry] = field(default_factory=dict)
+    scores: dict[Mask, float] = field(default_factory=dict)
+    failures: list[Failure] = field(default_factory=list)
+    supports: dict[str, SupportVerdict] = field(default_factory=dict)
+
+    def layer_drops(self) -> dict[str, float]:
+        full = self.scores.get(frozenset())
+        if full is None:
+            return {}
+        return {layer.value: drop(full, self.scores[m]) for layer in self.corpus.layers_present()
+                if (m := layer_mask(self.corpus, layer)) in self.scores}
+
+    def emit(self, stage: Round, message: str) -> None:
+        if self.on_progress is not None:
+            planned = self.ledger.planned if self.ledger.planned is not None else 0
+            self.on_progress(ProgressEvent(self.ledger.made, planned, stage, message, self.layer_drops()))
+
+    async def score(self, mask: Mask) -> float:
+        """s(mask), measured at most once per trace (unless ``dedupe`` is off, for measurement only)."""
+        if self.dedupe:
+            entry = self.memo.get(mask)
+            if entry is not None:
+                self.ledger.note_saved()
+                await entry.done.wait()
+                return entry.value
+            entry = _Entry(anyio.Event())
+            self.memo[mask] = entry
+            try:
+                entry.value = await self._measure(mask)
+            finally:
+                entry.done.set()
+            return entry.value
+        return await self._measure(mask)
+
+    async def _measure(self, mask: Mask) -> float:
+        measured = await self.scalar.measure(mask)
+        if measured.failure is not None:
+            self.failures.append(Failure(mask, measured.failure))
+        self.scores[mask] = measured.value
+        return measured.value
+
+    async def measure(self, masks: Mapping[str, Mask], stage: Round) -> dict[str, float]:
+        out: dict[str, float] = {}
+
+        async def one(name: str, mask: Mask) -> None:
+            out[name] = await self.score(mask)
+            shown = "no information" if math.isnan(out[name]) else f"{out[name]:.2f}{self.scalar.unit}"
+            self.emit(stage, f"s({name}) = {shown}")
+
+        async with anyio.create_task_group() as tg:
+            for name, mask in masks.items():
+                tg.start_soon(one, name, mask)
+        return out
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """What the rounds measured."""
+
+    s1: float
+    s0: float
+    tau: float
+    tau_gamma: float
+    layers: tuple[LayerScore, ...]
+    contributing: tuple[Layer, ...]
+    tested: tuple[Unit, ...] = ()
+    omitted: tuple[Unit, ...] = ()
+    s2: Mapping[str, float] = field(default_factory=dict)
+    roles: Mapping[str, Role] = field(default_factory=dict)
+    alone: Mapping[str, float] = field(default_factory=dict)
+    """Source id → the scalar with only this source kept of its layer (redundancy resolution)."""
+    layer_alone: Mapping[Layer, float] = field(default_factory=dict)
+    """Layer → the scalar with only this layer kept (across-layer redundancy resolution)."""
+    redundancy_skipped: str | None = None
+
+
+async def _round1(run: LooRun) -> Ablation:
+    corpus, params = run.corpus, run.params
+    layers = corpus.layers_present()
+    masks: dict[str, Mask] = {"1": frozenset(), "0": frozenset(u.id for u in corpus.units)}
+    masks.update({f"1-{layer.value}": layer_mask(corpus, layer) for layer in layers})
+    s = await run.measure(masks, "round1")
+    s1, s0 = s["1"], s["0"]
+    tau, tau_gamma = run.scalar.thresholds(s1 - s0, params)
+    scores = []
+    for layer in layers:
+        without = s[f"1-{layer.value}"]
+        delta = drop(s1, without)
+        scores.append(LayerScore(layer, delta, role_of(delta, tau), without, math.isnan(s1) or math.isnan(without)))
+    ranked = sorted((x for x in scores if x.role in ("grounds", "distractor")), key=lambda x: -abs(x.delta))
+    return Ablation(s1, s0, tau, tau_gamma, tuple(scores), tuple(x.layer for x in ranked))
+
+
+async def _round2(run: LooRun, ab: Ablation) -> Ablation:
+    corpus = run.corpus
+    candidates = [u for u in corpus.units if u.layer in ab.contributing] or list(corpus.units)
+    tested, omitted = select_units(candidates, run.params.max_sources)
+    masks: dict[str, Mask] = {"1": frozenset(), "1-candidates": frozenset(u.id for u in tested)}
+    masks.update({f"1-{u.id}": frozenset({u.id}) for u in tested})
+    s2 = await run.measure(masks, "round2")
+    roles = {u.id: role_of(drop(s2["1"], s2[f"1-{u.id}"]), ab.tau) for u in tested}
+    return Ablation(ab.s1, ab.s0, ab.tau, ab.tau_gamma, ab.layers, ab.contributing, tested, omitted, s2, roles)
+
+
+async def _ablate(run: LooRun, redundancy: Redundancy) -> Ablation:
+    from .redundancy import across_layers, within_layers
+
+    ab = await _round1(run)
+    if ab.contributing:
+        ab = await _round2(run, ab)
+        off = redundancy.within == 0 and not redundancy.across  # the seed's algorithm, for measurement
+        return ab if off else await within_layers(run, ab, redundancy.within)
+    return await across_layers(run, ab) if redundancy.across else ab
+
+
+@dataclass(frozen=True)
+class Redundancy:
+    """How much redundancy resolution a trace may spend: ``within`` sources kept alone at most inside
+    grounding layers (None: no cap, 0: none), and whether the *redundant* verdict is resolved ``across``
+    layers (it fits in round 2's share of the plan). ``Redundancy(0, False)`` is the seed's algorithm
+    (for measurement)."""
+
+    within: int | None = None
+    across: bool = True
+
+
+async def run_loo(scalar: Scalar, claim: str, corpus: Corpus, *, llm: LLM | None, ledger: CallLedger,
+                  params: Params, tokenizer: Tokenizer, model: str, truncated: tuple[str, ...],
+                  on_progress: Callable[[ProgressEvent], None] | None = None, dedupe: bool = True,
+                  supports: Mapping[str, SupportVerdict] | None = None,
+                  redundancy: Redundancy | None = None) -> TraceResult:
+    """Algorithm 4 for one claim with ``scalar``. ``llm`` runs the span checks (unconditional); pass
+    ``supports`` to reuse span checks already made for this claim, or ``llm=None`` to skip them.
+    ``truncated``: ids of the sources the scalar sees cut to the scoring window; ``redundancy``: what
+    redundancy resolution may spend (``plan_redundancy`` of the cost gate's plan)."""
+    from .assembly import assemble
+
+    if not corpus.units:
+        raise ValueError("the corpus has no sources: nothing in this turn's context can be traced")
+    run = LooRun(scalar, ledger, corpus, params, on_progress, dedupe)
+    targets, span_omitted = select_units(corpus.units, params.max_sources)
+    bodies = {u.id: support_body(u, params=params, tokenizer=tokenizer) for u in targets}  # cut once
+    ablation: list[Ablation] = []
+
+    async def spans() -> None:
+        if supports is not None:
+            run.supports.update({k: v for k, v in supports.items() if k in bodies})
+            return
+        if llm is None:
+            return
+
+        async def one(unit: Unit) -> None:
+            run.supports[unit.id] = await check_support(llm, claim, unit, params=params, tokenizer=tokenizer,
+                                                        ledger=ledger, body=bodies[unit.id][0])
+            run.emit("spans", f"span check of {unit.id}: {run.supports[unit.id].verdict}")
+
+        async with anyio.create_task_group() as tg:
+            for unit in targets:
+                tg.start_soon(one, unit)
+
+    async def rounds() -> None:
+        ablation.append(await _ablate(run, redundancy or Redundancy()))
+
+    async with anyio.create_task_group() as tg:  # both start at t=0; spans never wait for ablation
+        tg.start_soon(rounds)
+        tg.start_soon(spans)
+    cut_for_spans = tuple(unit_id for unit_id, (_, cut) in bodies.items() if cut)
+    return assemble(run, ablation[0], claim=claim, model=model, tokenizer=tokenizer, span_omitted=span_omitted,
+                    cut_for_spans=cut_for_spans, truncated=truncated, spans_made=llm is not None or bool(supports))
+
+
+def plan_redundancy(plan: CallPlan, resolve: bool | None = None) -> Redundancy:
+    """What the plan allows (``resolve`` None), the seed's algorithm (False), or no cap (True)."""
+    if resolve is None:
+        return Redundancy(plan.redundancy)
+    return Redundancy() if resolve else Redundancy(0, False)

@@ -1,0 +1,88 @@
+"""One entry point for a trace, whatever its scalar, and the one function that plans its calls.
+
+``judged`` — the forced-choice judge's digit; ``expected`` — the same judge's expected digit from its
+top log-probabilities; ``logprob`` — log p(claim) from a scoring-capable model; ``both`` — the judged
+trace, then the log-probability one reusing its span checks, with their agreement. The job runner, the
+CLI and the quote endpoint call ``planned_calls`` and ``run_trace`` and nothing else: the choice and the
+plan are worked out here once. Every call of the trace, scoring included, goes through one ledger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, get_args
+
+from .agreement import Agreement, agreement
+from .attribution import trace_claim
+from .cost import plan_calls
+from .ledger import CallLedger
+from .llm import LLM
+from .logprob import trace_logprob
+from .params import DEFAULT_PARAMS, Params
+from .result import ProgressEvent, TraceResult
+from .scorer import Scorer
+from .scoring_cost import EstimatorChoice
+from .tokens import ApproxTokenizer, Tokenizer
+from .units import Corpus
+
+__all__ = ["ESTIMATORS", "EstimatorChoice", "TraceOutcome", "needs_scorer", "planned_calls",
+           "run_trace"]
+
+ESTIMATORS: tuple[str, ...] = get_args(EstimatorChoice)
+
+
+def needs_scorer(choice: EstimatorChoice) -> bool:
+    return choice in ("logprob", "both")
+
+
+def planned_calls(choice: EstimatorChoice, corpus: Corpus, params: Params = DEFAULT_PARAMS) -> int:
+    """The worst case of a trace with ``choice``: the ceiling its ledger enforces and the budget reserved.
+    Rounds, redundancy resolution and span checks; under ``both`` the scoring rounds are added and the
+    span checks are shared."""
+    plan = plan_calls(corpus, params)
+    return plan.total + plan.ablation if choice == "both" else plan.total
+
+
+@dataclass(frozen=True)
+class TraceOutcome:
+    """What one trace produced: the result, and under ``both`` the log-probability result and agreement.
+    ``result.calls`` counts every call of the trace (under ``both``, both estimators' calls)."""
+
+    result: TraceResult
+    logprob: TraceResult | None = None
+    agreement: Agreement | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = self.result.to_dict()
+        if self.logprob is not None:
+            out["logprob"] = self.logprob.to_dict()
+        if self.agreement is not None:
+            out["agreement"] = self.agreement.to_dict()
+        return out
+
+
+async def run_trace(choice: EstimatorChoice, claim: str, query: str, corpus: Corpus, *, llm: LLM,
+                    scorer: Scorer | None = None, params: Params = DEFAULT_PARAMS,
+                    tokenizer: Tokenizer | None = None,
+                    on_progress: Callable[[ProgressEvent], None] | None = None,
+                    ledger: CallLedger | None = None) -> TraceOutcome:
+    """Run one trace. ``ledger``: the caller's meter (its hook persists progress and settles a budget);
+    a fresh one capped at ``planned_calls(choice, ...)`` when None."""
+    if needs_scorer(choice) and scorer is None:
+        raise ValueError(f"estimator {choice!r} needs a scoring-capable model (a scorer)")
+    tok = tokenizer or ApproxTokenizer()
+    ledger = ledger or CallLedger(planned=planned_calls(choice, corpus, params), concurrency=params.concurrency)
+    if choice in ("judged", "expected", "both"):
+        judged = await trace_claim(llm, claim, query, corpus, params=params, tokenizer=tok, on_progress=on_progress,
+                                   expected=choice == "expected", ledger=ledger)
+        if choice != "both":
+            return TraceOutcome(judged)
+        assert scorer is not None
+        supports = {s.source_id: s.support for s in judged.sources if s.support is not None}
+        logprob = await trace_logprob(scorer, None, claim, query, corpus, params=params, tokenizer=tok,
+                                      on_progress=on_progress, supports=supports, ledger=ledger)
+        return TraceOutcome(replace(judged, calls=ledger.account()), logprob, agreement(judged, logprob))
+    assert scorer is not None
+    return TraceOutcome(await trace_logprob(scorer, llm, claim, query, corpus, params=params, tokenizer=tok,
+                                            on_progress=on_progress, ledger=ledger))
