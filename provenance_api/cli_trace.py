@@ -66,6 +66,28 @@ class Backends:
     local: Any | None = None
 
 
+def _fix_for(error: str, args: argparse.Namespace) -> str:
+    """The setting to change, read from the provider's error."""
+    lowered = error.lower()
+    if any(word in lowered for word in ("credential", "api_key", "api key", "401", "authentication", "unauthor")):
+        return ("give the judge's provider a key: the provider's usual variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, "
+                "…) or --api-key with --api-base")
+    if any(word in lowered for word in ("connect", "unreachable", "refused", "timed out", "timeout", "resolve")):
+        where = f"--api-base {args.api_base}" if args.api_base else "the provider's endpoint (OPENAI_API_BASE, …)"
+        return f"check that {where} answers, or pass --api-base for a reachable OpenAI-compatible server"
+    return "check --model, --api-base and the provider's key; the error above is the provider's own"
+
+
+def _failed(args: argparse.Namespace, failure: str) -> int:
+    """Report a trace whose every call failed: the cause and the setting to fix, exit status 1."""
+    fix = _fix_for(failure, args)
+    if args.json:
+        sys.stdout.write(json.dumps({"status": "failed", "error": failure, "fix": fix}, indent=2,
+                                    ensure_ascii=False) + "\n")
+    sys.stderr.write(f"provenance: trace failed: {failure}\n  fix: {fix}\n")
+    return 1
+
+
 def make_backends(args: argparse.Namespace, model: str, needs_scorer: bool) -> Backends:
     if args.local_model:
         from .llm_llamacpp import LlamaCppLLM
@@ -91,6 +113,8 @@ def make_backends(args: argparse.Namespace, model: str, needs_scorer: bool) -> B
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
+    from estimator.ledger import CallLedger
+    from estimator.params import DEFAULT_PARAMS
     from estimator.result import ProgressEvent
     from estimator.scoring_cost import quote_scoring, scoring_capability
     from estimator.trace import needs_scorer, planned_calls, run_trace
@@ -137,14 +161,19 @@ def cmd_trace(args: argparse.Namespace) -> int:
         sys.stderr.flush()
 
     backends = make_backends(args, model, scorer_needed)
+    ledger = CallLedger(planned=planned, concurrency=DEFAULT_PARAMS.concurrency)
     try:
         outcome = anyio.run(lambda: run_trace(args.estimator, selection.text, turn.effective_query(), view.corpus,
                                               llm=backends.llm, scorer=backends.scorer,
-                                              tokenizer=free_tier.tokenizer(), on_progress=progress))
+                                              tokenizer=free_tier.tokenizer(), on_progress=progress,
+                                              ledger=ledger))
     finally:
         if backends.local is not None:
             backends.local.close()
     sys.stderr.write("\n")
+    failure = ledger.failure()
+    if failure is not None:  # the service marks the same run failed: a failure is never shown as a result
+        return _failed(args, failure)
     if outcome.logprob is not None and outcome.agreement is not None:
         agree = outcome.agreement
         if args.json:

@@ -236,9 +236,9 @@ async def _execute(ctx: TraceContext, job: JobRecord, meter: _Meter) -> str:
     work = _KINDS[job.kind]
     done = await work(_Run(job, llm, ledger, corpus, query, params, on_progress, estimator, scorer))
     final = meter.snapshot()
-    if ledger.made and not ledger.answered:
-        last = redact(ledger.last_error or "unknown")[:300]
-        reason = f"every model call failed ({ledger.made} calls); last error: {last}"
+    failure = ledger.failure()
+    if failure is not None:
+        reason = redact(failure)[:400]
         await crud_traces.finish_unsuccessful(ctx.db, job.id, "failed", reason, final)
         return "failed"
     ctx.metrics.cache_hits.labels("memo").inc(ledger.saved)

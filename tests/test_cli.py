@@ -115,3 +115,36 @@ def test_trace_without_consent_spends_nothing(capsys: pytest.CaptureFixture[str]
                            srv.base_url)
         assert srv.requests == []
     assert code == 2 and "nothing was spent" in err
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # closed again when this returns: nothing listens there
+
+
+def test_trace_against_an_unreachable_endpoint_fails_with_the_cause_and_the_fix(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The finding: a trace whose every call failed printed "Verdict: no information" and exited 0."""
+    base = f"http://127.0.0.1:{_closed_port()}/v1"
+    code, out, err = run(capsys, "trace", FIXTURE_A, NOTE, "--model", "openai/local", "--api-base", base,
+                         "--api-key", "test-key", "--yes", "--json", "--timeout", "5")
+    assert code == 1
+    failed = json.loads(out)
+    assert failed["status"] == "failed" and "gamma" not in failed and "verdict" not in failed
+    assert "every model call failed" in failed["error"] and base in failed["error"]
+    assert "--api-base" in failed["fix"]
+    assert "trace failed" in err and "Verdict" not in err
+
+
+def test_trace_whose_provider_refuses_every_call_fails_and_names_the_key_setting(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from support.fake_openai import FakeReply
+
+    with FakeOpenAI(lambda request: FakeReply.error(401, "Incorrect API key provided")) as srv:
+        code, out, err = run(capsys, "trace", FIXTURE_A, NOTE, "--model", "openai/fake", "--api-base",
+                             srv.base_url, "--api-key", "wrong", "--yes")
+    assert code == 1 and "Verdict" not in out
+    assert "every model call failed" in err and "key" in err.split("fix:", 1)[1]
