@@ -66,7 +66,7 @@ def default_llm_factory(settings: Settings, cache: JudgementCache | None = None)
     def build(model: str, api_base: str | None) -> LLM:
         from .llm_litellm import LiteLLMClient
 
-        client = LiteLLMClient(model, api_base=api_base, api_key=key, timeout=timeout)
+        client = LiteLLMClient(model, api_base=api_base, api_key=key, timeout=timeout, disclose_endpoint=False)
         return client if cache is None else CachingLLM(client, cache, api_base=api_base)
 
     return build

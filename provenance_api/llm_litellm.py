@@ -55,6 +55,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal, cast
+from urllib.parse import urlsplit
 
 import anyio
 import anyio.to_thread
@@ -329,6 +330,7 @@ class LiteLLMClient:
         backoff_max: float = 20.0,
         extra_headers: Mapping[str, str] | None = None,
         structured_output: StructuredMode = "json_schema",
+        disclose_endpoint: bool = True,
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
@@ -343,6 +345,9 @@ class LiteLLMClient:
         self.backoff_max = max(0.0, float(backoff_max))
         self._extra_headers = dict(extra_headers or {})
         self._mode_index = _MODES.index(structured_output)
+        # the service's clients answer tenants, who must not learn where the operator's provider lives: their
+        # errors say "the provider" and never the base URL or its host (the CLI, the user's own, discloses it)
+        self.disclose_endpoint = disclose_endpoint
         self.calls_attempted = 0
         self.calls_answered = 0
         self.calls_billed = 0
@@ -573,7 +578,14 @@ class LiteLLMClient:
     # ------------------------------------------------------------------ error mapping
 
     def _scrub(self, text: str) -> str:
-        return scrub_secrets(text, [self._api_key, *self._extra_headers.values()])
+        text = scrub_secrets(text, [self._api_key, *self._extra_headers.values()])
+        if not self.disclose_endpoint and self.api_base:
+            parts = urlsplit(self.api_base)
+            for place in (self.api_base.rstrip("/"), f"{parts.scheme}://{parts.netloc}", parts.netloc,
+                          parts.hostname or ""):
+                if place:
+                    text = text.replace(place, "[provider]")
+        return text
 
     def _provider_message(self, exc: BaseException) -> str:
         raw = str(getattr(exc, "message", None) or exc or type(exc).__name__)
@@ -607,7 +619,7 @@ class LiteLLMClient:
         if isinstance(exc, ex.APIConnectionError) or (not got_response and (
                 "APIConnectionError" in names or "ClientConnectionError" in names
                 or any(isinstance(c, ConnectionError | httpx.TransportError) for c in chain))):
-            where = f" at {self._scrub(self.api_base)}" if self.api_base else ""
+            where = f" at {self._scrub(self.api_base)}" if self.api_base and self.disclose_endpoint else ""
             return ProviderUnavailable(f"{model}: could not reach the provider{where}: {message}",
                                        provider_status=None), False
         if isinstance(exc, ex.RateLimitError) or status == 429:

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import sqlite3
@@ -254,3 +255,32 @@ def test_made_is_persisted_before_the_provider_answers(tmp_path: Path) -> None:
         done = client.get(started.headers["location"], params={"wait": "true"}).json()
         assert done["status"] in ("succeeded", "failed")
         assert done["calls"]["made"] >= 3
+
+
+def test_provider_errors_reach_tenants_without_the_operators_provider_url(tmp_path: Path) -> None:
+    """The finding: a tenant saw the operator's internal provider URL in error text. Through the service's
+    own litellm client, against a provider address where nothing listens, the failed trace says why without
+    naming where the provider lives."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again below: nothing listens there
+    base = f"http://127.0.0.1:{port}/v1"
+    with ApiServer(tmp_path, judge_api_base=base, judge_api_key="sk-operator-secret", judge_timeout_seconds=5,
+                   judgement_cache=False, warm_up=False) as srv, srv.client(srv.key("acme", "alice")) as alice:
+        assert alice.post("/v1/turns", json=small_turn(model="openai/internal-judge")).status_code == 201
+        quoted = alice.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": "r0"})
+        assert quoted.status_code == 201, quoted.text
+        started = alice.post("/v1/traces", json={"quote_id": quoted.json()["quote_id"]})
+        assert started.status_code == 202, started.text
+        done = alice.get(started.headers["location"], params={"wait": "true"})
+        for _ in range(60):
+            if done.json()["status"] in ("succeeded", "failed", "interrupted"):
+                break
+            done = alice.get(started.headers["location"], params={"wait": "true"})
+        body = done.json()
+        assert body["status"] == "failed" and "every model call failed" in body["reason"]
+        assert "could not reach the provider" in body["reason"]
+        shown = json.dumps(body) + alice.get(f"{started.headers['location']}/events",
+                                             headers={"Accept": "text/event-stream"}).text
+        for secret in (base, f"127.0.0.1:{port}", str(port), "sk-operator-secret"):
+            assert secret not in shown, secret
