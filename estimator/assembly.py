@@ -13,7 +13,7 @@ from .diagnosis import attribution_level, claim_diagnosis, diagnose
 from .judge import Mask
 from .loo import Ablation, LooRun, drop, layer_mask
 from .redundancy import explain
-from .result import VERDICT_TEXT, Role, SourceScore, SupportVerdict, TraceResult, Verdict
+from .result import VERDICT_TEXT, Role, SourceScore, SupportVerdict, TraceResult, Verdict, decide_verdict
 from .tokens import Tokenizer
 from .units import PROVENANCE_LAYER_ORDER, Corpus, Layer, Unit
 
@@ -22,19 +22,6 @@ __all__ = ["PROMPT_NAMES", "UNVERSIONED_WARNING", "assemble", "decide_verdict", 
 PROMPT_NAMES = ("judge_system", "judge_user", "support_evidence", "support_directive", "support_retry_nudge",
                 "data_only_rule")
 UNVERSIONED_WARNING = "current text; an edit since this turn can't be detected"
-
-
-def decide_verdict(gamma: float, contributing: tuple[Layer, ...], tau_gamma: float, *,
-                   unmeasured: bool = False) -> Verdict:
-    """``unmeasured``: a layer's removal gave no information. Then no contributing layer does not show
-    the claim is carried by several layers (the unmeasured one may carry it alone): no information."""
-    if math.isnan(gamma):
-        return "no_information"
-    if gamma < tau_gamma:
-        return "internal_knowledge"
-    if contributing:
-        return "attributed"
-    return "no_information" if unmeasured else "redundant"
 
 
 def describe_mask(mask: Mask, corpus: Corpus, layers: tuple[Layer, ...] = PROVENANCE_LAYER_ORDER) -> str:

@@ -14,7 +14,7 @@ from .assembly import PROMPT_NAMES, UNVERSIONED_WARNING, decide_verdict, describ
 from .cost import plan_calls
 from .ledger import CallLedger
 from .llm import LLM
-from .loo import drop, layer_mask, plan_redundancy, role_of, run_loo, select_units, source_texts
+from .loo import drop, layer_mask, plan_redundancy, role_of, run_loo, select_units, windowed_texts
 from .measure import ExpectedDigit, JudgedDigit
 from .params import DEFAULT_PARAMS, Params
 from .result import ProgressEvent, TraceResult
@@ -45,7 +45,7 @@ async def trace_claim(llm: LLM, claim: str, query: str, corpus: Corpus, *, param
     tok = tokenizer or ApproxTokenizer()
     plan = plan_calls(corpus, params)
     ledger = ledger or CallLedger(planned=plan.total, concurrency=params.concurrency)
-    texts, truncated = source_texts(corpus, params, tok)
+    texts, truncated = windowed_texts(corpus, params, tok)
     kind = ExpectedDigit if expected else JudgedDigit
     scalar = kind(llm, ledger, claim, query, corpus, texts)
     return await run_loo(scalar, claim, corpus, llm=llm, ledger=ledger, params=params, tokenizer=tok,

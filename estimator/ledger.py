@@ -99,14 +99,14 @@ class CallLedger:
             raise CallBudgetExceeded(f"call refused: the plan allows {self.planned} calls")
         self.made += 1
 
-    def _failed(self, exc: LLMError | ScorerError) -> CallEvent:
+    def _failed(self, exc: LLMError | ScorerError, kind: Literal["chat", "score"]) -> CallEvent:
         self.failed += 1
         self.last_error = str(exc)[:300]
         if exc.billed:
             self.failed_billed += 1
             self.billed += 1
             self._cost_known = False  # billed, at a price the provider did not report
-        return CallEvent("failed_billed" if exc.billed else "failed", "chat", Usage(), self.last_error)
+        return CallEvent("failed_billed" if exc.billed else "failed", kind, Usage(), self.last_error)
 
     def _answered(self, usage: Usage, *, cached: bool, kind: Literal["chat", "score"]) -> CallEvent:
         self.answered += 1
@@ -146,8 +146,7 @@ class CallLedger:
             try:
                 answer = await send()
             except (LLMError, ScorerError) as exc:
-                event = self._failed(exc)
-                await self._notify(CallEvent(event.outcome, kind, event.usage, event.error))
+                await self._notify(self._failed(exc, kind))
                 raise
             usage, cached = usage_of(answer)
             event = self._answered(usage, cached=cached, kind=kind)

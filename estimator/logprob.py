@@ -36,7 +36,7 @@ from .fence import Fence, neutralise
 from .judge import Mask
 from .ledger import CallLedger
 from .llm import LLM, Message
-from .loo import plan_redundancy, run_loo, source_texts
+from .loo import plan_redundancy, run_loo, windowed_texts
 from .measure import Measured
 from .params import DEFAULT_PARAMS, Params
 from .result import ProgressEvent, SupportVerdict, TraceResult, json_number
@@ -195,7 +195,7 @@ async def trace_logprob(scorer: Scorer, llm: LLM | None, claim: str, query: str,
     tok = tokenizer or ApproxTokenizer()
     plan = plan_calls(corpus, params)
     ledger = ledger or CallLedger(planned=plan.total, concurrency=params.concurrency)
-    texts, truncated = source_texts(corpus, params, tok)
+    texts, truncated = windowed_texts(corpus, params, tok)
     scalar = LogprobScalar(scorer, ledger, claim, query, corpus, texts, lp)
     result = await run_loo(scalar, claim, corpus, llm=llm, ledger=ledger, params=params, tokenizer=tok,
                            model=llm.model if llm is not None else scorer.model, truncated=truncated,

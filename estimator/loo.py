@@ -31,7 +31,7 @@ from .tokens import Tokenizer
 from .units import PROVENANCE_LAYER_ORDER, Corpus, Layer, Unit
 
 __all__ = ["Ablation", "LooRun", "Redundancy", "drop", "layer_mask", "plan_redundancy", "role_of", "run_loo",
-           "select_units", "source_texts"]
+           "select_units", "windowed_texts"]
 
 
 def drop(full: float, without: float) -> float:
@@ -67,7 +67,7 @@ def select_units(units: Sequence[Unit], max_sources: int) -> tuple[tuple[Unit, .
     return tuple(sorted(kept, key=lambda u: u.ordinal)), omitted
 
 
-def source_texts(corpus: Corpus, params: Params, tok: Tokenizer) -> tuple[dict[str, str], tuple[str, ...]]:
+def windowed_texts(corpus: Corpus, params: Params, tok: Tokenizer) -> tuple[dict[str, str], tuple[str, ...]]:
     """Every source cut once to the scoring window, and the ids of those that were cut."""
     texts: dict[str, str] = {}
     cut: list[str] = []

@@ -27,7 +27,7 @@ from .params import Params
 from .result import TraceResult
 from .units import Corpus
 
-__all__ = ["TOP_LOGPROBS", "ExpectedDigit", "JudgedDigit", "Measured", "Scalar", "source_texts"]
+__all__ = ["TOP_LOGPROBS", "ExpectedDigit", "JudgedDigit", "Measured", "Scalar", "present_texts"]
 
 TOP_LOGPROBS = 20
 
@@ -64,7 +64,7 @@ class Scalar(Protocol):
         ...
 
 
-def source_texts(corpus: Corpus, texts: Mapping[str, str], mask: Mask) -> list[tuple[str, str, str]]:
+def present_texts(corpus: Corpus, texts: Mapping[str, str], mask: Mask) -> list[tuple[str, str, str]]:
     ordered = sorted(corpus.units, key=lambda u: u.ordinal)
     return [(u.id, u.label, texts[u.id]) for u in ordered if u.id not in mask]
 
@@ -83,7 +83,7 @@ class JudgedDigit:
     unit: str = ""
 
     def sent(self, mask: Mask) -> LLMRequest:
-        return build_judge_request(self.claim, self.query, source_texts(self.corpus, self.texts, mask))
+        return build_judge_request(self.claim, self.query, present_texts(self.corpus, self.texts, mask))
 
     async def measure(self, mask: Mask) -> Measured:
         try:

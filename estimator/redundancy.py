@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from .loo import Ablation, LooRun, layer_mask, select_units
-from .result import Role
+from .result import Role, decide_verdict
 from .units import Corpus, Layer, Unit
 
 __all__ = ["across_layers", "carries_alone", "explain", "needs_within", "within_layers"]
@@ -68,15 +68,11 @@ async def within_layers(run: LooRun, ab: Ablation, budget: int | None) -> Ablati
     return replace(ab, alone=alone, roles=roles, redundancy_skipped=skipped)
 
 
-def _verdict_is_redundant(ab: Ablation) -> bool:
-    gamma = ab.s1 - ab.s0
-    return (not math.isnan(gamma) and gamma >= ab.tau_gamma and not ab.contributing
-            and not any(x.no_information for x in ab.layers))
-
-
 async def across_layers(run: LooRun, ab: Ablation) -> Ablation:
     """The seed's *redundant* verdict one level down: which layers alone carry it, then inside those."""
-    if not _verdict_is_redundant(ab) or len(ab.layers) < 2:
+    unmeasured = any(x.no_information for x in ab.layers)
+    if decide_verdict(ab.s1 - ab.s0, ab.contributing, ab.tau_gamma, unmeasured=unmeasured) != "redundant" \
+            or len(ab.layers) < 2:
         return ab
     corpus = run.corpus
     everything = frozenset(u.id for u in corpus.units)

@@ -233,3 +233,16 @@ class TraceResult:
             "model": self.model,
             "corpus_digest": self.corpus_digest,
         }
+
+
+def decide_verdict(gamma: float, contributing: tuple[Layer, ...], tau_gamma: float, *,
+                   unmeasured: bool = False) -> Verdict:
+    """``unmeasured``: a layer's removal gave no information. Then no contributing layer does not show
+    the claim is carried by several layers (the unmeasured one may carry it alone): no information."""
+    if math.isnan(gamma):
+        return "no_information"
+    if gamma < tau_gamma:
+        return "internal_knowledge"
+    if contributing:
+        return "attributed"
+    return "no_information" if unmeasured else "redundant"

@@ -15,7 +15,7 @@ from estimator.corpus import build_corpus
 from estimator.fence import FENCE, FENCE_REMOVED, MARKER_RE, data_only_rule, split_fenced
 from estimator.judge import CallLedger, parse_digit
 from estimator.llm import LLMError, LLMRequest, LLMResponse, ScriptedLLM, Usage
-from estimator.loo import Failure, LooRun, source_texts
+from estimator.loo import Failure, LooRun, windowed_texts
 from estimator.measure import JudgedDigit
 from estimator.params import DEFAULT_PARAMS, Params
 from estimator.tokens import ApproxTokenizer
@@ -85,7 +85,7 @@ class Judge:
 def judge_for(llm: ScriptedLLM, corpus: Corpus, *, dedupe: bool = True, params: Params = DEFAULT_PARAMS,
               planned: int | None = None) -> Judge:
     ledger = CallLedger(planned=planned, concurrency=params.concurrency)
-    texts, truncated = source_texts(corpus, params, ApproxTokenizer())
+    texts, truncated = windowed_texts(corpus, params, ApproxTokenizer())
     digit = JudgedDigit(llm, ledger, CLAIM, QUERY, corpus, texts)
     return Judge(LooRun(digit, ledger, corpus, params, dedupe=dedupe), digit, truncated)
 
