@@ -33,7 +33,7 @@ from estimator.segment import segment_response
 from estimator.tokens import Tokenizer
 from estimator.turn import StoredTurn
 from estimator.units import Corpus
-from provenance_api.free_tier import tokenizer as service_tokenizer
+from provenance_api.providers.free_tier import tokenizer as service_tokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ("eo_worldview_turn.json", "failures_turn.json", "fallback_path_turn.json", "ndvi_parametric_turn.json")

@@ -27,10 +27,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from provenance_api import bulk
-from provenance_api.db import crud_turns
-from provenance_api.db.session import Database
-from provenance_api.settings import Settings
+from provenance_api.core.settings import Settings
+from provenance_api.operations import imports as bulk
+from provenance_api.storage import crud_turns
+from provenance_api.storage.session import Database
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / "tests/data/tau-bench/airline-gpt-4o-dev.json"
 TENANT = "bench"
@@ -69,7 +69,7 @@ def _child(mode: str, db_dir: Path, out: Path) -> tuple[float, float]:
     """Run one mode in a fresh process; (peak RSS in MB, seconds)."""
     env = {**os.environ, "PROVENANCE_DATA_DIR": str(db_dir)}
     if mode == "after":
-        argv = [sys.executable, "-m", "provenance_api.cli", "gate", "--all", "--json", "--tenant", TENANT]
+        argv = [sys.executable, "-m", "provenance_api.cli.main", "gate", "--all", "--json", "--tenant", TENANT]
     else:
         argv = [sys.executable, __file__, "--child-before", str(db_dir)]
     started = time.perf_counter()

@@ -17,9 +17,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from provenance_api import bulk
-from provenance_api.db.session import Database
-from provenance_api.settings import Settings
+from provenance_api.core.settings import Settings
+from provenance_api.operations import imports as bulk
+from provenance_api.storage.session import Database
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / "tests/data/tau-bench/airline-gpt-4o-dev.json"
 

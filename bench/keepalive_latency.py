@@ -2,7 +2,7 @@
 
 Runs the real app under uvicorn twice in this process, on a listening socket made the old way (protocol 0, so
 asyncio never sets TCP_NODELAY on accepted connections) and on the one ``provenance serve`` makes now
-(``provenance_api.cli_service._bind``: IPPROTO_TCP), and times sequential ``GET /v1/turns`` requests on one
+(``provenance_api.cli.service._bind``: IPPROTO_TCP), and times sequential ``GET /v1/turns`` requests on one
 keep-alive connection.
 
     .venv/bin/python bench/keepalive_latency.py [--requests 200]
@@ -22,9 +22,9 @@ from pathlib import Path
 import httpx
 import uvicorn
 
-from provenance_api.app import create_app
-from provenance_api.cli_service import _bind
-from provenance_api.settings import Settings
+from provenance_api.cli.service import _bind
+from provenance_api.core.settings import Settings
+from provenance_api.http.app import create_app
 
 
 def _old_bind() -> socket.socket:

@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 from estimator.turn import StoredTurn
-from provenance_api.db import crud_turns
-from provenance_api.db.search_index import searchable_text
-from provenance_api.db.session import Database
+from provenance_api.storage import crud_turns
+from provenance_api.storage.search_index import searchable_text
+from provenance_api.storage.session import Database
 
 NEEDLES = ["refund", "hat043", "economy", "zz-no-such-text", "seat 12a", "42"]
 CITIES = ["JFK", "LAX", "SFO", "ORD", "SEA", "MIA", "DFW", "BOS"]

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from provenance_api.connectors import SourceImport, import_source, parse_source
-from provenance_api.db.session import Database
+from provenance_api.operations.connectors import SourceImport, import_source, parse_source
+from provenance_api.storage.session import Database
 
 
 def run_items(session: int, run: int) -> list[dict[str, Any]]:

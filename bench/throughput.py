@@ -51,7 +51,7 @@ def run(workers: int, traces: int, latency: float, max_jobs: int, redis_url: str
         api = ServerProcess(data / "api", env).start()
         procs = [
             subprocess.Popen(
-                [sys.executable, "-m", "provenance_api.cli", "worker", "--max-jobs", str(max_jobs)],
+                [sys.executable, "-m", "provenance_api.cli.main", "worker", "--max-jobs", str(max_jobs)],
                 env={**env, "PROVENANCE_DATA_DIR": str(data / f"worker{n}")},
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,

@@ -13,4 +13,5 @@ services_start
 
 .venv/bin/ruff check estimator provenance_api prompts tests bench
 .venv/bin/mypy
+.venv/bin/lint-imports --no-cache  # the layer contracts in pyproject.toml
 .venv/bin/pytest -q "$@"

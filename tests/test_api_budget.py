@@ -12,7 +12,7 @@ from support.api_server import SMALL_CLAIM, ApiServer, scripted_factory, small_t
 from support.services import DbBackend
 
 from estimator.llm import ScriptedLLM
-from provenance_api.limits import InProcessLimiter
+from provenance_api.storage.limits import InProcessLimiter
 
 PLANNED = 14  # the small turn's quote: (2+2) + (2+2) + 2 (redundancy: each source kept alone) + 2·2
 BUDGET = 2 * PLANNED - 1  # one running trace fits; a second one only after the first gives calls back

@@ -19,8 +19,8 @@ from support.api_server import SMALL_CLAIM, ApiServer, load_fixture, scripted_fa
 from support.services import DbBackend
 
 from estimator.turn import StoredTurn
-from provenance_api import free_tier
-from provenance_api.jobs import LLMFactory
+from provenance_api.jobs.runner import LLMFactory
+from provenance_api.providers import free_tier
 
 PROBLEM = "application/problem+json"
 EO = load_fixture("eo_worldview_turn.json")

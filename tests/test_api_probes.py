@@ -139,8 +139,8 @@ def test_migration_0002_keeps_existing_trace_jobs_as_traces(tmp_path: Path) -> N
 
     from alembic import command
 
-    from provenance_api.db import crud_traces
-    from provenance_api.db.session import Database, alembic_config
+    from provenance_api.storage import crud_traces
+    from provenance_api.storage.session import Database, alembic_config
 
     path = tmp_path / "old.db"
     url = f"sqlite+aiosqlite:///{path}"

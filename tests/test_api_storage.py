@@ -26,11 +26,11 @@ from sqlalchemy import Connection, select, text
 from support.api_server import SMALL_CLAIM, ApiServer, scripted_factory, small_turn
 from support.services import DbBackend
 
-from provenance_api import problems
-from provenance_api.cli import main as cli_main
-from provenance_api.db.models import ApiKey, AppendOnlyViolation, Base, TraceResultRow
-from provenance_api.db.session import Database
-from provenance_api.observability import JsonFormatter, Metrics, RequestContextMiddleware
+from provenance_api.cli.main import main as cli_main
+from provenance_api.core.observability import JsonFormatter, Metrics, RequestContextMiddleware
+from provenance_api.http import problems
+from provenance_api.storage.models import ApiKey, AppendOnlyViolation, Base, TraceResultRow
+from provenance_api.storage.session import Database
 
 
 def run(coro: Any) -> Any:

@@ -18,7 +18,7 @@ from estimator.attribution import trace_claim
 from estimator.llm import ScriptedLLM
 from estimator.params import DEFAULT_PARAMS
 from estimator.turn import StoredTurn
-from provenance_api import free_tier
+from provenance_api.providers import free_tier
 
 EO = load_fixture("eo_worldview_turn.json")
 CLAIM = "Layer: MODIS Annual Land Cover Type (IGBP classification)."

@@ -25,8 +25,8 @@ from estimator.loo import select_units
 from estimator.scorer import ScriptedScorer
 from estimator.trace import EstimatorChoice, planned_calls, run_trace
 from estimator.units import Corpus
-from provenance_api.free_tier import cost_quote, gate_view, tokenizer
-from provenance_api.turn_files import load_turn_file
+from provenance_api.importers.turn_files import load_turn_file
+from provenance_api.providers.free_tier import cost_quote, gate_view, tokenizer
 
 FIXTURES = sorted((Path(__file__).resolve().parents[1] / "fixtures").glob("*_turn.json"))
 

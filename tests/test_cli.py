@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from support.fake_openai import FakeOpenAI
 
-from provenance_api.cli import main
+from provenance_api.cli.main import main
 
 FIXTURE_A = str(Path(__file__).resolve().parents[1] / "fixtures" / "eo_worldview_turn.json")
 NOTE = "Non-authoritative note: classification maps can change"

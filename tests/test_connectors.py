@@ -18,11 +18,11 @@ from support.services import create_database
 from test_agent_libraries import CITIES, ToolLog, call, langchain_tool, react_graph, run_agent, scripted
 
 from estimator.turn import StoredTurn
-from provenance_api.cli import main
-from provenance_api.connectors import parse_source
-from provenance_api.connectors.checkpoint_serde import UnreadableValue, decode
-from provenance_api.db import crud_turns
-from provenance_api.db.session import Database
+from provenance_api.cli.main import main
+from provenance_api.operations.connectors import parse_source
+from provenance_api.operations.connectors.checkpoint_serde import UnreadableValue, decode
+from provenance_api.storage import crud_turns
+from provenance_api.storage.session import Database
 
 
 @pytest.fixture

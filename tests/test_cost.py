@@ -9,7 +9,7 @@ from estimator.cost import plan_calls, quote_cost
 from estimator.params import DEFAULT_PARAMS
 from estimator.tokens import ApproxTokenizer
 from estimator.turn import StoredTurn
-from provenance_api.free_tier import cost_quote, gate_view
+from provenance_api.providers.free_tier import cost_quote, gate_view
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

@@ -46,8 +46,8 @@ from estimator.segment import segment_response
 from estimator.turn import StoredTurn
 from estimator.units import Corpus, Unit
 from estimator.verify import verify_quote
-from provenance_api import free_tier
-from provenance_api.llm_litellm import LiteLLMClient, aclose_litellm
+from provenance_api.providers import free_tier
+from provenance_api.providers.llm_litellm import LiteLLMClient, aclose_litellm
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from support.api_server import ApiServer
 
-from provenance_api.cli import main
+from provenance_api.cli.main import main
 
 TAU_BENCH = Path(__file__).resolve().parents[1] / "tests/data/tau-bench/airline-gpt-4o-dev.json"
 TAU_TURNS = 760  # one per assistant text reply (established by the importer tests)
@@ -349,9 +349,9 @@ def test_gate_all_streams_in_batches_and_keeps_no_per_turn_list(
 ) -> None:
     import asyncio
 
-    from provenance_api import bulk
-    from provenance_api.db.session import Database
-    from provenance_api.settings import Settings
+    from provenance_api.core.settings import Settings
+    from provenance_api.operations import imports as bulk
+    from provenance_api.storage.session import Database
 
     code, _, _ = run(capsys, "import", str(tau_path()))
     assert code == 0

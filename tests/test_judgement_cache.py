@@ -15,13 +15,8 @@ from support.fake_openai import FakeOpenAI, FakeReply
 
 from estimator.ledger import CallEvent, CallLedger
 from estimator.llm import LLMRequest, Message, ScriptedLLM
-from provenance_api.llm_cache import (
-    CachingLLM,
-    JudgementCache,
-    RedisJudgementCache,
-    SqliteJudgementCache,
-    cache_key,
-)
+from provenance_api.providers.llm_cache import CachingLLM, JudgementCache, cache_key
+from provenance_api.storage.judgement_cache import RedisJudgementCache, SqliteJudgementCache
 
 JUDGE = LLMRequest(messages=(Message("system", "judge"), Message("user", "claim + sources")), purpose="judge")
 

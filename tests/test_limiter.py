@@ -18,11 +18,11 @@ import pytest
 from redis.asyncio import Redis
 from support.services import create_database
 
-from provenance_api.db.session import Database
-from provenance_api.db_limits import DatabaseLimiter
-from provenance_api.errors import RateLimited
-from provenance_api.limits import InProcessLimiter, Limiter
-from provenance_api.redis_limits import RedisLimiter
+from provenance_api.core.errors import RateLimited
+from provenance_api.storage.db_limits import DatabaseLimiter
+from provenance_api.storage.limits import InProcessLimiter, Limiter
+from provenance_api.storage.redis_limits import RedisLimiter
+from provenance_api.storage.session import Database
 
 
 class Clock:

@@ -17,9 +17,7 @@ from estimator.cost import Pricing
 from estimator.expected_digit import expected_digit
 from estimator.llm import LLM, LLMError, LLMRequest, Message
 from estimator.tokens import ApproxTokenizer, Tokenizer
-from provenance_api import tokenizer as tokenizer_module
-from provenance_api.capabilities import top_logprobs_capability
-from provenance_api.errors import (
+from provenance_api.core.errors import (
     InvalidInput,
     ProvenanceError,
     ProviderAuthError,
@@ -31,7 +29,9 @@ from provenance_api.errors import (
     ProviderUnavailable,
     RateLimited,
 )
-from provenance_api.llm_litellm import (
+from provenance_api.providers import tokenizer as tokenizer_module
+from provenance_api.providers.capabilities import top_logprobs_capability
+from provenance_api.providers.llm_litellm import (
     LiteLLMClient,
     LiteLLMPricing,
     aclose_litellm,
@@ -39,7 +39,7 @@ from provenance_api.llm_litellm import (
     parse_top_logprobs,
     strip_code_fences,
 )
-from provenance_api.tokenizer import TiktokenTokenizer
+from provenance_api.providers.tokenizer import TiktokenTokenizer
 
 KEY = "test-key"
 SCHEMA: dict[str, Any] = {

@@ -27,7 +27,7 @@ from estimator.logprob import trace_logprob
 from estimator.params import DEFAULT_PARAMS
 from estimator.scorer import ScorerError
 from estimator.turn import StoredTurn
-from provenance_api.scorer_completions import CompletionsScorer
+from provenance_api.providers.scorer_completions import CompletionsScorer
 
 pytestmark = [pytest.mark.local_model, pytest.mark.timeout(900)]
 
@@ -55,7 +55,7 @@ def server(small_model: str) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def small_local(small_model: str) -> Iterator[Any]:
-    from provenance_api.scorer_llamacpp import LocalModel
+    from provenance_api.providers.scorer_llamacpp import LocalModel
 
     local = LocalModel(small_model, n_ctx=1024)
     yield local
@@ -80,7 +80,7 @@ async def test_the_servers_bos_off_by_one_is_caught_and_corrected(server: str) -
 
 
 async def test_in_process_and_server_scorers_agree(server: str, small_local: Any) -> None:
-    from provenance_api.scorer_llamacpp import LlamaCppScorer
+    from provenance_api.providers.scorer_llamacpp import LlamaCppScorer
 
     remote = await CompletionsScorer("local", server, bos="always").score(MESSAGES, TARGET)
     local = await LlamaCppScorer(small_local).score(MESSAGES, TARGET)
@@ -91,7 +91,7 @@ async def test_in_process_and_server_scorers_agree(server: str, small_local: Any
 
 
 async def test_prefix_reuse_does_not_change_the_score(small_local: Any) -> None:
-    from provenance_api.scorer_llamacpp import LlamaCppScorer
+    from provenance_api.providers.scorer_llamacpp import LlamaCppScorer
 
     scorer = LlamaCppScorer(small_local)
     first = await scorer.score(MESSAGES, TARGET)
@@ -116,7 +116,7 @@ def _check_digit_alternatives(text: str, top: list[dict[str, float]] | None) -> 
 
 
 async def test_the_in_process_judge_returns_top_logprobs(small_local: Any) -> None:
-    from provenance_api.llm_llamacpp import LlamaCppLLM
+    from provenance_api.providers.llm_llamacpp import LlamaCppLLM
 
     response = await LlamaCppLLM(small_local).complete(
         LLMRequest(messages=DIGIT_REQUEST, max_tokens=4, temperature=0.0, top_logprobs=10))
@@ -124,7 +124,7 @@ async def test_the_in_process_judge_returns_top_logprobs(small_local: Any) -> No
 
 
 async def test_a_llamacpp_server_returns_top_logprobs_through_litellm(server: str) -> None:
-    from provenance_api.llm_litellm import LiteLLMClient, aclose_litellm
+    from provenance_api.providers.llm_litellm import LiteLLMClient, aclose_litellm
 
     client = LiteLLMClient("openai/local", api_base=server, api_key="none", timeout=120)
     try:
@@ -141,7 +141,7 @@ PLANTED = [p for p in SUITE if p.turn_id in ("tool-03", "rule-01", "history-01")
 
 @pytest.fixture(scope="module")
 def real_local() -> Iterator[Any]:
-    from provenance_api.scorer_llamacpp import LocalModel
+    from provenance_api.providers.scorer_llamacpp import LocalModel
 
     local = LocalModel(model_path(small=False), n_ctx=2048)
     yield local
@@ -151,7 +151,7 @@ def real_local() -> Iterator[Any]:
 @pytest.mark.parametrize("planted", PLANTED, ids=[p.turn_id for p in PLANTED])
 async def test_the_logprob_estimator_finds_the_planted_cause(planted: Planted, real_local: Any) -> None:
     """The pilot's outcome class on the 1.5B model: the cause's drop dominates every other source's."""
-    from provenance_api.scorer_llamacpp import LlamaCppScorer
+    from provenance_api.providers.scorer_llamacpp import LlamaCppScorer
 
     corpus = build_corpus(StoredTurn.model_validate(planted.stored_turn()), DEFAULT_PARAMS)
     result = await trace_logprob(LlamaCppScorer(real_local), None, planted.claim, planted.query, corpus, supports={})
@@ -181,7 +181,7 @@ def test_local_mode_end_to_end_on_two_turns(small_model: str, tmp_path: Path) ->
             "    raise OSError('network refused in the local-mode smoke')\n"
             "socket.socket.connect = refuse\n"
             "socket.create_connection = refuse\n"
-            "from provenance_api.cli import main\n"
+            "from provenance_api.cli.main import main\n"
             "sys.exit(main(sys.argv[1:]))\n"
         )
         proc = subprocess.run(

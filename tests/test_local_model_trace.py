@@ -18,7 +18,7 @@ from estimator.corpus import build_corpus
 from estimator.params import DEFAULT_PARAMS
 from estimator.turn import StoredTurn
 from estimator.verify import verify_quote
-from provenance_api import free_tier
+from provenance_api.providers import free_tier
 
 pytestmark = [pytest.mark.local_model, pytest.mark.timeout(1800)]
 

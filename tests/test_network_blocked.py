@@ -105,11 +105,11 @@ PROBE = textwrap.dedent('''
         control_logged = len(f.readlines())
     open(os.environ["NETGUARD_LOG"], "w").close()
 
-    import provenance_api.llm_litellm as adapter
+    import provenance_api.providers.llm_litellm as adapter
     import litellm
     from estimator.llm import LLMRequest, Message
-    from provenance_api.llm_litellm import LiteLLMClient, LiteLLMPricing, aclose_litellm
-    from provenance_api.tokenizer import TiktokenTokenizer
+    from provenance_api.providers.llm_litellm import LiteLLMClient, LiteLLMPricing, aclose_litellm
+    from provenance_api.providers.tokenizer import TiktokenTokenizer
     from support.fake_openai import FakeOpenAI
 
     adapter.load_litellm()

@@ -23,8 +23,8 @@ from estimator.result import TraceResult
 from estimator.scorer import ScriptedScorer
 from estimator.trace import EstimatorChoice, planned_calls, run_trace
 from estimator.units import Corpus, Layer
-from provenance_api.free_tier import gate_view, tokenizer
-from provenance_api.turn_files import load_turn_file
+from provenance_api.importers.turn_files import load_turn_file
+from provenance_api.providers.free_tier import gate_view, tokenizer
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "redundant_sources_turn.json"
 LAYER_ID = "MODIS_Combined_L3_IGBP_Land_Cover_Type_Annual"

@@ -32,8 +32,8 @@ from support.api_server import REPO, SMALL_CLAIM, KeyedJudge, ServerProcess, mak
 from support.fake_openai import FakeOpenAI, FakeReply
 from support.services import create_database
 
-from provenance_api.db.models import TraceJobRow, TraceResultRow
-from provenance_api.db.session import Database
+from provenance_api.storage.models import TraceJobRow, TraceResultRow
+from provenance_api.storage.session import Database
 
 PLANNED = 14  # the small turn's quote: (2+2) + (2+2) + 2 redundancy + 2·2
 BUDGET = 3 * PLANNED  # three traces in flight per user
@@ -56,7 +56,7 @@ class Cluster:
     def start_worker(self, n: int) -> subprocess.Popen[bytes]:
         log = (self.root / f"worker{n}.log").open("ab")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "provenance_api.cli", "worker", "--max-jobs", "2"],
+            [sys.executable, "-m", "provenance_api.cli.main", "worker", "--max-jobs", "2"],
             env={**self.env, "PROVENANCE_DATA_DIR": str(self.root / f"worker{n}")},
             stdout=log,
             stderr=log,

@@ -14,7 +14,7 @@ import pytest
 
 from estimator.llm import Message
 from estimator.scorer import QWEN_TEMPLATE, ScorerError
-from provenance_api.scorer_completions import CompletionsScorer, check_alignment
+from provenance_api.providers.scorer_completions import CompletionsScorer, check_alignment
 
 BOS = "<|endoftext|>"
 TOKEN = re.compile(r"<\|[a-z_]+\|>|\w+|\s|[^\w\s]")

@@ -21,7 +21,7 @@ from sqlalchemy import text
 from support.api_server import ApiServer, scripted_factory, small_turn
 from support.services import DbBackend
 
-from provenance_api.db.session import Database
+from provenance_api.storage.session import Database
 
 WORDS = ["Refund", "refund", "baggage", "DHL", "Seat 12A", "50% off", "under_score", 'say "hi"', "A-1", "Ω-unit"]
 

@@ -26,9 +26,9 @@ import pytest
 from support.api_server import ApiServer, scripted_factory, small_turn
 
 from estimator.llm import LLMRequest, LLMResponse
-from provenance_api.cli_service import _bind
-from provenance_api.observability import method_label
-from provenance_api.settings import Settings
+from provenance_api.cli.service import _bind
+from provenance_api.core.observability import method_label
+from provenance_api.core.settings import Settings
 
 PROBLEM = "application/problem+json"
 
@@ -67,7 +67,7 @@ def test_readyz_is_not_ready_when_the_database_file_was_removed(tmp_path: Path) 
 def test_readyz_proves_a_write_on_a_read_only_connection(tmp_path: Path) -> None:
     """A database that answers reads but refuses writes (here: SQLite opened read-only, as a read-only
     mount or replica behaves) is not ready, as root too."""
-    from provenance_api.db.session import Database
+    from provenance_api.storage.session import Database
 
     async def run() -> tuple[bool, str, bool, str]:
         rw = Database(f"sqlite+aiosqlite:///{tmp_path / 'p.db'}")

@@ -37,9 +37,9 @@ from ui_support import (
 
 from estimator.turn import StoredTurn
 from estimator.verify import normalise
-from provenance_api import free_tier
+from provenance_api.http.ui_auth import COOKIE_NAME
 from provenance_api.importers import import_conversation
-from provenance_api.ui_auth import COOKIE_NAME
+from provenance_api.providers import free_tier
 
 pytestmark = pytest.mark.timeout(180)
 

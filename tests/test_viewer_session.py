@@ -18,10 +18,10 @@ from pathlib import Path
 import httpx
 from support.api_server import ApiServer, scripted_factory, small_turn
 
-from provenance_api.auth import hash_key
-from provenance_api.db.crud_keys import list_keys, revoke_key
-from provenance_api.db.session import Database
-from provenance_api.ui_auth import COOKIE_NAME
+from provenance_api.http.ui_auth import COOKIE_NAME
+from provenance_api.operations.auth import hash_key
+from provenance_api.storage.crud_keys import list_keys, revoke_key
+from provenance_api.storage.session import Database
 
 
 def _sign_in(srv: ApiServer, key: str) -> tuple[httpx.Client, str]:

@@ -28,7 +28,7 @@ from support.api_server import ApiServer
 from support.fake_openai import FakeOpenAI, FakeReply
 
 from estimator.fence import split_fenced
-from provenance_api.llm_litellm import load_litellm
+from provenance_api.providers.llm_litellm import load_litellm
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"

@@ -16,8 +16,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import anthropic, langchain, openai_chat, openai_responses, otel, pydantic_ai
-from .common import ImportIssue, ImportResult, NeutralMessage, NeutralToolCall, NeutralToolResult, split_turns
+from provenance_api.importers import anthropic, langchain, openai_chat, openai_responses, otel, pydantic_ai
+from provenance_api.importers.common import (
+    ImportIssue,
+    ImportResult,
+    NeutralMessage,
+    NeutralToolCall,
+    NeutralToolResult,
+    split_turns,
+)
 
 Importer = Callable[[Any, str], ImportResult]
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .common import (
+from provenance_api.importers.common import (
     FieldError,
     ImportIssue,
     ImportResult,
@@ -33,7 +33,7 @@ from .common import (
     split_turns,
     unwrap,
 )
-from .mcp import flatten_content, media_name, message_content, return_text
+from provenance_api.importers.mcp import flatten_content, media_name, message_content, return_text
 
 FORMAT = "anthropic"
 _CALLS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .common import (
+from provenance_api.importers.common import (
     ImportIssue,
     ImportResult,
     NeutralMessage,
@@ -31,7 +31,7 @@ from .common import (
     split_turns,
     unwrap,
 )
-from .mcp import message_content, return_text
+from provenance_api.importers.mcp import message_content, return_text
 
 FORMAT = "langchain"
 _TYPES: dict[str, Role] = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool",

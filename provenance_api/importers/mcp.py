@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .common import as_dict
+from provenance_api.importers.common import as_dict
 
 _TEXT_KINDS = frozenset({"text", "input_text", "output_text"})
 _MEDIA_KINDS = frozenset({"image", "audio", "video", "input_image", "input_audio", "blob", "uri", "file",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .common import (
+from provenance_api.importers.common import (
     FieldError,
     ImportIssue,
     ImportResult,
@@ -31,7 +31,7 @@ from .common import (
     split_turns,
     unwrap,
 )
-from .mcp import message_content, return_text
+from provenance_api.importers.mcp import message_content, return_text
 
 FORMAT = "openai_chat"
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})

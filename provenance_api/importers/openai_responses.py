@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .common import (
+from provenance_api.importers.common import (
     ImportIssue,
     ImportResult,
     NeutralMessage,
@@ -33,7 +33,7 @@ from .common import (
     placed,
     split_turns,
 )
-from .mcp import flatten_content, message_content, return_text
+from provenance_api.importers.mcp import flatten_content, message_content, return_text
 
 FORMAT = "openai_responses"
 _MESSAGE_ROLES = frozenset({"user", "system", "developer", "assistant"})

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from .common import (
+from provenance_api.importers.common import (
     ImportIssue,
     ImportResult,
     NeutralMessage,
@@ -38,7 +38,7 @@ from .common import (
     placed,
     split_turns,
 )
-from .mcp import flatten_content, media_name, return_text
+from provenance_api.importers.mcp import flatten_content, media_name, return_text
 
 FORMAT = "otel"
 INPUT, OUTPUT, SYSTEM = "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions"

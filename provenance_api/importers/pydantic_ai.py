@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .common import (
+from provenance_api.importers.common import (
     ImportIssue,
     ImportResult,
     NeutralMessage,
@@ -31,7 +31,7 @@ from .common import (
     split_turns,
     unwrap,
 )
-from .mcp import message_content, return_text
+from provenance_api.importers.mcp import message_content, return_text
 
 FORMAT = "pydantic_ai"
 _CALL_KINDS = frozenset({"tool-call", "builtin-tool-call"})

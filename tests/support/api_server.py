@@ -22,11 +22,11 @@ import httpx
 import uvicorn
 
 from estimator.llm import LLMRequest, LLMResponse, ScriptedLLM, Usage
-from provenance_api.app import create_app
-from provenance_api.auth import create_key
-from provenance_api.db.session import Database
-from provenance_api.jobs import LLMFactory, ScorerFactory
-from provenance_api.settings import Settings
+from provenance_api.core.settings import Settings
+from provenance_api.http.app import create_app
+from provenance_api.jobs.runner import LLMFactory, ScorerFactory
+from provenance_api.operations.auth import create_key
+from provenance_api.storage.session import Database
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "fixtures"
@@ -192,7 +192,7 @@ class ApiServer:
 
 
 class ServerProcess:
-    """``python -m provenance_api.cli serve`` as a child process, so a test can SIGKILL it."""
+    """``python -m provenance_api.cli.main serve`` as a child process, so a test can SIGKILL it."""
 
     def __init__(self, data_dir: Path, env: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
@@ -210,7 +210,7 @@ class ServerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         with self.out.open("wb") as out, self.err.open("ab") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "provenance_api.cli", "serve", "--port", "0"],
+                [sys.executable, "-m", "provenance_api.cli.main", "serve", "--port", "0"],
                 env=self.env,
                 stdout=out,
                 stderr=err,

@@ -1,0 +1,527 @@
+"""Request and response models of the HTTP API (``/v1``), with OpenAPI examples.
+
+The stored-turn model itself (``estimator.turn.StoredTurn``) is the body of ``POST /v1/turns``.
+Everything returned is one of these models, so the OpenAPI schema is the contract.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from estimator.scoring_cost import EstimatorChoice
+from estimator.turn import StoredTurn
+from provenance_api.core.errors import InvalidInput
+
+ParamsOverride = dict[str, Any]
+PARAMS_DESCRIPTION = (
+    "Overrides of the method's §7.8 constants (validated; unknown names are rejected). "
+    "Ceilings (max_calls, max_evidence_tokens, max_sources, concurrency, …) may be lowered, "
+    "never raised; rate_* are server policy."
+)
+ESTIMATOR_DESCRIPTION = (
+    "The scalar: judged (a forced-choice judge's digit, any chat model), expected (the same judge's expected "
+    "digit over 1-9 from its top log-probabilities, where the model offers them), logprob (log p of the claim "
+    "from a scoring-capable model) or both (judged and logprob), with their agreement."
+)
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details; ``field`` names the offending input and ``fix`` says what to do."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "examples": [
+                {
+                    "type": "urn:provenance:problem:invalid-input",
+                    "title": "Invalid input",
+                    "status": 422,
+                    "detail": "the selected sentence does not occur in the turn's response",
+                    "field": "sentence",
+                    "fix": "select text from the response as shown, or pass a segment id such as r3",
+                }
+            ]
+        },
+    )
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    instance: str | None = None
+    field: str | None = None
+    fix: str | None = None
+    request_id: str | None = None
+
+
+# --------------------------------------------------------------------------- turns
+
+
+class TurnStored(_Out):
+    model_config = ConfigDict(
+        frozen=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "turn_id": "turn-support-fallback-0042",
+                    "digest": "9f2c…",
+                    "stored_at": "2026-01-05T10:00:00Z",
+                    "created": True,
+                }
+            ]
+        },
+    )
+
+    turn_id: str
+    digest: str = Field(description="sha256 of the turn's canonical JSON: its identity for idempotency")
+    stored_at: datetime
+    created: bool = Field(description="false when the same content was already stored (idempotent replay)")
+
+
+class TurnSummary(_Out):
+    turn_id: str
+    digest: str
+    model: str | None
+    agent: str | None
+    created_at: datetime | None
+    stored_at: datetime
+
+
+class TurnList(_Out):
+    items: list[TurnSummary]
+    next_cursor: str | None = Field(description="pass as ?cursor= for the next page; null on the last page")
+
+
+class TurnOut(_Out):
+    turn_id: str
+    digest: str
+    stored_at: datetime
+    turn: StoredTurn
+
+
+# --------------------------------------------------------------------------- sources
+
+
+class SourceOut(_Out):
+    id: str
+    layer: str
+    kind: str
+    tool: str
+    label: str
+    tokens: int = Field(description="untruncated size in tokens")
+    truncated_for_ablation: bool
+    truncated_for_span_check: bool
+    transformations: list[str]
+    digest: str = Field(description="sha256 of the source's full, untruncated text")
+    unversioned: bool
+    turns_ago: int | None
+
+
+class LayerOut(_Out):
+    layer: Literal["tools", "instructions", "history"]
+    sources: list[SourceOut]
+
+
+class ExcludedOut(_Out):
+    tool: str
+    label: str
+    reason: str
+
+
+class SourcesOut(_Out):
+    turn_id: str
+    corpus_digest: str
+    path: str = Field(description="primary (native messages), fallback (flattened tool calls) or none")
+    source_count: int
+    layers: list[LayerOut]
+    unversioned: bool
+    unscorable: list[str] = Field(description="attachments whose bytes were not kept")
+    excluded: list[ExcludedOut] = Field(description="tool calls not made sources, and why")
+
+
+# --------------------------------------------------------------------------- segments (free tier)
+
+
+class CitationOut(_Out):
+    source_id: str
+    line_start: int
+    line_end: int
+    quote: str | None = None
+
+
+class SegmentOut(_Out):
+    model_config = ConfigDict(frozen=True, populate_by_name=True, serialize_by_alias=True)
+
+    id: str
+    text: str
+    start: int
+    end: int
+    status: Literal["traceable", "quoted", "action", "agent_voice", "unanchored"]
+    klass: str = Field(alias="class")
+    anchors: list[str]
+    citations: list[CitationOut]
+
+
+class GateSummaryOut(_Out):
+    sources: int
+    sentences: int
+    traceable: int
+    quoted: int
+    agent_voice: int
+    action: int
+    unanchored: int
+    line: str = Field(description="the accounting line, e.g. '8 sources · 13 sentences: 3 you can trace, …'")
+
+
+class SegmentsOut(_Out):
+    turn_id: str
+    corpus_digest: str
+    summary: GateSummaryOut
+    segments: list[SegmentOut]
+
+
+class ClientSegment(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str | None = Field(None, max_length=64)
+    text: str = Field(min_length=1, max_length=20_000)
+
+
+class SegmentsIn(BaseModel):
+    """Segments as the client's renderer drew them; used as given, never re-split."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"segments": [{"id": "p1", "text": "Layer: MODIS Annual Land Cover Type (IGBP classification)."}]}
+            ]
+        },
+    )
+
+    segments: list[ClientSegment] = Field(min_length=1, max_length=2000)
+    params: ParamsOverride | None = Field(None, description=PARAMS_DESCRIPTION)
+
+
+# --------------------------------------------------------------------------- quotes
+
+
+class QuoteIn(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "turn_id": "turn-support-fallback-0042",
+                    "sentence": "Refunds are issued to the original payment method within 5 to 7 "
+                    "business days after approval.",
+                    "probe": False,
+                }
+            ]
+        },
+    )
+
+    turn_id: str = Field(min_length=1, max_length=256)
+    sentence: str = Field(
+        min_length=1,
+        max_length=20_000,
+        description="text of the response (after normalisation) or a segment id such as r3",
+    )
+    model: str | None = Field(None, min_length=1, max_length=256, description="litellm model string of the judge")
+    probe: bool = False
+    params: ParamsOverride | None = Field(None, description=PARAMS_DESCRIPTION)
+    estimator: EstimatorChoice = Field("judged", description=ESTIMATOR_DESCRIPTION)
+
+
+class ScoringOut(_Out):
+    can_score: bool
+    how: Literal["in-process", "completions-echo", "none"]
+    reason: str
+    scoring_calls: int = Field(description="prompt-only scoring calls of a logprob trace (worst case)")
+    span_calls: int
+    scoring_prompt_tokens: int
+    scoring_output_tokens: int
+
+
+class PlannedCalls(_Out):
+    round1: int
+    round2: int
+    redundancy: int = Field(0, description="redundancy resolution, worst case: each candidate kept alone once")
+    spans: int
+    probe: int
+
+
+class ExpectedDigitOut(_Out):
+    offered: bool = Field(description="whether the judge model returns top log-probabilities (estimator expected)")
+    how: str
+    reason: str
+
+
+class QuoteOut(_Out):
+    quote_id: str
+    expires_at: datetime
+    turn_id: str
+    claim: str = Field(description="the selected text that will be traced")
+    segment_id: str | None
+    model: str
+    sources: int
+    planned_calls: int = Field(description="worst case; a trace never makes more")
+    calls: PlannedCalls
+    input_tokens: int
+    output_tokens: int
+    untruncated_corpus_tokens: int
+    cost_usd: float | None = Field(description="null when the model's price is unknown")
+    warnings: list[str]
+    truncated_sources: list[str]
+    refused: str | None = Field(description="why the cost gate refuses this trace; null when it may run")
+    estimator: EstimatorChoice = Field("judged", description=ESTIMATOR_DESCRIPTION)
+    expected_digit: ExpectedDigitOut | None = Field(None, description="whether the judge offers top "
+                                                    "log-probabilities, for estimator expected")
+    scoring: ScoringOut | None = Field(None, description="whether the model can score (log p of a supplied "
+                                       "claim) and what a logprob trace's scoring costs; null for a probe")
+
+
+# --------------------------------------------------------------------------- traces
+
+
+class TraceIn(BaseModel):
+    """Either ``{quote_id}`` or ``{turn_id, sentence, max_cost_usd}`` (quoted and started at once)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"quote_id": "q_3f9a0c2b7d1e4a5b6c7d"},
+                {"turn_id": "turn-support-fallback-0042", "sentence": "r2", "max_cost_usd": 0.05},
+            ]
+        },
+    )
+
+    quote_id: str | None = Field(None, min_length=1, max_length=40)
+    turn_id: str | None = Field(None, min_length=1, max_length=256)
+    sentence: str | None = Field(None, min_length=1, max_length=20_000)
+    max_cost_usd: float | None = Field(None, ge=0, le=1_000_000)
+    model: str | None = Field(None, min_length=1, max_length=256)
+    probe: bool = False
+    params: ParamsOverride | None = Field(None, description=PARAMS_DESCRIPTION)
+    estimator: EstimatorChoice | None = Field(None, description=ESTIMATOR_DESCRIPTION + " By quote_id: the "
+                                              "quote's.")
+
+    def by_quote(self) -> bool:
+        """True for the {quote_id} form; raise InvalidInput naming the field when neither form is complete."""
+        inline = {"turn_id": self.turn_id, "sentence": self.sentence, "max_cost_usd": self.max_cost_usd}
+        if self.quote_id is not None:
+            extra = (
+                [k for k, v in inline.items() if v is not None]
+                + [k for k in ("model", "params", "estimator") if getattr(self, k) is not None]
+                + (["probe"] if self.probe else [])
+            )
+            if extra:
+                raise InvalidInput(
+                    f"a trace by quote_id takes nothing else; got {', '.join(extra)}",
+                    field=extra[0],
+                    fix="send only {quote_id}, or the inline form without it",
+                )
+            return True
+        missing = [k for k, v in inline.items() if v is None]
+        if missing:
+            raise InvalidInput(
+                f"without quote_id a trace needs turn_id, sentence and max_cost_usd; missing {', '.join(missing)}",
+                field=missing[0],
+                fix="send {quote_id} from POST /v1/quotes, or all of turn_id, sentence, max_cost_usd",
+            )
+        return False
+
+
+class TraceCalls(_Out):
+    planned: int = Field(description="the quoted worst case, reserved from the caller's budget")
+    made: int
+    billed: int = Field(description="calls the provider charged for, failed ones included")
+
+
+TraceStatus = Literal["queued", "running", "succeeded", "failed", "interrupted"]
+
+
+class TraceOut(_Out):
+    trace_id: str
+    status: TraceStatus
+    turn_id: str
+    quote_id: str
+    claim: str
+    segment_id: str | None
+    model: str
+    calls: TraceCalls
+    round: str | None = Field(description="round1, round2, redundancy, spans or probe while running")
+    message: str | None
+    layer_scores: dict[str, float | None] = Field(description="partial layer drops known so far")
+    reason: str | None = Field(description="why a trace failed or was interrupted")
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    result: dict[str, Any] | None = Field(description="the trace result, only when status is succeeded")
+
+
+class ProgressOut(_Out):
+    """The data of one ``progress`` server-sent event."""
+
+    trace_id: str
+    status: TraceStatus
+    calls_done: int
+    calls_planned: int
+    calls_billed: int
+    round: str | None
+    message: str | None
+    layer_scores: dict[str, float | None]
+
+
+# --------------------------------------------------------------------------- probes
+
+
+class ProbeIn(BaseModel):
+    """Either ``{quote_id, source_id}`` (a probe quote: ``POST /v1/quotes`` with ``probe: true``) or
+    ``{turn_id, sentence, source_id, max_cost_usd, k?}`` (quoted and started at once)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"quote_id": "q_3f9a0c2b7d1e4a5b6c7d", "source_id": "s0"},
+                {"turn_id": "turn-support-fallback-0042", "sentence": "r2", "source_id": "s0", "k": 3,
+                 "max_cost_usd": 0.05},
+            ]
+        },
+    )
+
+    source_id: str = Field(min_length=1, max_length=64, description="the source to remove (s0, s1, …)")
+    quote_id: str | None = Field(None, min_length=1, max_length=40)
+    turn_id: str | None = Field(None, min_length=1, max_length=256)
+    sentence: str | None = Field(None, min_length=1, max_length=20_000)
+    k: int | None = Field(None, ge=1, le=20, description="regenerations per side (params.causal_samples)")
+    max_cost_usd: float | None = Field(None, ge=0, le=1_000_000)
+    model: str | None = Field(None, min_length=1, max_length=256)
+    params: ParamsOverride | None = Field(None, description=PARAMS_DESCRIPTION)
+
+    def as_trace(self) -> TraceIn:
+        """The same request in the trace form, so both kinds share one quoting and budgeting path."""
+        params = dict(self.params or {})
+        if self.k is not None:
+            if self.quote_id is not None:
+                raise InvalidInput("a probe by quote_id takes k from its quote", field="k",
+                                   fix="quote with params.causal_samples=k, or drop k")
+            params["causal_samples"] = self.k
+        return TraceIn(quote_id=self.quote_id, turn_id=self.turn_id, sentence=self.sentence,
+                       max_cost_usd=self.max_cost_usd, model=self.model, params=params or None)
+
+
+class ProbeOut(_Out):
+    probe_id: str
+    status: TraceStatus
+    turn_id: str
+    quote_id: str
+    claim: str
+    segment_id: str | None
+    source_id: str
+    model: str
+    calls: TraceCalls
+    message: str | None
+    reason: str | None = Field(description="why a probe failed or was interrupted")
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    result: dict[str, Any] | None = Field(
+        description="verdict (required | not_required | inconclusive), note, anchors, baseline B and "
+        "without W of k, calls, usage, cost — only when status is succeeded"
+    )
+
+
+# --------------------------------------------------------------------------- verification gate
+
+
+class VerifyIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"max_cost_usd": 0.25}]})
+
+    max_cost_usd: float = Field(ge=0, le=1_000_000, description="the budget for every trace of the answer")
+    model: str | None = Field(None, min_length=1, max_length=256, description="litellm model string of the judge")
+    params: ParamsOverride | None = Field(None, description=PARAMS_DESCRIPTION)
+
+
+class VerifySentenceOut(_Out):
+    segment_id: str
+    text: str
+    status: str = Field(description="the free-tier status of the sentence")
+    decision: Literal["allow", "review", "block"]
+    rule: str
+    reason: str
+    outcome: Literal["quoted", "traced", "error", "budget_refused"] | None = Field(
+        description="what checking it produced; null when it needed no check"
+    )
+    trace_id: str | None
+    verdict: str | None = Field(description="the trace's verdict, when traced")
+    declared: dict[str, Any] | None = Field(description="the declared-attribution audit, when traced")
+
+
+class VerifyOut(_Out):
+    turn_id: str
+    decision: Literal["allow", "review", "block"]
+    rule: str = Field(description="the rule that fired")
+    reason: str
+    model: str
+    quoted_cost_usd: float = Field(description="the sum of the traces' quotes, within max_cost_usd")
+    max_cost_usd: float
+    calls: TraceCalls
+    sentences: list[VerifySentenceOut]
+
+
+# --------------------------------------------------------------------------- health
+
+
+class Health(_Out):
+    status: Literal["ok"]
+
+
+class Readiness(_Out):
+    status: Literal["ready"]
+    database: str
+    running_traces: int
+
+
+# --------------------------------------------------------------------------- documented problems
+
+_PROBLEM_TEXT = {
+    400: "The request could not be read.",
+    401: "Missing or invalid API key.",
+    404: "No such resource for this tenant (another tenant's ids are 404 too).",
+    409: "Conflicts with what is stored (idempotency) or a quote already used.",
+    410: "The quote expired.",
+    413: "The request body is over the size limit.",
+    422: "Invalid input; `field` names it and `fix` says what to do.",
+    429: "The caller's model-call budget is exhausted; see Retry-After.",
+    503: "The service is not ready.",
+}
+
+
+def problem_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI entries for the problem+json answers a route can give."""
+    out: dict[int | str, dict[str, Any]] = {}
+    for code in codes:
+        entry: dict[str, Any] = {
+            "model": Problem,
+            "description": _PROBLEM_TEXT[code],
+            "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}},
+        }
+        if code == 429:
+            entry["headers"] = {
+                "Retry-After": {
+                    "description": "seconds until the budget allows this trace",
+                    "schema": {"type": "integer"},
+                }
+            }
+        out[code] = entry
+    return out

@@ -1,0 +1,144 @@
+"""The service's settings: one object read from ``PROVENANCE_*`` environment variables.
+
+Every command that touches storage (``serve``, ``keys``, ``import``) builds the same ``Settings``,
+so they all find the same data directory and database. The judge model's provider is configured
+the litellm way (``OPENAI_API_KEY``, ``OPENAI_API_BASE``, ``ANTHROPIC_API_KEY``, …), which litellm
+reads itself; ``judge_api_base``/``judge_api_key`` only override those when set.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from estimator.params import DEFAULT_PARAMS, Params
+from provenance_api.core.errors import InvalidInput
+
+DATABASE_FILES = ("provenance.db", "judgements.db")
+"""The embedded SQLite files the service keeps in its data directory."""
+
+
+def default_data_dir() -> Path:
+    """Per-user data directory: ``$XDG_DATA_HOME/provenance`` or ``~/.local/share/provenance``."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "provenance"
+
+
+class Settings(BaseSettings):
+    """Configuration of one service instance (env prefix ``PROVENANCE_``)."""
+
+    model_config = SettingsConfigDict(env_prefix="PROVENANCE_", extra="ignore", frozen=True)
+
+    data_dir: Path = Field(
+        default_factory=default_data_dir,
+        description="SQLite file, admin key file; created with owner-only permissions.",
+    )
+    database_url: str | None = Field(
+        None, description="Any SQLAlchemy async URL (postgresql+asyncpg://…); default: SQLite in data_dir."
+    )
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    default_model: str | None = Field(None, description="Judge model for turns that do not name theirs.")
+    judge_api_base: str | None = Field(None, description="Overrides the provider's base URL (else litellm's env).")
+    judge_api_key: SecretStr | None = Field(None, description="Overrides the provider's key (else litellm's env).")
+    judge_timeout_seconds: float = Field(120.0, gt=0, le=3600)
+    scorer_api_base: str | None = Field(
+        None, description="An OpenAI-compatible server whose /v1/completions echoes log-probabilities "
+        "(estimator logprob/both); default: judge_api_base.",
+    )
+    scorer_model: str | None = Field(None, description="The model name the scoring server knows (default: the "
+                                     "judge model without its provider prefix).")
+
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="§7.8 constants for this server, as JSON; requests may lower the ceilings, never raise them.",
+    )
+    max_body_bytes: int = Field(2_000_000, ge=1024, description="Request body size limit (413 above it).")
+    quote_ttl_seconds: int = Field(900, ge=1, description="How long a quote id can start a trace.")
+    viewer_session_seconds: int = Field(
+        8 * 3600, ge=60, description="How long a viewer sign-in lasts before the key must be entered again."
+    )
+    viewer_session_rotate_seconds: int = Field(
+        900, ge=1, description="A viewer session's cookie token is replaced when it is older than this."
+    )
+    max_running_traces: int = Field(4, ge=1, le=256, description="Trace jobs running at once in this process.")
+    wait_max_seconds: float = Field(30.0, gt=0, le=600, description="Longest ?wait=true on GET /v1/traces/{id}.")
+    sse_poll_seconds: float = Field(0.5, gt=0, le=30, description="How often an event stream re-reads a job.")
+    admin_tenant: str = "local"
+    admin_user: str = "admin"
+    warm_up: bool = Field(True, description="Load the tokenizer and litellm in the background at startup.")
+    log_level: str = "INFO"
+    log_json: bool = True
+
+    # scale-out: shared budgets, judgement cache and job queue (docs: README "Running at scale")
+    redis_url: str | None = Field(
+        None,
+        description="redis://…: budgets, judgement cache and trace jobs go through Redis (workers run them).",
+    )
+    redis_prefix: str = Field("provenance", min_length=1, description="Prefix of every Redis key and queue.")
+    judgement_cache: bool = Field(True, description="Answer repeated deterministic judge/support calls from cache.")
+    judgement_cache_ttl_seconds: int = Field(7 * 24 * 3600, ge=1, description="How long a cached judgement lives.")
+    worker_max_jobs: int = Field(4, ge=1, le=256, description="Trace jobs one `provenance worker` runs at once.")
+    worker_lease_seconds: float = Field(
+        30.0, gt=0, le=3600, description="A running job whose worker has not renewed its lease this long is dead."
+    )
+    history_sources: dict[str, dict[str, str]] = Field(
+        default_factory=dict,
+        description="History stores the API may import from, as JSON: name → {\"url\", \"format\"} (format: "
+        "openai-agents-session, langgraph-sqlite or langgraph-postgres); POST /v1/imports/sources/{name}.",
+    )
+
+    @cached_property
+    def base_params(self) -> Params:
+        """The server's §7.8 constants (defaults overridden by ``PROVENANCE_PARAMS``), validated."""
+        try:
+            return DEFAULT_PARAMS.override(self.params)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(x) for x in first["loc"])
+            raise InvalidInput(
+                f"PROVENANCE_PARAMS: {where or 'params'}: {first['msg']}",
+                field=f"PROVENANCE_PARAMS.{where}" if where else "PROVENANCE_PARAMS",
+                fix="set PROVENANCE_PARAMS to a JSON object of valid §7.8 constants",
+            ) from None
+
+    @property
+    def effective_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite+aiosqlite:///{self.data_dir / 'provenance.db'}"
+
+    @property
+    def admin_key_file(self) -> Path:
+        return self.data_dir / "admin.key"
+
+    def ensure_data_dir(self) -> Path:
+        """Create the data directory if missing and make it owner-only (0700) whatever existed before; the
+        embedded databases in it are created (or tightened) to 0600 before SQLite opens them, and SQLite gives
+        their ``-wal``/``-shm``/``-journal`` files the same mode. Returns the directory."""
+        self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(self.data_dir, 0o700)
+        for name in (*DATABASE_FILES, "admin.key"):
+            path = self.data_dir / name
+            if path.exists():
+                os.chmod(path, 0o600)
+        if not self.database_url:
+            self.owner_only_file("provenance.db")
+        for path in self.data_dir.iterdir():  # WAL and shared-memory files left by an earlier run
+            if path.name.startswith(DATABASE_FILES) and path.is_file():
+                os.chmod(path, 0o600)
+        return self.data_dir
+
+    def owner_only_file(self, name: str) -> Path:
+        """A file of the data directory, created empty with mode 0600 if missing (SQLite accepts an empty
+        file as a new database), so it is never readable by others, not even for a moment."""
+        self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = self.data_dir / name
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+        os.chmod(path, 0o600)
+        return path

@@ -1,0 +1,188 @@
+"""The one mapping from errors to HTTP: RFC 9457 ``application/problem+json``.
+
+Everything funnels into ``problem_response``: a ``ProvenanceError`` as it is; a request that
+fails validation as ``InvalidInput`` naming the offending field (``body.sentence``,
+``query.limit``) and how to fix it; routing errors (404/405) as their hierarchy members; any
+other exception as a bare 500 with the request id — never a stack trace, an exception message
+or a secret.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from provenance_api.core.errors import (
+    Conflict,
+    InvalidInput,
+    NotFound,
+    PayloadTooLarge,
+    ProvenanceError,
+    Unauthorized,
+)
+from provenance_api.core.observability import log_fields, request_id_var
+from provenance_api.http.api_errors import Gone, MethodNotAllowed
+from provenance_api.storage.errors import (
+    RecordConflict,
+    RecordExpired,
+    RecordInvalid,
+    RecordMissing,
+    StorageError,
+)
+
+PROBLEM_JSON = "application/problem+json"
+log = logging.getLogger("provenance_api.core.errors")
+
+
+def problem_response(exc: ProvenanceError, instance: str | None = None) -> JSONResponse:
+    body = exc.to_problem(instance)
+    request_id = request_id_var.get()
+    if request_id:
+        body.setdefault("request_id", request_id)
+    headers = dict(exc.headers())
+    if isinstance(exc, Unauthorized):
+        headers.setdefault("WWW-Authenticate", 'Bearer realm="provenance"')
+    return JSONResponse(body, status_code=exc.status, headers=headers, media_type=PROBLEM_JSON)
+
+
+# What the caller can do about each storage outcome, by record kind; the one place storage meets HTTP.
+_STORAGE_FIXES: dict[tuple[type[StorageError], str], str] = {
+    (RecordMissing, "turn"): "store the turn with POST /v1/turns first, or list stored turns with GET /v1/turns",
+    (RecordMissing, "quote"): "create one with POST /v1/quotes",
+    (RecordMissing, "trace"): "start one with POST /v1/traces",
+    (RecordMissing, "probe"): "start one with POST /v1/probes",
+    (RecordExpired, "quote"): "request a new quote with POST /v1/quotes",
+    (RecordConflict, "quote"): "request a new quote with POST /v1/quotes",
+    (RecordConflict, "turn"): "store the changed turn under a new turn_id, or resend the stored content unchanged",
+    (RecordInvalid, "turn"): "send valid Unicode: pair every surrogate escape, or replace the character",
+    (RecordInvalid, "cursor"): "use next_cursor from the previous page, or start again without a cursor",
+}
+_STORAGE_PROBLEMS: dict[type[StorageError], type[ProvenanceError]] = {
+    RecordMissing: NotFound,
+    RecordExpired: Gone,
+    RecordConflict: Conflict,
+    RecordInvalid: InvalidInput,
+}
+
+
+def storage_problem(exc: StorageError) -> ProvenanceError:
+    """A storage outcome as the problem a caller sees: 404, 410, 409 or 422, with what to do about it."""
+    problem = _STORAGE_PROBLEMS.get(type(exc), ProvenanceError)
+    fix = _STORAGE_FIXES.get((type(exc), exc.record))
+    return problem(exc.detail, field=exc.field, fix=fix, extra=exc.extra or None)
+
+
+def _field(loc: Any) -> str:
+    return ".".join(str(p) for p in loc) or "body"
+
+
+def validation_problem(exc: RequestValidationError) -> InvalidInput:
+    errors = list(exc.errors())
+    first = errors[0] if errors else {"loc": ("body",), "msg": "invalid request", "type": "value_error"}
+    where = _field(first.get("loc", ()))
+    kind = str(first.get("type", ""))
+    if kind == "json_invalid":
+        fix = "send a valid JSON body with Content-Type: application/json"
+    elif kind == "missing":
+        fix = f"add the required field {where}"
+    elif kind == "extra_forbidden":
+        fix = f"remove the unknown field {where}"
+    else:
+        fix = f"correct {where}: {first.get('msg', '')}".rstrip(": ")
+    details = [
+        {"field": _field(e.get("loc", ())), "message": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+        for e in errors[:20]
+    ]
+    return InvalidInput(
+        f"{where}: {first.get('msg', 'invalid value')}", field=where, fix=fix, extra={"errors": details}
+    )
+
+
+def http_problem(exc: StarletteHTTPException) -> ProvenanceError:
+    if exc.status_code == 404:
+        return NotFound("no such endpoint", fix="see /docs for the endpoints of this service")
+    if exc.status_code == 405:
+        return MethodNotAllowed("this endpoint does not accept that method", fix="see /docs")
+    if exc.status_code == 413:
+        return PayloadTooLarge(str(exc.detail))
+    if exc.status_code == 401:
+        return Unauthorized(str(exc.detail))
+    if exc.status_code in (400, 422):
+        return InvalidInput(
+            "the request body could not be read as JSON",
+            field="body",
+            fix="send a UTF-8 JSON body with Content-Type: application/json",
+        )
+    return ProvenanceError()
+
+
+async def _on_provenance_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ProvenanceError)
+    return problem_response(exc, request.url.path)
+
+
+async def _on_storage_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StorageError)
+    return problem_response(storage_problem(exc), request.url.path)
+
+
+async def _on_validation_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    return problem_response(validation_problem(exc), request.url.path)
+
+
+async def _on_http_exception(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    return problem_response(http_problem(exc), request.url.path)
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers and the guard for unexpected exceptions."""
+    app.add_exception_handler(ProvenanceError, _on_provenance_error)
+    app.add_exception_handler(StorageError, _on_storage_error)
+    app.add_exception_handler(RequestValidationError, _on_validation_error)
+    app.add_exception_handler(StarletteHTTPException, _on_http_exception)
+
+
+class UnexpectedErrorGuard:
+    """Innermost safety net: an exception nothing handled becomes a bare 500 problem. It is logged
+    by type only — no message, no traceback — and not re-raised, so no server logs one either."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = [False]
+
+        async def tracking_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                started[0] = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:
+            log_fields(
+                log,
+                logging.ERROR,
+                "unhandled error while serving a request",
+                error=type(exc).__name__,
+                path=scope.get("path"),
+                response_started=started[0],
+            )
+            if started[0]:
+                return
+            internal = ProvenanceError(
+                "the service failed while handling this request; it has been logged with the request id",
+                fix="retry later; report the request id if it persists",
+            )
+            await problem_response(internal, scope.get("path"))(scope, receive, send)

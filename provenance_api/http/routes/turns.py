@@ -1,0 +1,184 @@
+"""``/v1/turns``: store a turn (idempotent), list and read stored turns, and the free tier."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Body, Query, Response, status
+from fastapi import Path as PathParam
+
+from estimator.turn import StoredTurn
+from provenance_api.core.schemas import (
+    SegmentsIn,
+    SegmentsOut,
+    SourcesOut,
+    TurnList,
+    TurnOut,
+    TurnStored,
+    TurnSummary,
+    VerifyIn,
+    VerifyOut,
+    problem_responses,
+)
+from provenance_api.http.deps import Caller, Svc
+from provenance_api.operations import records, verify
+from provenance_api.operations import tracing as operations
+
+router = APIRouter(prefix="/v1/turns", tags=["turns"], responses=problem_responses(401, 422))
+
+TurnId = Annotated[
+    str,
+    PathParam(
+        min_length=1,
+        max_length=256,
+        description="the turn's turn_id (may contain /)",
+        examples=["turn-support-fallback-0042"],
+    ),
+]
+
+
+def _example_turn() -> dict[str, Any]:
+    fixture = Path(__file__).resolve().parents[3] / "fixtures" / "fallback_path_turn.json"
+    try:
+        data: dict[str, Any] = json.loads(fixture.read_text(encoding="utf-8"))
+        return data
+    except (OSError, ValueError):
+        return {
+            "turn_id": "turn-0001",
+            "model": "openai/gpt-4o-mini",
+            "response": "Order A-10482 was delivered on 2025-03-03.",
+            "query": "Where is my order?",
+        }
+
+
+@router.post(
+    "",
+    response_model=TurnStored,
+    status_code=status.HTTP_201_CREATED,
+    responses={
+        200: {"model": TurnStored, "description": "The same content was already stored."},
+        **problem_responses(409, 413),
+    },
+    summary="Store a turn (idempotent on turn_id)",
+)
+async def store_turn(
+    svc: Svc,
+    caller: Caller,
+    response: Response,
+    turn: Annotated[
+        StoredTurn,
+        Body(
+            openapi_examples={
+                "support turn": {"summary": "a customer-support turn", "value": _example_turn()}
+            }
+        ),
+    ],
+) -> TurnStored:
+    """Same `turn_id` and same content → 200; same `turn_id`, different content → 409 naming the fields
+    that differ. A stored turn is never overwritten."""
+    record, created = await records.store_turn(svc, caller, turn)
+    response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+    if created:
+        response.headers["Location"] = "/v1/turns/" + quote(turn.turn_id, safe="")
+    return TurnStored(
+        turn_id=record.turn_id, digest=record.digest, stored_at=record.stored_at, created=created
+    )
+
+
+@router.get("", response_model=TurnList, summary="List stored turns")
+async def list_turns(
+    svc: Svc,
+    caller: Caller,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: Annotated[
+        str | None, Query(max_length=1400, description="next_cursor of the previous page (opaque)")
+    ] = None,
+    q: Annotated[
+        str, Query(max_length=200, description="keep turns whose id, agent, model, query or response contain "
+                   "this text (case and spacing ignored); answered from the search index")
+    ] = "",
+) -> TurnList:
+    page = await records.turn_page(svc, caller, q, limit, cursor)
+    return TurnList(
+        items=[
+            TurnSummary(
+                turn_id=r.turn_id,
+                digest=r.digest,
+                model=r.model,
+                agent=r.agent,
+                created_at=r.created_at,
+                stored_at=r.stored_at,
+            )
+            for r in page.items
+        ],
+        next_cursor=page.next_cursor,
+    )
+
+
+@router.get(
+    "/{turn_id:path}/sources",
+    response_model=SourcesOut,
+    responses=problem_responses(404),
+    summary="The turn's corpus by layer",
+)
+async def get_sources(svc: Svc, caller: Caller, turn_id: TurnId) -> SourcesOut:
+    """Ids, kinds, labels, token sizes, truncation, digests, the unversioned flag and unscorable
+    attachments. Zero model calls."""
+    return await operations.turn_sources(svc, caller, turn_id)
+
+
+@router.get(
+    "/{turn_id:path}/segments",
+    response_model=SegmentsOut,
+    responses=problem_responses(404),
+    summary="The free tier: every sentence with its status",
+)
+async def get_segments(svc: Svc, caller: Caller, turn_id: TurnId) -> SegmentsOut:
+    """Every sentence of the response with status, class, anchors, quotes with line spans, and the
+    summary line. Zero model calls."""
+    return await operations.turn_segments(svc, caller, turn_id)
+
+
+@router.post(
+    "/{turn_id:path}/segments",
+    response_model=SegmentsOut,
+    responses=problem_responses(404, 413),
+    summary="The free tier on the client's own segments",
+)
+async def post_segments(svc: Svc, caller: Caller, turn_id: TurnId, body: SegmentsIn) -> SegmentsOut:
+    """Segments as the client's renderer drew them, used as given (never re-split). Zero model calls."""
+    client = [(s.id, s.text) for s in body.segments]
+    return await operations.turn_segments(svc, caller, turn_id, client, body.params)
+
+
+@router.post(
+    "/{turn_id:path}/verify",
+    response_model=VerifyOut,
+    responses=problem_responses(404, 413, 429),
+    summary="The answer gate: allow, review or block the whole answer",
+)
+async def verify_turn(
+    svc: Svc,
+    caller: Caller,
+    turn_id: TurnId,
+    body: VerifyIn,
+    timeout: Annotated[float, Query(gt=0, le=600, description="longest wait for the traces (s)")] = 300.0,
+) -> VerifyOut:
+    """Traces every traceable sentence (quoted sentences pass for free) within one pre-quoted budget:
+    the sum of the quotes must fit `max_cost_usd` (else 422 naming it, with `decision: block`) and
+    their calls the caller's budget (else 429), before anything is spent. Holds the request until
+    every trace ends; each stays readable at `/v1/traces/{id}`. Returns each sentence's outcome and the
+    decision `allow | review | block` with the rule that fired. Fail closed: a failed, interrupted or
+    unfinished trace blocks."""
+    return await verify.verify_turn(svc, caller, turn_id, body, timeout)
+
+
+@router.get(
+    "/{turn_id:path}", response_model=TurnOut, responses=problem_responses(404), summary="Read a stored turn"
+)
+async def get_turn(svc: Svc, caller: Caller, turn_id: TurnId) -> TurnOut:
+    record = await records.get_turn(svc, caller, turn_id)
+    return TurnOut(turn_id=record.turn_id, digest=record.digest, stored_at=record.stored_at, turn=record.turn)

@@ -1,0 +1,323 @@
+"""Jobs: the runner protocol, the in-process runner, and one job's execution — a trace (with its
+declared-attribution audit) or a probe, chosen by the job's ``kind``.
+
+A trace runs as a job. Every model call — judge, span check, scorer, probe — goes through the
+trace's one ``CallLedger`` (the estimator's meter: its only counter and concurrency cap), whose hook
+writes the counts to the job's row *before* the estimator sees the answer — so a process killed
+mid-run leaves a record of exactly what was spent, and the budget is settled from the same count.
+Progress events (round, the latest message, partial layer scores) are kept live for the event
+stream and written with the next call. On startup, jobs left ``queued``/``running`` by a dead
+process become ``interrupted`` with the calls they had billed. Only a finished trace writes a
+result; a failed or interrupted job never has one.
+
+``JobRunner`` is the protocol; ``InProcessJobRunner`` runs jobs as tasks of the service's event
+loop, at most ``max_running`` at once (a distributed runner can stand behind the same protocol).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+import anyio
+
+from estimator.declared import audit_trace
+from estimator.ledger import CallEvent, CallLedger
+from estimator.llm import LLM, Usage
+from estimator.params import Params
+from estimator.probe import probe_source
+from estimator.result import ProgressEvent
+from estimator.scorer import Scorer
+from estimator.scoring_cost import EstimatorChoice
+from estimator.trace import needs_scorer, run_trace
+from estimator.units import Corpus
+from provenance_api.core.errors import ProvenanceError
+from provenance_api.core.observability import Metrics, log_fields, redact, trace_id_var
+from provenance_api.providers import free_tier
+from provenance_api.storage import crud_traces, crud_turns
+from provenance_api.storage.crud_traces import JobRecord, Progress
+from provenance_api.storage.limits import Limiter, Reservation
+from provenance_api.storage.session import Database
+
+log = logging.getLogger("provenance_api.jobs.runner")
+
+LLMFactory = Callable[[str, str | None], LLM]
+ScorerFactory = Callable[[str], Scorer]  # judge model → its scorer (estimator logprob / both)
+INTERRUPTED_ON_START = "the service stopped while this trace was queued or running; calls already billed are kept"
+INTERRUPTED_ON_STOP = "the service shut down while this trace was running; calls already billed are kept"
+
+
+class JobRunner(Protocol):
+    def submit(self, job_id: str, work: Callable[[], Awaitable[None]]) -> None: ...
+
+    async def enqueue(self, job_id: str, reservation: Reservation, work: Callable[[], Awaitable[None]]) -> None:
+        """Hand a created job over: run ``work`` here, or queue the job for a worker process
+        (``job_queue.ArqJobRunner``), which settles ``reservation`` when it ends."""
+        ...
+
+    async def stop(self) -> None: ...
+
+
+class InProcessJobRunner:
+    """Jobs as asyncio tasks, ``max_running`` at a time; the rest wait as ``queued``."""
+
+    def __init__(self, max_running: int) -> None:
+        self._slots = asyncio.Semaphore(max_running)
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    def submit(self, job_id: str, work: Callable[[], Awaitable[None]]) -> None:
+        async def run() -> None:
+            async with self._slots:
+                await work()
+
+        task = asyncio.get_running_loop().create_task(run(), name=f"trace {job_id}")
+        self._tasks[job_id] = task
+        task.add_done_callback(lambda _: self._tasks.pop(job_id, None))
+
+    async def enqueue(self, job_id: str, reservation: Reservation, work: Callable[[], Awaitable[None]]) -> None:
+        self.submit(job_id, work)
+
+    async def stop(self) -> None:
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class ProgressHub:
+    """Live progress of the jobs running in this process, and wake-ups for their event streams."""
+
+    def __init__(self) -> None:
+        self.live: dict[str, Progress] = {}
+        self._events: dict[str, asyncio.Event] = {}
+
+    def publish(self, job_id: str, progress: Progress | None) -> None:
+        if progress is None:
+            self.live.pop(job_id, None)
+        else:
+            self.live[job_id] = progress
+        event = self._events.pop(job_id, None)
+        if event is not None:
+            event.set()
+
+    async def wait(self, job_id: str, timeout: float) -> None:
+        event = self._events.setdefault(job_id, asyncio.Event())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), timeout)
+
+
+@dataclass
+class _Meter:
+    """The job's ledger (once created) and its latest progress snapshot."""
+
+    ledger: CallLedger | None = None
+    progress: Progress = field(default_factory=lambda: Progress(0, 0))
+
+    @property
+    def made(self) -> int:
+        return self.ledger.made if self.ledger is not None else 0
+
+    @property
+    def billed(self) -> int:
+        return self.ledger.billed if self.ledger is not None else 0
+
+    def snapshot(self) -> Progress:
+        return replace(self.progress, calls_made=self.made, calls_billed=self.billed)
+
+
+@dataclass(frozen=True)
+class TraceContext:
+    """What a trace job needs from the service."""
+
+    db: Database
+    limiter: Limiter
+    metrics: Metrics
+    hub: ProgressHub
+    llm_factory: LLMFactory
+    api_base: str | None
+    scorer_factory: ScorerFactory | None = None
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+async def run_trace_job(ctx: TraceContext, job_id: str, reservation: Reservation) -> None:
+    """Run one queued trace job to a terminal state, then settle its call reservation."""
+    trace_id_var.set(job_id)
+    meter = _Meter()
+    outcome = "failed"
+    if not await crud_traces.mark_running(ctx.db, job_id):
+        # not queued any more: another delivery runs it, or it already ended — its reservation is theirs
+        log_fields(log, logging.WARNING, "trace not started: the job is no longer queued")
+        return
+    try:
+        ctx.metrics.traces_running.inc()
+        log_fields(log, logging.INFO, "trace started", calls_reserved=reservation.calls)
+        try:
+            job = await crud_traces.get_job(ctx.db, None, job_id)
+            outcome = await _execute(ctx, job, meter)
+        finally:
+            ctx.metrics.traces_running.dec()
+    except asyncio.CancelledError:
+        outcome = "interrupted"
+        with anyio.CancelScope(shield=True):
+            await _finish_unsuccessful(ctx, job_id, meter, "interrupted", INTERRUPTED_ON_STOP)
+        raise
+    except Exception as exc:
+        reason = exc.detail if isinstance(exc, ProvenanceError) else f"internal error ({type(exc).__name__})"
+        log_fields(log, logging.ERROR, "trace job failed", error=type(exc).__name__)
+        with anyio.CancelScope(shield=True):
+            await _finish_unsuccessful(ctx, job_id, meter, "failed", reason)
+    finally:
+        ctx.metrics.traces.labels(outcome).inc()
+        used = meter.made
+        with anyio.CancelScope(shield=True):
+            await ctx.limiter.settle(reservation, used)
+        ctx.hub.publish(job_id, None)
+        log_fields(
+            log,
+            logging.INFO,
+            f"trace {outcome}",
+            outcome=outcome,
+            calls_made=used,
+            calls_reserved=reservation.calls,
+        )
+
+
+async def _finish_unsuccessful(ctx: TraceContext, job_id: str, meter: _Meter, status: Any, reason: str) -> None:
+    await crud_traces.finish_unsuccessful(ctx.db, job_id, status, reason, meter.snapshot())
+
+
+async def _execute(ctx: TraceContext, job: JobRecord, meter: _Meter) -> str:
+    record = await crud_turns.get_turn(ctx.db, job.tenant, job.turn_id)
+    params = Params.model_validate(job.params)
+    corpus = await anyio.to_thread.run_sync(free_tier.corpus_for, record.turn, params)
+    query = record.turn.effective_query()
+    write_lock = anyio.Lock()
+
+    async def on_call(ledger: CallLedger, event: CallEvent) -> None:
+        """The ledger's hook: metrics, then the counts persisted before the estimator sees the answer."""
+        if event.outcome == "cached":  # answered by the judgement cache: not a model call, not billed
+            ctx.metrics.cache_hits.labels("judgement").inc()
+        elif event.outcome in ("failed", "failed_billed", "answered"):
+            ctx.metrics.model_calls.labels(event.outcome).inc()
+        if event.outcome == "answered":
+            ctx.metrics.observe_usage(event.usage, cached=False)
+        meter.progress = meter.snapshot()
+        ctx.hub.publish(job.id, meter.progress)
+        async with write_lock:
+            await crud_traces.record_progress(ctx.db, job.id, meter.progress)
+
+    ledger = CallLedger(planned=job.calls_planned, concurrency=params.concurrency, on_call=on_call)
+    meter.ledger = ledger
+
+    def on_progress(event: ProgressEvent) -> None:
+        meter.progress = Progress(calls_made=ledger.made, calls_billed=ledger.billed, round=event.round,
+                                  message=event.message, layer_scores=dict(event.layer_scores))
+        ctx.hub.publish(job.id, meter.progress)
+
+    estimator: EstimatorChoice = "judged"
+    scorer = None
+    if job.kind == "trace":
+        quote = (await crud_traces.get_quote(ctx.db, job.tenant, job.quote_id)).quote
+        estimator = quote.get("estimator", "judged")
+        if needs_scorer(estimator):
+            if ctx.scorer_factory is None:
+                raise ProvenanceError(f"estimator {estimator!r} needs a scorer and this service has none")
+            scorer = ctx.scorer_factory(job.model)
+    llm = ctx.llm_factory(job.model, ctx.api_base)
+    work = _KINDS[job.kind]
+    done = await work(_Run(job, llm, ledger, corpus, query, params, on_progress, estimator, scorer))
+    final = meter.snapshot()
+    failure = ledger.failure()
+    if failure is not None:
+        reason = redact(failure)[:400]
+        await crud_traces.finish_unsuccessful(ctx.db, job.id, "failed", reason, final)
+        return "failed"
+    ctx.metrics.cache_hits.labels("memo").inc(ledger.saved)
+    audit = crud_traces.ResultAudit(
+        turn_digest=record.digest,
+        claim_digest=_digest(job.claim),
+        query_digest=_digest(query),
+        corpus_digest=corpus.digest,
+        prompt_versions=done.prompt_versions,
+        params=done.params,
+        model=llm.model,
+        result=done.result,
+        calls_planned=job.calls_planned,
+        calls_made=ledger.made,
+        calls_billed=ledger.billed,
+        input_tokens=done.usage.input_tokens,
+        output_tokens=done.usage.output_tokens,
+        cost_usd=done.cost_usd,
+    )
+    await crud_traces.finish_succeeded(ctx.db, job, audit, final)
+    return "succeeded"
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What one kind of job is given: the job, the judge, the trace's ledger, the turn's corpus and query."""
+
+    job: JobRecord
+    llm: LLM
+    ledger: CallLedger
+    corpus: Corpus
+    query: str
+    params: Params
+    on_progress: Callable[[ProgressEvent], None]
+    estimator: EstimatorChoice = "judged"
+    scorer: Scorer | None = None
+
+
+@dataclass(frozen=True)
+class _Done:
+    """What one kind of job produced: the result to store and its audit fields."""
+
+    result: dict[str, Any]
+    prompt_versions: dict[str, Any]
+    params: dict[str, Any]
+    usage: Usage
+    cost_usd: float | None
+    saved: int = 0
+
+
+async def _trace(run: _Run) -> _Done:
+    """A trace (``estimator.trace.run_trace`` for the quote's estimator), with the declared-attribution
+    audit of the sentence attached as ``declared``."""
+    outcome = await run_trace(run.estimator, run.job.claim, run.query, run.corpus, llm=run.llm, scorer=run.scorer,
+                              params=run.params, tokenizer=free_tier.tokenizer(), on_progress=run.on_progress,
+                              ledger=run.ledger)
+    result = outcome.result
+    out = outcome.to_dict()
+    out["declared"] = audit_trace(run.job.claim, run.corpus, result).to_dict()
+    return _Done(out, dict(result.prompt_versions), dict(result.params), run.ledger.usage, run.ledger.cost_usd,
+                 result.calls.saved)
+
+
+async def _probe(run: _Run) -> _Done:
+    """Algorithm 6 on ``job.source_id``: sampled regenerations, never memoised or cached."""
+    assert run.job.source_id is not None
+    run.on_progress(ProgressEvent(0, run.job.calls_planned, "probe",
+                                  f"regenerating with and without {run.job.source_id}"))
+    result = await probe_source(run.llm, run.job.claim, run.query, run.corpus, run.job.source_id,
+                                params=run.params, tokenizer=free_tier.tokenizer(), ledger=run.ledger)
+    return _Done(result.to_dict(), {"probe_regenerate": result.prompt_version}, run.params.model_dump(),
+                 result.usage, result.cost_usd)
+
+
+_KINDS: dict[str, Callable[[_Run], Awaitable[_Done]]] = {"trace": _trace, "probe": _probe}
+
+
+async def recover_interrupted(db: Database) -> list[str]:
+    """At startup: jobs a dead process left queued or running become ``interrupted``."""
+    ids = await crud_traces.interrupt_unfinished(db, INTERRUPTED_ON_START)
+    if ids:
+        log_fields(log, logging.WARNING, f"{len(ids)} trace job(s) interrupted by a restart", jobs=ids)
+    return ids

@@ -1,0 +1,98 @@
+"""An incremental import of one history source into one tenant's stored turns.
+
+The tenant's cursor on the source (``import_cursors``) holds the position its last import reached. A run
+asks the source what changed after it, imports each changed conversation whole (through the same path as
+``provenance import`` files: every turn idempotent, every failure isolated and reported), then moves the
+cursor to the position it read up to. A conversation is read only up to that position, so what arrives
+during the run is left for the next one. Turns of a changed conversation that were imported before come
+back ``unchanged``; conversations with nothing new are not read at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from provenance_api.operations import imports as bulk
+from provenance_api.operations.connectors.agents_session import AgentsSessionReader
+from provenance_api.operations.connectors.langgraph_checkpoint import LangGraphPostgresReader, LangGraphSqliteReader
+from provenance_api.operations.connectors.source import Reader, Source
+from provenance_api.storage import crud_sources
+from provenance_api.storage.session import Database
+
+
+async def open_reader(source: Source) -> Reader:
+    if source.format == "openai-agents-session":
+        return AgentsSessionReader(source)
+    if source.format == "langgraph-sqlite":
+        return LangGraphSqliteReader(source)
+    return await LangGraphPostgresReader.open(source)
+
+
+@dataclass
+class SourceImport:
+    """The import counts of one run, and how far it read: ``since`` the position before it (``None``: the
+    first import), ``position`` after it; ``changed`` of ``total`` conversations had anything new."""
+
+    source: Source
+    noun: str
+    counts: bulk.ImportCounts
+    since: str | None
+    position: str | None
+    changed: int
+    total: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.counts.to_dict(),
+            "source": {
+                "name": self.source.name,
+                "format": self.source.format,
+                "url": self.source.shown_url,
+                "first_import": self.since is None,
+                "since": self.since,
+                "position": self.position,
+                "conversations_changed": self.changed,
+                "conversations_total": self.total,
+            },
+        }
+
+    def line(self) -> str:
+        where = f"{self.source.name} ({self.source.format})"
+        if self.since is None:
+            head = f"{where}: first import, {self.changed} of {self.total} {self.noun} read"
+        elif not self.changed:
+            return f"{where}: nothing new since the last import (position {self.since}); {self.total} {self.noun}"
+        else:
+            head = (f"{where}: {self.changed} of {self.total} {self.noun} changed since the last import "
+                    f"(position {self.since} → {self.position})")
+        return f"{head}; {self.counts.line()}"
+
+
+async def import_source(db: Database, tenant: str, user: str, source: Source) -> SourceImport:
+    """Import what is new in ``source`` for ``tenant`` and move its cursor. A source that cannot be read
+    raises (``SourceUnavailable`` / ``InvalidInput``) and leaves the cursor where it was."""
+    reader = await open_reader(source)
+    try:
+        cursor = await crud_sources.get_cursor(db, tenant, source.key)
+        since = cursor.position if cursor else None
+        changes = await reader.changes(since)
+        counts = bulk.ImportCounts()
+        if changes.restarted:
+            counts.note(source.name, f"the source holds less than at the last import (position {since}; now "
+                        f"{changes.position}): recreated or restored? Read from the start")
+        upto = changes.position
+        for ident in changes.changed:
+            conversation = await reader.conversation(ident, upto or "")
+            counts.conversations += 1
+            for where, reason in conversation.issues:
+                counts.reject(where, reason)
+            if conversation.obj is None:
+                continue
+            item = bulk.Item(conversation.where, source.name, 0, obj=conversation.obj)
+            await bulk.import_one(db, tenant, user, item, reader.importer, counts)
+        if upto is not None:
+            await crud_sources.put_cursor(db, tenant, source.key, upto, changes.total)
+    finally:
+        await reader.close()
+    return SourceImport(source, reader.noun, counts, since, upto or since, len(changes.changed), changes.total)

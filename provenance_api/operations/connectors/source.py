@@ -1,0 +1,134 @@
+"""A history source: where an agent framework keeps its history (a URL) and how it writes it (a format).
+
+Formats (``SOURCE_FORMATS``): ``openai-agents-session`` (the OpenAI Agents SDK's ``SQLiteSession`` file,
+``sqlite:///agent.db``), ``langgraph-sqlite`` (LangGraph's ``SqliteSaver``, ``sqlite:///checkpoints.db``) and
+``langgraph-postgres`` (its ``PostgresSaver``, ``postgresql://user:pass@host/db``). A reader lists what
+changed since a position and reads one conversation as its importer expects it; nothing here writes to
+the source (SQLite files are opened read-only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+from urllib.parse import unquote
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from provenance_api.core.errors import InvalidInput, ProvenanceError
+
+SOURCE_FORMATS: dict[str, str] = {
+    "openai-agents-session": "sqlite",
+    "langgraph-sqlite": "sqlite",
+    "langgraph-postgres": "postgresql",
+}
+EXAMPLE_URLS = {"sqlite": "sqlite:///agent.db", "postgresql": "postgresql://user:password@host:5432/db"}
+
+
+class SourceUnavailable(ProvenanceError):
+    """The history source cannot be opened or read (a missing file, a database that does not answer)."""
+
+    status: ClassVar[int] = 502
+    type_slug: ClassVar[str] = "source-unavailable"
+    title: ClassVar[str] = "History source unavailable"
+
+
+def is_source_url(text: str) -> bool:
+    return "://" in text
+
+
+def source_format(name: str | None, field_name: str = "format") -> str:
+    key = (name or "").strip().lower().replace("_", "-")
+    if key not in SOURCE_FORMATS:
+        raise InvalidInput(
+            f"{field_name}: {name!r} is not a history source format" if name else f"{field_name} is required "
+            "to read a history source",
+            field=field_name, fix=f"use one of {', '.join(SOURCE_FORMATS)}")
+    return key
+
+
+@dataclass(frozen=True)
+class Source:
+    """One source to read: ``name`` prefixes its conversation ids (``<name>#<thread or session id>``)."""
+
+    name: str
+    format: str
+    url: str
+    path: Path | None = None  # the SQLite file
+
+    @property
+    def shown_url(self) -> str:
+        """The URL without its password (safe to print and store)."""
+        if self.path is not None:
+            return f"sqlite:///{self.path}"
+        return make_url(self.url).render_as_string(hide_password=True)
+
+    @property
+    def key(self) -> str:
+        """What the import cursor is kept under: name, format and the URL without its password."""
+        return f"{self.name}|{self.format}|{self.shown_url}"[:512]
+
+
+def parse_source(url: str, format: str | None, name: str | None = None, *, url_field: str = "url",
+                 format_field: str = "format") -> Source:
+    """A ``Source`` from a URL and a format, checked: the scheme must be the one the format is read from."""
+    fmt = source_format(format, format_field)
+    scheme = SOURCE_FORMATS[fmt]
+    head = url.split("://", 1)[0].lower()
+    if head.split("+", 1)[0] in ("postgres", "postgresql"):
+        head = "postgresql"
+    if head.split("+", 1)[0] == "sqlite":
+        head = "sqlite"
+    if head != scheme:
+        raise InvalidInput(f"{url_field}: a {fmt} source is read from a {scheme} URL, not {head}://",
+                           field=url_field, fix=f"give a URL like {EXAMPLE_URLS[scheme]}")
+    if scheme == "sqlite":
+        rest = url.split("://", 1)[1]
+        if not rest.startswith("/") or len(rest) < 2:
+            raise InvalidInput(f"{url_field}: {url!r} names no file", field=url_field,
+                               fix="write sqlite:///relative/path.db or sqlite:////absolute/path.db")
+        path = Path(unquote(rest[1:].split("?", 1)[0])).expanduser().resolve()
+        return Source(name or path.name, fmt, url, path)
+    try:
+        parsed = make_url(url.replace("+asyncpg", "").replace("+psycopg", ""))
+    except ArgumentError as exc:
+        raise InvalidInput(f"{url_field}: not a database URL ({exc})", field=url_field,
+                           fix=f"give a URL like {EXAMPLE_URLS[scheme]}") from None
+    return Source(name or parsed.database or parsed.host or "postgres", fmt,
+                  parsed.set(drivername="postgresql").render_as_string(hide_password=False))
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """One thread or session as its importer reads it (``obj``), with what could not be read of it."""
+
+    ident: str
+    where: str
+    obj: Any
+    issues: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What changed after a position: the new position (``None``: the source holds nothing yet), the
+    conversations with anything past the old one, and how many conversations the source holds."""
+
+    position: str | None
+    changed: list[str]
+    total: int
+    restarted: bool = False  # the source is behind the old position (recreated?): everything was read
+
+
+class Reader(Protocol):
+    """Reads one source; ``importer`` is the history format its conversations are in."""
+
+    importer: str
+    noun: str
+
+    async def changes(self, since: str | None) -> Changes: ...
+
+    async def conversation(self, ident: str, upto: str) -> Conversation: ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,359 @@
+"""Bulk import of chat history into stored turns, and the free-tier report over a tenant's turns.
+
+Shared by ``provenance import`` / ``POST /v1/imports`` and ``provenance gate --all`` /
+``GET /v1/reports/gating``. Nothing is dropped silently: every file, line or conversation that cannot be
+read, every importer error and every conflicting turn is counted and reported with where it was, and
+each is isolated — whatever goes wrong with one (a ``RecursionError`` included) rejects that one alone.
+Conversations read but yielding no turn are reported as notes.
+
+Conversation ids: ``<name>#<id field>`` (``conversation_id`` / ``id`` / ``task_id``-``trial``), else
+``<name>`` for a file holding one conversation, else ``<name>#<content hash>``; ``<name>`` is the file's
+path relative to the directory given (``/`` written ``~``, so ids stay one URL path segment) or the
+upload's name. So ``s1/history.jsonl`` and ``s2/history.jsonl`` never collide, and re-importing the
+same content gives the same ids.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from estimator.turn import StoredTurn
+from estimator.units import Layer, Unit
+from provenance_api.core.errors import InvalidInput
+from provenance_api.importers import MAX_CONVERSATION_ID, detect_format, import_conversation, normalize_format
+from provenance_api.providers import free_tier
+from provenance_api.storage import crud_turns
+from provenance_api.storage.errors import RecordConflict
+from provenance_api.storage.session import Database
+
+SUMMARY_KEYS: tuple[str, ...] = ("traceable", "quoted", "agent_voice", "action", "unanchored")
+TOP_SOURCES = 20
+BOM = b"\xef\xbb\xbf"
+TOO_DEEP = "nested too deeply to read (RecursionError): flatten the data or split it"
+
+
+@dataclass
+class ImportCounts:
+    imported: int = 0
+    unchanged: int = 0
+    conflicting: int = 0
+    rejected: int = 0
+    conversations: int = 0
+    errors: list[dict[str, str]] = field(default_factory=list)
+    notes: list[dict[str, str]] = field(default_factory=list)
+
+    def reject(self, where: str, reason: str) -> None:
+        self.rejected += 1
+        self.errors.append({"where": where, "reason": reason})
+
+    def note(self, where: str, reason: str) -> None:
+        self.notes.append({"where": where, "reason": reason})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "imported": self.imported,
+            "unchanged": self.unchanged,
+            "conflicting": self.conflicting,
+            "rejected": self.rejected,
+            "errors": list(self.errors),
+            "notes": list(self.notes),
+        }
+
+    def line(self) -> str:
+        return (
+            f"{self.conversations} conversations: {self.imported} imported, {self.unchanged} unchanged, "
+            f"{self.conflicting} conflicting, {self.rejected} rejected, {len(self.notes)} noted"
+        )
+
+
+@dataclass(frozen=True)
+class Item:
+    """One conversation to import (``obj``), or one that could not be read (``problem``). ``name`` prefixes
+    its conversation id; ``single``: the only conversation of its file, so ``name`` alone identifies it."""
+
+    where: str
+    name: str
+    index: int
+    obj: Any = None
+    problem: str | None = None
+    single: bool = False
+
+
+def check_format(name: str | None) -> str | None:
+    if not name:
+        return None
+    try:
+        return normalize_format(name)
+    except ValueError as exc:
+        raise InvalidInput(str(exc), field="format", fix="leave it out to detect the format") from None
+
+
+def content_hash(obj: Any) -> str:
+    """12 hex digits of the SHA-256 of the conversation's canonical JSON."""
+    body = json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def _id_field(obj: Any) -> str | None:
+    if not isinstance(obj, dict):
+        return None
+    for key in ("conversation_id", "id"):
+        value = obj.get(key)
+        if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value).strip():
+            return str(value).strip()
+    if "task_id" in obj and "trial" in obj:
+        return f"{obj['task_id']}-{obj['trial']}"
+    return None
+
+
+def conversation_id(item: Item) -> str:
+    """The id of ``item``'s conversation (see the module docstring); stable across re-imports."""
+    ident = _id_field(item.obj)
+    if ident is None and not (item.single and item.name):
+        ident = content_hash(item.obj)
+    full = f"{item.name}#{ident}" if item.name and ident else (ident or item.name)
+    if len(full) <= MAX_CONVERSATION_ID:
+        return full
+    digest = hashlib.sha256(full.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{full[:MAX_CONVERSATION_ID - 14]}~{digest}"
+
+
+def parse_line(raw: bytes, where: str, name: str, number: int) -> Item:
+    """One JSONL line (bytes) as an item: not UTF-8, not JSON or too deep is a problem of this line alone."""
+    try:
+        line = raw.removeprefix(BOM) if number == 1 else raw
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return Item(where, name, number, problem=f"not UTF-8 ({exc.reason} at byte {exc.start}); "
+                                                 "save the file as UTF-8")
+    try:
+        return Item(where, name, number, obj=json.loads(text))
+    except RecursionError:
+        return Item(where, name, number, problem=TOO_DEEP)
+    except ValueError as exc:
+        return Item(where, name, number, problem=f"invalid JSON: {exc}")
+
+
+def jsonl_items(lines: Iterable[bytes], where: str, name: str) -> Iterator[Item]:
+    """One conversation per non-blank line, each decoded on its own."""
+    for number, raw in enumerate(lines, start=1):
+        if raw.strip() and raw.strip() != BOM:
+            yield parse_line(raw.rstrip(b"\r"), f"{where}:{number}" if where else f"line {number}", name, number)
+
+
+def document_items(text: str, where: str, name: str) -> Iterator[Item]:
+    """The conversations of one JSON document: one conversation, or a list of them."""
+    try:
+        data = json.loads(text.removeprefix("\ufeff"))
+    except RecursionError:
+        yield Item(where, name, 0, problem=TOO_DEEP)
+        return
+    except json.JSONDecodeError as exc:
+        yield Item(f"{where}:{exc.lineno}", name, 0, problem=f"invalid JSON: {exc.msg} (column {exc.colno})")
+        return
+    if _is_list_of_conversations(data):
+        for i, obj in enumerate(data):  # a list of conversations (not a list of messages)
+            yield Item(f"{where}[{i}]", name, i, obj=obj)
+    else:
+        yield Item(where, name, 0, obj=data, single=True)
+
+
+def file_items(path: Path, base: Path | None = None) -> Iterator[Item]:
+    """The conversations of a .json (one, or a list) or .jsonl file, or of such files under a directory.
+    Names are relative to the directory given (its own name included); a file given alone is its name."""
+    if path.is_dir():
+        try:
+            children = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl"))
+        except OSError as exc:
+            yield Item(str(path), path.name, 0, problem=f"cannot list: {exc}")
+            return
+        for child in children:
+            yield from file_items(child, base or path.parent)
+        return
+    name = (path.relative_to(base) if base else Path(path.name)).as_posix().replace("/", "~")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        yield Item(str(path), name, 0, problem=f"cannot read: {exc}")
+        return
+    if path.suffix == ".jsonl":
+        yield from jsonl_items(data.split(b"\n"), str(path), name)
+        return
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        yield Item(str(path), name, 0, problem=f"not UTF-8 ({exc.reason} at byte {exc.start}); save it as UTF-8")
+        return
+    yield from document_items(text, str(path), name)
+
+
+def _is_list_of_conversations(data: Any) -> bool:
+    if not isinstance(data, list) or not data or not all(isinstance(x, dict) for x in data):
+        return False
+    try:
+        detect_format(data)
+    except (ValueError, RecursionError):
+        return True  # the list itself is no conversation: its items are
+    return False
+
+
+async def import_items(
+    db: Database,
+    tenant: str,
+    user: str,
+    items: Iterator[Item],
+    format: str | None = None,
+    progress: Callable[[ImportCounts], None] | None = None,
+) -> ImportCounts:
+    counts = ImportCounts()
+    for item in items:
+        counts.conversations += 1
+        await import_one(db, tenant, user, item, format, counts)
+        if progress is not None:
+            progress(counts)
+    return counts
+
+
+def _failure(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return TOO_DEEP
+    return str(exc) if isinstance(exc, ValueError) else f"cannot import: {type(exc).__name__}: {exc}"
+
+
+async def import_one(
+    db: Database, tenant: str, user: str, item: Item, format: str | None, counts: ImportCounts
+) -> None:
+    """Import one conversation; any failure rejects it (or, once storing began, its remaining turns) alone."""
+    if item.problem is not None:
+        counts.reject(item.where, item.problem)
+        return
+    try:
+        ident = conversation_id(item)
+        result = await asyncio.to_thread(import_conversation, item.obj, format, conversation_id=ident)
+    except Exception as exc:
+        counts.reject(item.where, _failure(exc))
+        return
+    for issue in result.errors:
+        counts.reject(f"{item.where}: {issue.where}", issue.reason)
+    for issue in result.notes:
+        counts.note(f"{item.where}: {issue.where}", issue.reason)
+    if not result.turns and not result.notes:
+        counts.note(f"{item.where}: {ident}", "no assistant reply with text: no turn")
+    for turn in result.turns:
+        try:
+            await store(db, tenant, user, turn, item.where, counts)
+        except Exception as exc:
+            counts.reject(f"{item.where}: {turn.turn_id}", _failure(exc))
+
+
+async def store(db: Database, tenant: str, user: str, turn: StoredTurn, where: str, counts: ImportCounts) -> None:
+    try:
+        _, created = await crud_turns.put_turn(db, tenant, user, turn)
+    except RecordConflict as exc:
+        counts.conflicting += 1
+        counts.errors.append({"where": f"{where}: {turn.turn_id}", "reason": exc.detail})
+        return
+    if created:
+        counts.imported += 1
+    else:
+        counts.unchanged += 1
+
+
+def source_label(unit: Unit) -> str:
+    """What a reader recognises: the instructions label, a tool's name, or who said an earlier message."""
+    if unit.layer == Layer.TOOLS:
+        return unit.tool
+    if unit.layer == Layer.INSTRUCTIONS:
+        return unit.label
+    return unit.label.split(" · ")[0]
+
+
+@dataclass
+class GatingReport:
+    """Totals and most-quoted sources over turns added one by one; per-turn entries are kept only when
+    ``keep_turns`` (a caller that streams them keeps memory independent of the number of turns)."""
+
+    keep_turns: bool = True
+    turns: list[dict[str, Any]] = field(default_factory=list)
+    totals: Counter[str] = field(default_factory=Counter)
+    quoted_sources: Counter[str] = field(default_factory=Counter)
+
+    def add(self, turn: StoredTurn) -> dict[str, Any]:
+        view = free_tier.gate_view(turn)
+        summary = view.report.summary
+        counts = {key: int(getattr(summary, key)) for key in ("sources", "sentences", *SUMMARY_KEYS)}
+        entry = {"turn_id": turn.turn_id, "summary": summary.line(), "counts": counts}
+        if self.keep_turns:
+            self.turns.append(entry)
+        self.totals.update({"turns": 1, **counts})
+        for seg in view.report.segments:
+            for source_id in dict.fromkeys(c.source_id for c in seg.citations):
+                self.quoted_sources[source_label(view.corpus.by_id(source_id))] += 1
+        return entry
+
+    def add_all(self, turns: list[StoredTurn]) -> list[dict[str, Any]]:
+        return [self.add(turn) for turn in turns]
+
+    def totals_dict(self) -> dict[str, Any]:
+        keys = ("turns", "sources", "sentences", *SUMMARY_KEYS)
+        return {
+            "totals": {key: self.totals.get(key, 0) for key in keys},
+            "top_quoted_sources": [
+                {"source": label, "quotes": n} for label, n in self.quoted_sources.most_common(TOP_SOURCES)
+            ],
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"turns": self.turns, **self.totals_dict()}
+
+    @staticmethod
+    def turn_line(entry: dict[str, Any]) -> str:
+        return f"{entry['turn_id']}  {entry['summary']}\n"
+
+    def totals_text(self) -> str:
+        data = self.totals_dict()
+        totals = data["totals"]
+        out = [f"\n{totals['turns']} turns · {totals['sentences']} sentences: "
+               + ", ".join(f"{totals[k]} {k}" for k in SUMMARY_KEYS)]
+        if data["top_quoted_sources"]:
+            out.append("most quoted sources:")
+            out.extend(f"  {s['quotes']:>6}  {s['source']}" for s in data["top_quoted_sources"])
+        return "\n".join(out) + "\n"
+
+    def text(self) -> str:
+        return "".join(self.turn_line(t) for t in self.turns) + self.totals_text()
+
+
+def build_report(turns: list[StoredTurn]) -> GatingReport:
+    report = GatingReport()
+    report.add_all(turns)
+    return report
+
+
+async def gating_report(db: Database, tenant: str, on_turns: Callable[[list[dict[str, Any]]], None] | None = None,
+                        *, batch: int = 50) -> GatingReport:
+    """The free tier over every turn of ``tenant``, streamed: ``batch`` turns are held at a time (the CPU
+    work runs off the event loop). With ``on_turns`` each batch's entries go there and are not kept."""
+    report = GatingReport(keep_turns=on_turns is None)
+    pending: list[StoredTurn] = []
+
+    async def flush() -> None:
+        entries = await asyncio.to_thread(report.add_all, pending)
+        pending.clear()
+        if on_turns is not None:
+            on_turns(entries)
+
+    async for record in crud_turns.iter_turns(db, tenant, batch=batch):
+        pending.append(record.turn)
+        if len(pending) >= batch:
+            await flush()
+    if pending:
+        await flush()
+    return report

@@ -1,0 +1,67 @@
+"""Reading and storing records for the HTTP surface: turns, their pages, jobs and a turn's traces.
+
+Routes call these, never storage; each is scoped to the caller's tenant. Storage's own outcomes
+(``RecordMissing``…) pass through and are mapped to problems in one place (``http.problems``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from estimator.turn import StoredTurn
+from provenance_api.operations.auth import Principal
+from provenance_api.operations.services import Services
+from provenance_api.storage import crud_traces, crud_turns
+from provenance_api.storage.crud_traces import JobKind, JobRecord
+from provenance_api.storage.crud_turns import TurnRecord, TurnSummary
+
+__all__ = [
+    "JobKind",
+    "JobRecord",
+    "TurnPage",
+    "TurnRecord",
+    "TurnSummary",
+    "get_job",
+    "get_turn",
+    "store_turn",
+    "traces_of_turn",
+    "turn_page",
+]
+
+
+async def store_turn(services: Services, caller: Principal, turn: StoredTurn) -> tuple[TurnRecord, bool]:
+    """Store ``turn`` for the caller's tenant: (record, created); the same content again is not created."""
+    return await crud_turns.put_turn(services.db, caller.tenant, caller.user, turn)
+
+
+async def get_turn(services: Services, caller: Principal, turn_id: str) -> TurnRecord:
+    return await crud_turns.get_turn(services.db, caller.tenant, turn_id)
+
+
+@dataclass(frozen=True)
+class TurnPage:
+    """One page of the tenant's turns and the cursor of the next page (None on the last)."""
+
+    items: list[TurnSummary]
+    next_cursor: str | None
+
+
+async def turn_page(services: Services, caller: Principal, q: str, limit: int, cursor: str | None) -> TurnPage:
+    """The tenant's turns after ``cursor`` (those matching ``q`` when it is not blank), ``limit`` at most."""
+    after = await crud_turns.cursor_position(services.db, caller.tenant, cursor)
+    rows = await crud_turns.find_turns(services.db, caller.tenant, q, limit=limit + 1, after=after)
+    page = rows[:limit]
+    more = len(rows) > limit and bool(page)
+    return TurnPage(page, crud_turns.encode_cursor(page[-1].turn_id) if more else None)
+
+
+async def get_job(services: Services, caller: Principal, job_id: str, kind: JobKind) -> JobRecord:
+    """The caller's trace or probe, with its result when it succeeded."""
+    return await crud_traces.get_job(services.db, caller.tenant, job_id, kind)
+
+
+async def traces_of_turn(services: Services, caller: Principal, turn_id: str, limit: int) -> list[JobRecord]:
+    """The turn's traces (the caller's tenant only), newest first; RecordMissing for a turn it lacks."""
+    await crud_turns.get_turn(services.db, caller.tenant, turn_id)
+    ids = await crud_traces.trace_ids_of_turn(services.db, caller.tenant, turn_id, limit)
+    return [await crud_traces.get_job(services.db, caller.tenant, job_id) for job_id in ids]

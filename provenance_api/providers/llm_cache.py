@@ -1,0 +1,88 @@
+"""The judgement cache: deterministic model calls answered from a shared store.
+
+``CachingLLM`` wraps any ``estimator.llm.LLM`` (the service wraps ``LiteLLMClient``), so the
+estimator is untouched. Only deterministic calls are cached — ``temperature == 0`` and not the
+probe (judge and support calls); sampled calls (temperature None) and every ``probe`` call always
+go to the provider. The key is a SHA-256 of the model, the provider base URL, the rendered
+messages and every parameter sent (temperature, max_tokens, json_schema, schema_name). A hit is an
+``LLMResponse`` with ``cached=True`` and zero usage and cost: it was not a model call and is not
+billed. Entries live ``ttl_seconds``.
+
+Stores: ``RedisJudgementCache`` (shared by every process when ``PROVENANCE_REDIS_URL`` is set) and
+``SqliteJudgementCache`` (a file in the data directory: the embedded mode), both in
+``provenance_api.storage.judgement_cache``. A store that fails is
+logged and the call goes to the provider — the cache never fails a trace.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from typing import Protocol
+
+from estimator.llm import LLM, LLMRequest, LLMResponse, Usage
+from provenance_api.storage.judgement_cache import CachedAnswer
+
+log = logging.getLogger("provenance_api.providers.llm_cache")
+
+KEY_VERSION = 1
+
+
+class JudgementCache(Protocol):
+    async def get(self, key: str) -> CachedAnswer | None: ...
+
+    async def put(self, key: str, answer: CachedAnswer) -> None: ...
+
+
+def cacheable(request: LLMRequest) -> bool:
+    """Deterministic judge/support calls only: never a sampled call, never the probe, never a call asking
+    for top log-probabilities (the cache keeps the answer's text, not its distribution)."""
+    return request.temperature == 0.0 and request.purpose != "probe" and not request.top_logprobs
+
+
+def cache_key(model: str, api_base: str | None, request: LLMRequest) -> str:
+    material = {
+        "v": KEY_VERSION,
+        "model": model,
+        "api_base": api_base or "",
+        "messages": [[m.role, m.content] for m in request.messages],
+        "temperature": request.temperature,
+        "max_tokens": request.max_tokens,
+        "json_schema": request.json_schema,
+        "schema_name": request.schema_name if request.json_schema is not None else None,
+    }
+    blob = json.dumps(material, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class CachingLLM:
+    """An ``LLM`` that answers repeated deterministic calls from a ``JudgementCache``."""
+
+    def __init__(self, inner: LLM, cache: JudgementCache, *, api_base: str | None = None) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.api_base = api_base
+
+    @property
+    def model(self) -> str:
+        return self.inner.model
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        if not cacheable(request):
+            return await self.inner.complete(request)
+        key = cache_key(self.inner.model, self.api_base, request)
+        try:
+            found = await self.cache.get(key)
+        except Exception as exc:  # a broken cache must not fail the trace
+            log.warning("judgement cache read failed (%s); calling the model", type(exc).__name__)
+            found = None
+        if found is not None:  # the trace's ledger counts it as cached: not a call, not billed
+            return LLMResponse(text=found.text, usage=Usage(cost_usd=0.0), model=found.model, cached=True)
+        response = await self.inner.complete(request)
+        if not response.cached:
+            try:
+                await self.cache.put(key, CachedAnswer(response.text, response.model or self.inner.model))
+            except Exception as exc:
+                log.warning("judgement cache write failed (%s)", type(exc).__name__)
+        return response

@@ -1,0 +1,446 @@
+"""Quotes, trace jobs and their results.
+
+A quote is single-use: starting a trace consumes it in the same transaction that creates the
+job. A job moves queued → running → succeeded | failed | interrupted; progress (calls made and
+billed, the round, partial layer scores) is written as it happens, so a killed process leaves an
+accurate record. A result row is written, with the job's ``succeeded``, in one transaction — a
+job that is not ``succeeded`` never has a result to serve.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from sqlalchemy import delete, select, update
+
+from provenance_api.storage.errors import RecordConflict, RecordExpired, RecordMissing
+from provenance_api.storage.models import QuoteRow, TraceJobRow, TraceResultRow, utcnow
+from provenance_api.storage.session import Database
+
+JobStatus = Literal["queued", "running", "succeeded", "failed", "interrupted"]
+JobKind = Literal["trace", "probe"]
+_PREFIX: dict[str, str] = {"trace": "tr", "probe": "pr"}
+TERMINAL: frozenset[str] = frozenset({"succeeded", "failed", "interrupted"})
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(10)}"
+
+
+@dataclass(frozen=True)
+class QuoteRecord:
+    id: str
+    tenant: str
+    user: str
+    turn_id: str
+    sentence: str
+    claim: str
+    segment_id: str | None
+    model: str
+    probe: bool
+    params: dict[str, Any]
+    quote: dict[str, Any]
+    planned_calls: int
+    cost_usd: float | None
+    refused: str | None
+    created_at: datetime
+    expires_at: datetime
+    used_by: str | None
+
+
+def _quote(row: QuoteRow) -> QuoteRecord:
+    return QuoteRecord(
+        id=row.id,
+        tenant=row.tenant,
+        user=row.user,
+        turn_id=row.turn_id,
+        sentence=row.sentence,
+        claim=row.claim,
+        segment_id=row.segment_id,
+        model=row.model,
+        probe=row.probe,
+        params=dict(row.params),
+        quote=dict(row.quote),
+        planned_calls=row.planned_calls,
+        cost_usd=row.cost_usd,
+        refused=row.refused,
+        created_at=row.created_at,
+        expires_at=row.expires_at,
+        used_by=row.used_by,
+    )
+
+
+@dataclass(frozen=True)
+class NewQuote:
+    tenant: str
+    user: str
+    turn_id: str
+    sentence: str
+    claim: str
+    segment_id: str | None
+    model: str
+    probe: bool
+    params: dict[str, Any]
+    quote: dict[str, Any]
+    planned_calls: int
+    cost_usd: float | None
+    refused: str | None
+
+
+async def purge_expired_quotes(db: Database, ttl_seconds: int) -> None:
+    """Quotes are not kept past their use: one that expired more than a TTL ago is deleted when nobody used
+    it, and emptied of its sentence and claim when a job used it (the job keeps the claim it traced). The
+    extra TTL keeps a just-expired quote readable, so starting a trace with it says 'expired', not 'unknown'."""
+    cutoff = utcnow() - timedelta(seconds=ttl_seconds)
+    async with db.transaction() as session:
+        await session.execute(delete(QuoteRow).where(QuoteRow.expires_at < cutoff, QuoteRow.used_by.is_(None)))
+        await session.execute(
+            update(QuoteRow)
+            .where(QuoteRow.expires_at < cutoff, QuoteRow.used_by.is_not(None), QuoteRow.claim != "")
+            .values(sentence="", claim="")
+        )
+
+
+async def create_quote(db: Database, new: NewQuote, ttl_seconds: int) -> QuoteRecord:
+    await purge_expired_quotes(db, ttl_seconds)
+    now = utcnow()
+    row = QuoteRow(
+        id=new_id("q"),
+        created_at=now,
+        expires_at=now + timedelta(seconds=ttl_seconds),
+        used_by=None,
+        **new.__dict__,
+    )
+    async with db.transaction() as session:
+        session.add(row)
+    return _quote(row)
+
+
+async def get_quote(db: Database, tenant: str, quote_id: str) -> QuoteRecord:
+    async with db.session() as session:
+        row = (
+            await session.execute(select(QuoteRow).where(QuoteRow.id == quote_id, QuoteRow.tenant == tenant))
+        ).scalar_one_or_none()
+    if row is None:
+        raise RecordMissing(f"no quote {quote_id!r}", record="quote", field="quote_id")
+    return _quote(row)
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    id: str
+    tenant: str
+    user: str
+    turn_id: str
+    quote_id: str
+    claim: str
+    segment_id: str | None
+    model: str
+    params: dict[str, Any]
+    status: JobStatus
+    reason: str | None
+    calls_planned: int
+    calls_made: int
+    calls_billed: int
+    round: str | None
+    message: str | None
+    layer_scores: dict[str, Any]
+    quoted_cost_usd: float | None
+    max_cost_usd: float | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    result: dict[str, Any] | None = field(default=None)
+    kind: JobKind = "trace"
+    source_id: str | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+
+def _job(row: TraceJobRow, result: dict[str, Any] | None = None) -> JobRecord:
+    status: Any = row.status
+    return JobRecord(
+        id=row.id,
+        tenant=row.tenant,
+        user=row.user,
+        turn_id=row.turn_id,
+        quote_id=row.quote_id,
+        claim=row.claim,
+        segment_id=row.segment_id,
+        model=row.model,
+        params=dict(row.params),
+        status=status,
+        reason=row.reason,
+        calls_planned=row.calls_planned,
+        calls_made=row.calls_made,
+        calls_billed=row.calls_billed,
+        round=row.round,
+        message=row.message,
+        layer_scores=dict(row.layer_scores),
+        quoted_cost_usd=row.quoted_cost_usd,
+        max_cost_usd=row.max_cost_usd,
+        created_at=row.created_at,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        result=result,
+        kind="probe" if row.kind == "probe" else "trace",
+        source_id=row.source_id,
+    )
+
+
+async def create_job(
+    db: Database,
+    quote: QuoteRecord,
+    *,
+    max_cost_usd: float | None,
+    kind: JobKind = "trace",
+    source_id: str | None = None,
+) -> JobRecord:
+    """Consume ``quote`` and create its job (a trace, or a probe of ``source_id``), atomically.
+    RecordConflict if the quote was already used."""
+    now = utcnow()
+    if quote.expires_at <= now:
+        raise RecordExpired(
+            f"quote {quote.id!r} expired at {quote.expires_at.isoformat()}", record="quote", field="quote_id"
+        )
+    job_id = new_id(_PREFIX[kind])
+    async with db.transaction() as session:
+        taken = await session.execute(
+            update(QuoteRow)
+            .where(QuoteRow.id == quote.id, QuoteRow.tenant == quote.tenant, QuoteRow.used_by.is_(None))
+            .values(used_by=job_id)
+        )
+        if getattr(taken, "rowcount", 0) != 1:
+            raise RecordConflict(
+                f"quote {quote.id!r} was already used to start a trace", record="quote", field="quote_id"
+            )
+        row = TraceJobRow(
+            id=job_id,
+            kind=kind,
+            source_id=source_id,
+            tenant=quote.tenant,
+            user=quote.user,
+            turn_id=quote.turn_id,
+            quote_id=quote.id,
+            claim=quote.claim,
+            segment_id=quote.segment_id,
+            model=quote.model,
+            params=quote.params,
+            status="queued",
+            reason=None,
+            calls_planned=quote.planned_calls,
+            calls_made=0,
+            calls_billed=0,
+            round=None,
+            message=None,
+            layer_scores={},
+            quoted_cost_usd=quote.cost_usd,
+            max_cost_usd=max_cost_usd,
+            created_at=now,
+            started_at=None,
+            finished_at=None,
+            updated_at=now,
+        )
+        session.add(row)
+    return _job(row)
+
+
+async def get_job(db: Database, tenant: str | None, job_id: str, kind: JobKind | None = None) -> JobRecord:
+    """The job (scoped to ``tenant`` unless None, for the runner, and to ``kind`` when given), with
+    its result when it succeeded."""
+    query = select(TraceJobRow).where(TraceJobRow.id == job_id)
+    if tenant is not None:
+        query = query.where(TraceJobRow.tenant == tenant)
+    if kind is not None:
+        query = query.where(TraceJobRow.kind == kind)
+    async with db.session() as session:
+        row = (await session.execute(query)).scalar_one_or_none()
+        if row is None:
+            what = kind or "trace"
+            raise RecordMissing(f"no {what} {job_id!r}", record=what, field=f"{what}_id")
+        result: dict[str, Any] | None = None
+        if row.status == "succeeded":
+            result = (
+                await session.execute(select(TraceResultRow.result).where(TraceResultRow.job_id == job_id))
+            ).scalar_one()
+    return _job(row, result)
+
+
+async def mark_running(db: Database, job_id: str) -> bool:
+    now = utcnow()
+    async with db.transaction() as session:
+        done = await session.execute(
+            update(TraceJobRow)
+            .where(TraceJobRow.id == job_id, TraceJobRow.status == "queued")
+            .values(status="running", started_at=now, updated_at=now)
+        )
+    return getattr(done, "rowcount", 0) == 1
+
+
+@dataclass(frozen=True)
+class Progress:
+    calls_made: int
+    calls_billed: int
+    round: str | None = None
+    message: str | None = None
+    layer_scores: dict[str, Any] = field(default_factory=dict)
+
+
+async def record_progress(db: Database, job_id: str, progress: Progress) -> None:
+    async with db.transaction() as session:
+        await session.execute(
+            update(TraceJobRow)
+            .where(TraceJobRow.id == job_id, TraceJobRow.status == "running")
+            .values(
+                calls_made=progress.calls_made,
+                calls_billed=progress.calls_billed,
+                round=progress.round,
+                message=progress.message,
+                layer_scores=progress.layer_scores,
+                updated_at=utcnow(),
+            )
+        )
+
+
+@dataclass(frozen=True)
+class ResultAudit:
+    """Everything the audit record keeps about one finished trace."""
+
+    turn_digest: str
+    claim_digest: str
+    query_digest: str
+    corpus_digest: str
+    prompt_versions: dict[str, Any]
+    params: dict[str, Any]
+    model: str
+    result: dict[str, Any]
+    calls_planned: int
+    calls_made: int
+    calls_billed: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+
+
+async def finish_succeeded(db: Database, job: JobRecord, audit: ResultAudit, progress: Progress) -> None:
+    """Append the result and mark the job succeeded, in one transaction."""
+    now = utcnow()
+    async with db.transaction() as session:
+        session.add(
+            TraceResultRow(
+                job_id=job.id,
+                tenant=job.tenant,
+                user=job.user,
+                turn_id=job.turn_id,
+                created_at=now,
+                **audit.__dict__,
+            )
+        )
+        await session.execute(
+            update(TraceJobRow)
+            .where(TraceJobRow.id == job.id)
+            .values(
+                status="succeeded",
+                reason=None,
+                calls_made=progress.calls_made,
+                calls_billed=progress.calls_billed,
+                round=progress.round,
+                message=progress.message,
+                layer_scores=progress.layer_scores,
+                finished_at=now,
+                updated_at=now,
+            )
+        )
+
+
+async def finish_unsuccessful(
+    db: Database, job_id: str, status: Literal["failed", "interrupted"], reason: str, progress: Progress
+) -> None:
+    now = utcnow()
+    async with db.transaction() as session:
+        await session.execute(
+            update(TraceJobRow)
+            .where(TraceJobRow.id == job_id, TraceJobRow.status.in_(("queued", "running")))
+            .values(
+                status=status,
+                reason=reason,
+                calls_made=progress.calls_made,
+                calls_billed=progress.calls_billed,
+                round=progress.round,
+                message=progress.message,
+                finished_at=now,
+                updated_at=now,
+            )
+        )
+
+
+async def interrupt_unfinished(db: Database, reason: str) -> list[str]:
+    """Mark every queued or running job interrupted (at startup: their process is gone). Their calls
+    made and billed stay as last recorded."""
+    now = utcnow()
+    async with db.transaction() as session:
+        ids = list(
+            (
+                await session.execute(
+                    select(TraceJobRow.id).where(TraceJobRow.status.in_(("queued", "running")))
+                )
+            ).scalars()
+        )
+        if ids:
+            await session.execute(
+                update(TraceJobRow)
+                .where(TraceJobRow.id.in_(ids))
+                .values(status="interrupted", reason=reason, finished_at=now, updated_at=now)
+            )
+    return ids
+
+
+async def trace_ids_of_turn(db: Database, tenant: str, turn_id: str, limit: int) -> list[str]:
+    """The ids of the tenant's traces of ``turn_id``, newest first."""
+    query = (
+        select(TraceJobRow.id)
+        .where(TraceJobRow.tenant == tenant, TraceJobRow.turn_id == turn_id, TraceJobRow.kind == "trace")
+        .order_by(TraceJobRow.created_at.desc(), TraceJobRow.id)
+        .limit(limit)
+    )
+    async with db.session() as session:
+        return list((await session.execute(query)).scalars())
+
+
+async def running_jobs(db: Database) -> list[tuple[str, int, int]]:
+    """(id, calls made, calls billed) of every job marked running, in any tenant (for the queue's reaper)."""
+    async with db.session() as session:
+        rows = await session.execute(
+            select(TraceJobRow.id, TraceJobRow.calls_made, TraceJobRow.calls_billed).where(
+                TraceJobRow.status == "running"
+            )
+        )
+        return [(job_id, int(made), int(billed)) for job_id, made, billed in rows.all()]
+
+
+async def requeue_unbilled(db: Database, job_id: str) -> bool:
+    """Put a running job that billed nothing back in the queue's state; False if it moved on meanwhile."""
+    async with db.transaction() as session:
+        moved = await session.execute(
+            update(TraceJobRow)
+            .where(TraceJobRow.id == job_id, TraceJobRow.status == "running", TraceJobRow.calls_billed == 0)
+            .values(status="queued", started_at=None, calls_made=0, updated_at=utcnow())
+        )
+    return getattr(moved, "rowcount", 0) == 1
+
+
+async def interrupt_running(db: Database, job_id: str, reason: str) -> bool:
+    """Mark a running job interrupted with ``reason``; False if it was no longer running."""
+    now = utcnow()
+    async with db.transaction() as session:
+        done = await session.execute(
+            update(TraceJobRow)
+            .where(TraceJobRow.id == job_id, TraceJobRow.status == "running")
+            .values(status="interrupted", reason=reason, finished_at=now, updated_at=now)
+        )
+    return getattr(done, "rowcount", 0) == 1

@@ -1,0 +1,39 @@
+"""What storage says when it cannot do what was asked, in storage's own words.
+
+Storage knows nothing of HTTP: it names the record and the field that identified it, never a status code or
+an endpoint to call. ``provenance_api.http.problems.storage_problem`` is the one place that turns these
+into problems (404, 409, 410, 422) with a fix for the caller; the CLI prints them through the same mapping.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class StorageError(Exception):
+    """Base of storage's outcomes. ``record`` is the kind of record (``turn``, ``quote``, ``trace``…),
+    ``field`` the input that named it, ``extra`` members a caller may show."""
+
+    def __init__(self, detail: str, *, record: str, field: str | None = None,
+                 extra: dict[str, Any] | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.record = record
+        self.field = field
+        self.extra = dict(extra or {})
+
+
+class RecordMissing(StorageError):
+    """No such record for this tenant (another tenant's record is missing too)."""
+
+
+class RecordExpired(StorageError):
+    """The record exists but its time is over (an expired quote)."""
+
+
+class RecordConflict(StorageError):
+    """The write contradicts what is stored (different content under a stored id, a used quote)."""
+
+
+class RecordInvalid(StorageError):
+    """The value cannot be stored or read back as given (a lone surrogate, a cursor of another tenant)."""

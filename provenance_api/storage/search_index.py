@@ -1,0 +1,89 @@
+"""The turn search index: substring search over a turn's id, agent, model, query and response without
+reading every stored turn.
+
+Each stored turn gets one row of searchable text (normalised as quotes are: case-folded, JSON escapes decoded,
+whitespace collapsed), written in the same transaction as the turn. SQLite keeps it in an FTS5 table with the
+trigram tokenizer; PostgreSQL in a plain table with a ``pg_trgm`` GIN index. Both answer "contains this text"
+(a phrase of trigrams is a substring) from the index for needles of three characters or more; shorter needles
+scan the index table's text, still without parsing any turn. Turns stored before the index existed are indexed
+at startup (``backfill``).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from estimator.turn import StoredTurn
+from estimator.verify import normalise
+from provenance_api.storage.session import Database
+
+BACKFILL_BATCH = 500
+
+
+def searchable_text(turn: StoredTurn) -> str:
+    """What a search looks in: the turn's id, agent, model, query and response, normalised."""
+    parts = [turn.turn_id, turn.agent or "", turn.model or "", turn.effective_query(), turn.response]
+    return normalise("\n".join(parts))
+
+
+def _like_pattern(needle: str) -> str:
+    escaped = needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _seq(session: AsyncSession) -> str:
+    """The column holding a turn's sequence number: the FTS5 table's rowid in SQLite (an indexed lookup),
+    the primary key ``seq`` in PostgreSQL."""
+    return "rowid" if session.get_bind().dialect.name == "sqlite" else "seq"
+
+
+async def index_turn(session: AsyncSession, *, seq: int, tenant: str, turn: StoredTurn) -> None:
+    """Add a just-inserted turn to the index, inside the caller's transaction."""
+    await session.execute(
+        text(f"INSERT INTO turn_search ({_seq(session)}, tenant, text) VALUES (:seq, :tenant, :text)"),
+        {"seq": seq, "tenant": tenant, "text": searchable_text(turn)},
+    )
+
+
+async def search(db: Database, tenant: str, query: str, *, after: int | None, limit: int) -> list[int]:
+    """Sequence numbers of the tenant's turns whose searchable text contains ``query`` (normalised), in
+    storage order after ``after``, ``limit`` at most."""
+    needle = normalise(query)
+    params: dict[str, object] = {"tenant": tenant, "after": after or 0, "limit": limit}
+    async with db.session() as session:
+        seq = _seq(session)
+        if seq == "rowid" and len(needle) >= 3:
+            params["phrase"] = '"' + needle.replace('"', '""') + '"'
+            sql = ("SELECT rowid FROM turn_search WHERE turn_search MATCH :phrase AND tenant = :tenant "
+                   "AND rowid > :after ORDER BY rowid LIMIT :limit")
+        else:
+            params["pattern"] = _like_pattern(needle)
+            sql = (f"SELECT {seq} FROM turn_search WHERE tenant = :tenant AND {seq} > :after "
+                   f"AND text LIKE :pattern ESCAPE '\\' ORDER BY {seq} LIMIT :limit")
+        rows = (await session.execute(text(sql), params)).all()
+    return [int(r[0]) for r in rows]
+
+
+async def backfill(db: Database) -> int:
+    """Index every stored turn that has no index row yet (turns stored before the index existed). Returns
+    how many were indexed."""
+    done = 0
+    after = 0
+    while True:
+        async with db.transaction() as session:
+            rows = (await session.execute(
+                text(f"SELECT t.seq, t.tenant, t.body FROM stored_turns t WHERE t.seq > :after AND NOT EXISTS "
+                     f"(SELECT 1 FROM turn_search s WHERE s.{_seq(session)} = t.seq) ORDER BY t.seq LIMIT :n"),
+                {"after": after, "n": BACKFILL_BATCH},
+            )).all()
+            for seq, tenant, body in rows:
+                try:
+                    turn = StoredTurn.model_validate_json(body)
+                except ValueError:  # a row that no longer parses is left out of search, never fails startup
+                    continue
+                await index_turn(session, seq=int(seq), tenant=str(tenant), turn=turn)
+                done += 1
+        if len(rows) < BACKFILL_BATCH:
+            return done
+        after = int(rows[-1][0])
