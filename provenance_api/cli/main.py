@@ -63,8 +63,18 @@ def cmd_quote(args: argparse.Namespace) -> int:
     return 0
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("provenance-service")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0.0.0"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="provenance", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     gate = sub.add_parser("gate", help="free tier: which sentences of a stored turn can be traced (no model calls)")
@@ -102,6 +112,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise storage_problem(exc) from None
         return code
     except ProvenanceError as exc:
+        if getattr(args, "json", False):  # a caller that asked for JSON gets the error as JSON too
+            _dump({"error": exc.to_problem()})
+            return 2
         sys.stderr.write(f"provenance: {exc.title}: {exc.detail}\n")
         if exc.fix:
             sys.stderr.write(f"  fix: {exc.fix}\n")

@@ -1,7 +1,7 @@
 """The provenance viewer: the page at ``/``, its assets at ``/static/*``, cookie sign-in, and the few
 reads the page needs that ``/v1`` does not offer.
 
-The page is plain HTML, CSS and JavaScript shipped in the package (``provenance_api/static``): no
+The page is plain HTML, CSS and JavaScript shipped in the package (``provenance_api/http/static``): no
 build step, no CDN, it works offline. Sign-in posts the API key once (``POST /ui/session``); the key
 is then kept in an HttpOnly cookie that ``ui_auth`` accepts wherever a Bearer header is accepted.
 
@@ -37,8 +37,7 @@ from estimator.params import Params
 from estimator.turn import StoredTurn
 from provenance_api.core.errors import NotFound, Unauthorized
 from provenance_api.http import ui_auth
-from provenance_api.http.deps import Svc
-from provenance_api.http.ui_auth import CookieOrBearer
+from provenance_api.http.deps import FreeTierCaller, Svc
 from provenance_api.operations import records
 from provenance_api.operations.auth import (
     authenticate,
@@ -271,7 +270,7 @@ def _turn_item(record: records.TurnRecord, summary: str) -> dict[str, Any]:
 @router.get("/ui/api/turns")
 async def ui_turns(
     svc: Svc,
-    caller: CookieOrBearer,
+    caller: FreeTierCaller,  # deps.get_principal accepts the session cookie here (ui_auth.accept_cookie)
     q: Annotated[str, Query(max_length=200)] = "",
     limit: Annotated[int, Query(ge=1, le=100)] = 25,
     cursor: Annotated[str | None, Query(max_length=1400)] = None,
@@ -320,7 +319,7 @@ def _source_view(turn: StoredTurn, params: Params, source_id: str) -> dict[str, 
 
 
 @router.get("/ui/api/turns/{turn_id}/sources/{source_id}")
-async def ui_source(svc: Svc, caller: CookieOrBearer, turn_id: TurnId, source_id: SourceId) -> Response:
+async def ui_source(svc: Svc, caller: FreeTierCaller, turn_id: TurnId, source_id: SourceId) -> Response:
     """A source's full, untruncated text split into lines (numbered from 1, as quotes are)."""
     record = await records.get_turn(svc, caller, turn_id)
     view = await anyio.to_thread.run_sync(_source_view, record.turn, svc.settings.base_params, source_id)
@@ -354,7 +353,7 @@ def _trace_summary(job: records.JobRecord) -> dict[str, Any]:
 
 
 @router.get("/ui/api/turns/{turn_id}/traces")
-async def ui_turn_traces(svc: Svc, caller: CookieOrBearer, turn_id: TurnId) -> Response:
+async def ui_turn_traces(svc: Svc, caller: FreeTierCaller, turn_id: TurnId) -> Response:
     """The turn's traces (this tenant's only), newest first, with their verdicts when they succeeded."""
     jobs = await records.traces_of_turn(svc, caller, turn_id, MAX_TRACES_LISTED)
     return _no_store(JSONResponse({"turn_id": turn_id, "items": [_trace_summary(j) for j in jobs]}))
