@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .result import TraceResult
+from .result_models import AgreementModel, DumpsAsModel
 
 __all__ = ["Agreement", "agreement", "spearman", "top_layer", "top_source"]
 
@@ -59,7 +60,7 @@ def top_source(result: TraceResult) -> str | None:
 
 
 @dataclass(frozen=True)
-class Agreement:
+class Agreement(DumpsAsModel):
     same_verdict: bool
     same_top_layer: bool
     same_top_source: bool
@@ -68,10 +69,8 @@ class Agreement:
     judged: dict[str, Any]
     logprob: dict[str, Any]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"same_verdict": self.same_verdict, "same_top_layer": self.same_top_layer,
-                "same_top_source": self.same_top_source, "spearman": self.spearman,
-                "compared_sources": list(self.compared_sources), "judged": self.judged, "logprob": self.logprob}
+    def to_model(self) -> AgreementModel:
+        return AgreementModel.model_validate(self)
 
 
 def _summary(result: TraceResult) -> dict[str, Any]:

@@ -72,10 +72,6 @@ class SentenceDecision:
     rule: Rule
     reason: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"segment_id": self.segment_id, "text": self.text, "decision": self.decision,
-                "rule": self.rule, "reason": self.reason}
-
 
 @dataclass(frozen=True)
 class AnswerDecision:
@@ -89,9 +85,6 @@ class AnswerDecision:
     @property
     def allowed(self) -> bool:
         return self.decision == "allow"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"decision": self.decision, "rule": self.rule, "reasons": [r.to_dict() for r in self.reasons]}
 
 
 def outcome_from_trace(segment_id: str, trace: Any, declared: DeclaredAudit | None = None) -> SentenceOutcome:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from .params import DEFAULT_PARAMS, Params
+from .result_models import CostQuoteModel, DumpsAsModel, QuoteCallsModel
 from .tokens import ApproxTokenizer, Tokenizer
 from .units import Corpus
 
@@ -89,7 +90,7 @@ def plan_calls(corpus: Corpus, params: Params = DEFAULT_PARAMS, *, probe: bool =
 
 
 @dataclass(frozen=True)
-class CostQuote:
+class CostQuote(DumpsAsModel):
     model: str
     plan: CallPlan
     sources: int
@@ -105,21 +106,13 @@ class CostQuote:
     def planned_calls(self) -> int:
         return self.plan.total
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "model": self.model,
-            "sources": self.sources,
-            "planned_calls": self.planned_calls,
-            "calls": {"round1": self.plan.round1, "round2": self.plan.round2,
-                      "redundancy": self.plan.redundancy, "spans": self.plan.spans, "probe": self.plan.probe},
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "untruncated_corpus_tokens": self.untruncated_tokens,
-            "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
-            "warnings": list(self.warnings),
-            "truncated_sources": list(self.truncated_sources),
-            "refused": self.refused,
-        }
+    def to_model(self) -> CostQuoteModel:
+        return CostQuoteModel(
+            model=self.model, sources=self.sources, planned_calls=self.planned_calls,
+            calls=QuoteCallsModel.model_validate(self.plan), input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens, untruncated_corpus_tokens=self.untruncated_tokens,
+            cost_usd=None if self.cost_usd is None else round(self.cost_usd, 6), warnings=list(self.warnings),
+            truncated_sources=list(self.truncated_sources), refused=self.refused)
 
 
 # Output tokens per call kind: a judge answers one digit, a span check a short JSON object.

@@ -23,15 +23,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import regex
 
+from .result_models import DeclaredAuditModel, DeclaredRefModel, DumpsAsModel, RefKind
+from .result_models import DeclaredOutcome as Outcome
 from .units import Corpus, Layer, Unit
 from .verify import normalise
-
-Outcome = Literal["consistent", "conflated", "unsupported_citation", "none_declared"]
-RefKind = Literal["phrase", "history", "citation_marker", "url", "path", "file_name", "tool_name"]
 
 # Source kinds a phrase can name, by the words that name them (stemmed, lower case).
 ALIASES: Mapping[str, str] = {
@@ -132,7 +131,7 @@ def words(text: str) -> set[str]:
 
 
 @dataclass(frozen=True)
-class DeclaredRef:
+class DeclaredRef(DumpsAsModel):
     """One explicit credit in a sentence, and what it resolves to (empty: nothing in the context)."""
 
     text: str
@@ -141,13 +140,12 @@ class DeclaredRef:
     kind: RefKind
     families: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "span": list(self.span), "source_ids": list(self.source_ids),
-                "kind": self.kind, "families": list(self.families)}
+    def to_model(self) -> DeclaredRefModel:
+        return DeclaredRefModel.model_validate(self)
 
 
 @dataclass(frozen=True)
-class DeclaredAudit:
+class DeclaredAudit(DumpsAsModel):
     """The declared source(s) of a sentence compared with the source(s) that verifiably ground it."""
 
     outcome: Outcome
@@ -156,10 +154,8 @@ class DeclaredAudit:
     grounding: tuple[str, ...]
     explanation: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"outcome": self.outcome, "declared": [r.to_dict() for r in self.declared],
-                "credited": list(self.credited), "grounding": list(self.grounding),
-                "explanation": self.explanation}
+    def to_model(self) -> DeclaredAuditModel:
+        return DeclaredAuditModel.model_validate(self)
 
 
 @dataclass(frozen=True)

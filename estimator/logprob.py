@@ -39,7 +39,8 @@ from .llm import LLM, Message
 from .loo import plan_redundancy, run_loo, windowed_texts
 from .measure import Measured
 from .params import DEFAULT_PARAMS, Params
-from .result import ProgressEvent, SupportVerdict, TraceResult, json_number
+from .result import ProgressEvent, SupportVerdict, TraceResult
+from .result_models import LogprobThresholdsModel, LogprobTraceResultModel
 from .scorer import ScoredTarget, Scorer, ScorerError
 from .tokens import ApproxTokenizer, Tokenizer
 from .units import Corpus, Layer
@@ -113,15 +114,12 @@ class LogprobTraceResult(TraceResult):
     claim_token_logprobs: tuple[float, ...] = ()
     scorer_model: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        out = super().to_dict()
-        out["units"] = "nats"
-        out["thresholds"] = {"tau_nats": json_number(self.tau_nats),
-                             "tau_gamma_nats": json_number(self.tau_gamma_nats)}
-        out["claim_tokens"] = self.claim_tokens
-        out["claim_token_logprobs"] = [json_number(x) for x in self.claim_token_logprobs]
-        out["scorer_model"] = self.scorer_model
-        return out
+    def to_model(self) -> LogprobTraceResultModel:
+        return LogprobTraceResultModel(
+            **dict(super().to_model()), units="nats",
+            thresholds=LogprobThresholdsModel(tau_nats=self.tau_nats, tau_gamma_nats=self.tau_gamma_nats),
+            claim_tokens=self.claim_tokens, claim_token_logprobs=list(self.claim_token_logprobs),
+            scorer_model=self.scorer_model)
 
 
 @dataclass

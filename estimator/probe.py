@@ -17,7 +17,6 @@ partial data, and the calls not yet sent are not sent.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
 
 import anyio
 
@@ -29,15 +28,17 @@ from .judge import NO_QUERY, NO_SOURCES, CallLedger, cut_to_budget
 from .ledger import CallAbandoned
 from .llm import LLM, LLMError, LLMRequest, Message, Usage
 from .params import DEFAULT_PARAMS, Params
+from .result_models import DumpsAsModel, ProbeCallsModel, ProbeResultModel, ProbeVerdict, UsageModel
 from .tokens import ApproxTokenizer, Tokenizer
 from .units import Corpus
 
-ProbeVerdict = Literal["required", "not_required", "inconclusive"]
+__all__ = ["ProbeResult", "ProbeVerdict", "build_regenerate_request", "present", "probe_source"]
+
 PROMPT = "probe_regenerate"
 
 
 @dataclass(frozen=True)
-class ProbeResult:
+class ProbeResult(DumpsAsModel):
     """The probe's verdict for one (claim, source) pair, with everything needed to read it.
 
     ``baseline`` (B) and ``without`` (W) are None when they were not measured: the bail-out sent
@@ -61,22 +62,14 @@ class ProbeResult:
     def required(self) -> bool:
         return self.verdict == "required"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "verdict": self.verdict,
-            "note": self.note,
-            "target_id": self.target_id,
-            "anchors": list(self.anchors),
-            "baseline": self.baseline,
-            "without": self.without,
-            "k": self.k,
-            "calls": {"planned": 2 * self.k, "made": self.calls, "failed": self.failed},
-            "usage": {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens,
-                      "cached_input_tokens": self.usage.cached_input_tokens},
-            "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
-            "prompt_version": self.prompt_version,
-            "model": self.model,
-        }
+    def to_model(self) -> ProbeResultModel:
+        return ProbeResultModel(
+            verdict=self.verdict, note=self.note, target_id=self.target_id, anchors=list(self.anchors),
+            baseline=self.baseline, without=self.without, k=self.k,
+            calls=ProbeCallsModel(planned=2 * self.k, made=self.calls, failed=self.failed),
+            usage=UsageModel.model_validate(self.usage),
+            cost_usd=None if self.cost_usd is None else round(self.cost_usd, 6),
+            prompt_version=self.prompt_version, model=self.model)
 
 
 def build_regenerate_request(query: str, sources: list[tuple[str, str, str]], params: Params) -> LLMRequest:

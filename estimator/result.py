@@ -1,6 +1,7 @@
 """The result of one traced claim (Algorithm 4's return value), as frozen dataclasses.
 
-``TraceResult.to_dict`` is the stable JSON contract the service and the interface read.
+Its JSON is the pydantic contract in ``result_models`` (``TraceResult.to_model()``; ``to_dict()`` is that
+model's ``model_dump(mode="json")``), which the service and the interface read.
 A score that carries no information is ``NaN`` in memory and ``null`` in JSON, never a number.
 """
 
@@ -12,11 +13,23 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .llm import Usage
+from .result_models import (
+    CallAccountModel,
+    DumpsAsModel,
+    LayerScoreModel,
+    Role,
+    SourceScoreModel,
+    SupportLabel,
+    SupportVerdictModel,
+    TraceResultModel,
+    Verdict,
+    json_number,
+)
 from .units import Layer
 
-Role = Literal["grounds", "distractor", "irrelevant", "redundant"]
-Verdict = Literal["internal_knowledge", "redundant", "attributed", "no_information"]
-SupportLabel = Literal["supported", "contradicted", "silent"]
+__all__ = ["VERDICT_TEXT", "CallAccount", "LayerScore", "ProgressEvent", "Role", "Round", "SourceScore",
+           "SupportLabel", "SupportVerdict", "TraceResult", "Verdict", "decide_verdict", "json_number"]
+
 Round = Literal["round1", "round2", "redundancy", "spans", "probe"]
 
 VERDICT_TEXT: Mapping[str, str] = {
@@ -25,13 +38,6 @@ VERDICT_TEXT: Mapping[str, str] = {
     "internal_knowledge": "answered from the model's own knowledge",
     "no_information": "no information: the judge gave no usable score for a measurement the verdict rests on",
 }
-
-
-def json_number(value: float | None) -> float | None:
-    """A float for JSON: NaN and infinities become null (no information), never a number."""
-    if value is None or math.isnan(value) or math.isinf(value):
-        return None
-    return value
 
 
 @dataclass(frozen=True)
@@ -47,7 +53,7 @@ class ProgressEvent:
 
 
 @dataclass(frozen=True)
-class SupportVerdict:
+class SupportVerdict(DumpsAsModel):
     """Algorithm 5's verdict for one source: what the source says about the claim, with a verified span.
 
     ``quote`` is set only when it verified against the source's full text; ``no_information`` marks a
@@ -63,22 +69,12 @@ class SupportVerdict:
     calls: int
     no_information: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "verdict": self.verdict,
-            "quote": self.quote,
-            "line_start": self.line_start,
-            "line_end": self.line_end,
-            "confidence": json_number(self.confidence),
-            "downgraded": self.downgraded,
-            "reason": self.reason,
-            "calls": self.calls,
-            "no_information": self.no_information,
-        }
+    def to_model(self) -> SupportVerdictModel:
+        return SupportVerdictModel.model_validate(self)
 
 
 @dataclass(frozen=True)
-class LayerScore:
+class LayerScore(DumpsAsModel):
     """Round 1 for one layer: Δ_L = s(1) − s(1 ⊖ L), its role, and whether the measurement was missing."""
 
     layer: Layer
@@ -89,14 +85,12 @@ class LayerScore:
     alone: float | None = None
     """The scalar with only this layer kept (measured when the claim is carried by several layers)."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"layer": self.layer.value, "delta": json_number(self.delta), "role": self.role,
-                "s_without": json_number(self.s_without), "no_information": self.no_information,
-                "alone": json_number(self.alone)}
+    def to_model(self) -> LayerScoreModel:
+        return LayerScoreModel.model_validate(self)
 
 
 @dataclass(frozen=True)
-class SourceScore:
+class SourceScore(DumpsAsModel):
     """One source: its round-2 drop (None when it was not tested) and its span check (None when it was
     not a span target, i.e. omitted by MAX_SOURCES and named in ``TraceResult.omitted``)."""
 
@@ -113,24 +107,12 @@ class SourceScore:
     alone: float | None = None
     """The scalar with only this source kept of its layer; None when that was not measured."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "source_id": self.source_id,
-            "layer": self.layer.value,
-            "label": self.label,
-            "kind": self.kind,
-            "delta": json_number(self.delta),
-            "role": self.role,
-            "s_without": json_number(self.s_without),
-            "no_information": self.no_information,
-            "support": None if self.support is None else self.support.to_dict(),
-            "diagnosis": self.diagnosis,
-            "alone": json_number(self.alone),
-        }
+    def to_model(self) -> SourceScoreModel:
+        return SourceScoreModel.model_validate(self)
 
 
 @dataclass(frozen=True)
-class CallAccount:
+class CallAccount(DumpsAsModel):
     """Model calls of one trace.
 
     ``planned`` is the worst case the cost gate quoted; ``made`` every model call actually sent, scoring
@@ -148,14 +130,12 @@ class CallAccount:
     refused: int = 0
     billed: int = 0
 
-    def to_dict(self) -> dict[str, int]:
-        return {"planned": self.planned, "made": self.made, "saved": self.saved, "cached": self.cached,
-                "failed": self.failed, "failed_billed": self.failed_billed, "refused": self.refused,
-                "billed": self.billed, "unspent": self.planned - self.made}
+    def to_model(self) -> CallAccountModel:
+        return CallAccountModel.model_validate(self)
 
 
 @dataclass(frozen=True)
-class TraceResult:
+class TraceResult(DumpsAsModel):
     """Everything Algorithm 4 returns for one claim, plus the disclosures that make it readable."""
 
     gamma: float
@@ -206,33 +186,9 @@ class TraceResult:
                 return score
         raise KeyError(source_id)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "claim": self.claim,
-            "estimator": self.estimator,
-            "gamma": json_number(self.gamma),
-            "s_all": json_number(self.s_all),
-            "s_none": json_number(self.s_none),
-            "verdict": self.verdict,
-            "verdict_text": self.verdict_text,
-            "diagnosis": self.diagnosis,
-            "contributing_layers": [layer.value for layer in self.contributing_layers],
-            "layers": [score.to_dict() for score in self.layers],
-            "sources": [score.to_dict() for score in self.sources],
-            "omitted": list(self.omitted),
-            "unscorable": list(self.unscorable),
-            "round2_skipped_reason": self.round2_skipped_reason,
-            "redundancy": list(self.redundancy),
-            "warnings": list(self.warnings),
-            "calls": self.calls.to_dict(),
-            "usage": {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens,
-                      "cached_input_tokens": self.usage.cached_input_tokens},
-            "cost_usd": json_number(self.cost_usd),
-            "prompt_versions": dict(self.prompt_versions),
-            "params": dict(self.params),
-            "model": self.model,
-            "corpus_digest": self.corpus_digest,
-        }
+    def to_model(self) -> TraceResultModel:
+        """The JSON contract of this result (NaN scores are null)."""
+        return TraceResultModel.model_validate(self)
 
 
 def decide_verdict(gamma: float, contributing: tuple[Layer, ...], tau_gamma: float, *,

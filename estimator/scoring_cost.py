@@ -13,6 +13,7 @@ from typing import Literal
 
 from .cost import PROMPT_OVERHEAD_TOKENS, plan_calls
 from .params import DEFAULT_PARAMS, Params
+from .result_models import DumpsAsModel, ScoringQuoteModel
 from .tokens import ApproxTokenizer, Tokenizer
 from .units import Corpus
 
@@ -55,7 +56,7 @@ def scoring_capability(model: str, *, local_model: bool = False, scorer_api_base
 
 
 @dataclass(frozen=True)
-class ScoringQuote:
+class ScoringQuote(DumpsAsModel):
     capability: ScoringCapability
     scoring_calls: int
     span_calls: int
@@ -65,11 +66,11 @@ class ScoringQuote:
     def can_score(self) -> bool:
         return self.capability.can_score
 
-    def to_dict(self) -> dict[str, object]:
-        return {"can_score": self.capability.can_score, "how": self.capability.how,
-                "reason": self.capability.reason, "scoring_calls": self.scoring_calls,
-                "span_calls": self.span_calls, "scoring_prompt_tokens": self.prompt_tokens,
-                "scoring_output_tokens": 0}
+    def to_model(self) -> ScoringQuoteModel:
+        return ScoringQuoteModel(can_score=self.capability.can_score, how=self.capability.how,
+                                 reason=self.capability.reason, scoring_calls=self.scoring_calls,
+                                 span_calls=self.span_calls, scoring_prompt_tokens=self.prompt_tokens,
+                                 scoring_output_tokens=0)
 
 
 def quote_scoring(corpus: Corpus, claim: str, capability: ScoringCapability, *, query: str = "",

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, get_args
+from typing import get_args
 
 from .agreement import Agreement, agreement
 from .attribution import trace_claim
 from .cost import plan_calls
 from .ledger import CallLedger
 from .llm import LLM
-from .logprob import trace_logprob
+from .logprob import LogprobTraceResult, trace_logprob
 from .params import DEFAULT_PARAMS, Params
 from .result import ProgressEvent, TraceResult
+from .result_models import DeclaredAuditModel, DumpsAsModel, TraceJobResultModel
 from .scorer import Scorer
 from .scoring_cost import EstimatorChoice
 from .tokens import ApproxTokenizer, Tokenizer
@@ -45,21 +46,23 @@ def planned_calls(choice: EstimatorChoice, corpus: Corpus, params: Params = DEFA
 
 
 @dataclass(frozen=True)
-class TraceOutcome:
+class TraceOutcome(DumpsAsModel):
     """What one trace produced: the result, and under ``both`` the log-probability result and agreement.
     ``result.calls`` counts every call of the trace (under ``both``, both estimators' calls)."""
 
     result: TraceResult
-    logprob: TraceResult | None = None
+    logprob: LogprobTraceResult | None = None
     agreement: Agreement | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        out = self.result.to_dict()
-        if self.logprob is not None:
-            out["logprob"] = self.logprob.to_dict()
-        if self.agreement is not None:
-            out["agreement"] = self.agreement.to_dict()
-        return out
+    def to_model(self, declared: DeclaredAuditModel | None = None) -> TraceJobResultModel:
+        """The job result: the trace (with its log-probability fields under ``logprob``), under ``both``
+        the log-probability trace and the agreement, and the sentence's ``declared`` audit when given."""
+        return TraceJobResultModel(
+            **dict(self.result.to_model()),
+            logprob=None if self.logprob is None else self.logprob.to_model(),
+            agreement=None if self.agreement is None else self.agreement.to_model(),
+            declared=declared,
+        )
 
 
 async def run_trace(choice: EstimatorChoice, claim: str, query: str, corpus: Corpus, *, llm: LLM,

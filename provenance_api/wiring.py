@@ -36,7 +36,7 @@ from provenance_api.operations.services import Services
 from provenance_api.providers.llm_cache import CachingLLM, JudgementCache
 from provenance_api.storage import search_index
 from provenance_api.storage.db_limits import DatabaseLimiter
-from provenance_api.storage.judgement_cache import RedisJudgementCache, SqliteJudgementCache
+from provenance_api.storage.judgement_cache import judgement_store
 from provenance_api.storage.limits import Limiter
 from provenance_api.storage.redis_limits import RedisLimiter
 from provenance_api.storage.session import Database
@@ -48,12 +48,14 @@ def default_llm_factory(settings: Settings, cache: JudgementCache | None = None)
     """``LiteLLMClient`` per trace, behind the judgement cache when there is one."""
     key = settings.judge_api_key.get_secret_value() if settings.judge_api_key else None
     timeout = settings.judge_timeout_seconds
+    shared = settings.judgement_cache_shared
 
     def build(model: str, api_base: str | None) -> LLM:
         from provenance_api.providers.llm_litellm import LiteLLMClient
 
         client = LiteLLMClient(model, api_base=api_base, api_key=key, timeout=timeout, disclose_endpoint=False)
-        return client if cache is None else CachingLLM(client, cache, api_base=api_base)
+        # unscoped here: the trace runner scopes it to the job's tenant (CachingLLM.for_tenant)
+        return client if cache is None else CachingLLM(client, cache, api_base=api_base, shared=shared)
 
     return build
 
@@ -70,19 +72,16 @@ def default_scorer_factory(settings: Settings) -> ScorerFactory:
             raise InvalidInput("no scoring server is configured", field="estimator",
                                fix="set PROVENANCE_SCORER_API_BASE, or use estimator judged")
         name = settings.scorer_model or model.split("/", 1)[-1]
-        return CompletionsScorer(name, base, key, timeout=max(settings.judge_timeout_seconds, 600.0))
+        return CompletionsScorer(name, base, key, timeout=max(settings.judge_timeout_seconds, 600.0),
+                                 disclose_endpoint=False)
 
     return build
 
 
 def judgement_cache(settings: Settings, redis: Redis | None) -> JudgementCache | None:
-    """Redis when configured (shared), else a SQLite file in the data directory; None when disabled."""
-    if not settings.judgement_cache:
-        return None
-    ttl = settings.judgement_cache_ttl_seconds
-    if redis is not None:
-        return RedisJudgementCache(redis, ttl, prefix=settings.redis_prefix)
-    return SqliteJudgementCache(settings.owner_only_file("judgements.db"), ttl)
+    """Redis when configured (shared by every process), else a SQLite file in the data directory; None when
+    disabled. Entries are kept per tenant unless ``judgement_cache_shared``."""
+    return judgement_store(settings, redis)
 
 
 def build_services(settings: Settings, llm_factory: LLMFactory | None = None, *, worker: bool = False,
@@ -96,11 +95,15 @@ def build_services(settings: Settings, llm_factory: LLMFactory | None = None, *,
     runner: JobRunner
     hub: ProgressHub
     if redis is not None:
-        limiter = RedisLimiter(redis, params.rate_max_calls, params.rate_window_seconds, prefix=settings.redis_prefix)
+        limiter = RedisLimiter(redis, params.rate_max_calls, params.rate_window_seconds, prefix=settings.redis_prefix,
+                               max_usd_per_user=settings.budget_usd_per_user,
+                               max_usd_per_tenant=settings.budget_usd_per_tenant)
         runner = ArqJobRunner(settings.redis_url or "", settings.redis_prefix, reservation_ttl(settings))
         hub = RedisProgressHub(redis, settings.redis_prefix)
     else:  # in the database, so a restart remembers what was spent in the window
-        limiter = DatabaseLimiter(db, params.rate_max_calls, params.rate_window_seconds)
+        limiter = DatabaseLimiter(db, params.rate_max_calls, params.rate_window_seconds,
+                                  max_usd_per_user=settings.budget_usd_per_user,
+                                  max_usd_per_tenant=settings.budget_usd_per_tenant)
         runner = InProcessJobRunner(settings.worker_max_jobs if worker else settings.max_running_traces)
         hub = ProgressHub()
     return Services(
@@ -136,7 +139,8 @@ async def close_provider_clients() -> None:
 
 def queue_worker(settings: Settings, llm_factory: LLMFactory | None = None) -> Worker:
     """The queue worker (``provenance worker``), its services built here like the API's."""
-    return build_worker(settings, lambda: build_services(settings, llm_factory, worker=True))
+    return build_worker(settings, lambda: build_services(settings, llm_factory, worker=True),
+                        warm_up=warm_up if settings.warm_up and llm_factory is None else None)
 
 
 async def start_services(services: Services) -> None:

@@ -263,8 +263,8 @@ def test_trace_inline_form_checks_max_cost(api: httpx.Client) -> None:
         api.post("/v1/traces", json={**base, "max_cost_usd": 0.0}), 422, field="max_cost_usd"
     )
     assert "over max_cost_usd" in over["detail"]
-    unpriced = {"turn_id": "t-small-1", "sentence": "r0", "model": "openai/fake-judge", "max_cost_usd": 5.0}
-    assert_problem(api.post("/v1/traces", json=unpriced), 422, field="max_cost_usd")
+    unpriced = {"turn_id": "t-small-1", "sentence": "r0", "model": "openai/unpriced-judge", "max_cost_usd": 5.0}
+    assert_problem(api.post("/v1/traces", json=unpriced), 422, field="model")  # not allowed, and no price
     assert_problem(api.post("/v1/traces", json=base), 422, field="max_cost_usd")
     assert_problem(api.post("/v1/traces", json={"quote_id": "q_x", "sentence": "r0"}), 422, field="sentence")
     assert_problem(api.post("/v1/traces", json={"quote_id": "q_missing"}), 404, field="quote_id")

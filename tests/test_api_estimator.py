@@ -87,7 +87,7 @@ def test_a_model_that_cannot_score_is_refused_naming_estimator(tmp_path: Path, s
         assert api.post("/v1/turns", json=small_turn()).status_code == 201
         for path, extra in (("/v1/quotes", {}), ("/v1/traces", {"max_cost_usd": 10})):
             refused = api.post(path, json={"turn_id": "t-small-1", "sentence": SMALL_CLAIM, "estimator": "both",
-                                           "model": "anthropic/claude-sonnet-4", **extra})
+                                           "model": "anthropic/claude-sonnet-4-5", **extra})
             assert refused.status_code == 422, refused.text
             problem = refused.json()
             assert problem["field"] == "estimator" and "estimator judged" in problem["fix"]

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 from playwright.sync_api import BrowserContext, ConsoleMessage, Page, expect, sync_playwright
-from support.api_server import ApiServer
+from support.api_server import TEST_MODELS, ApiServer
 from support.fake_openai import FakeOpenAI, FakeReply
 
 from estimator.fence import split_fenced
@@ -178,6 +178,8 @@ def viewer(data_dir: Path, judge: SourceKeyedJudge, **settings: Any) -> Iterator
     """The service in this process, its judge behind FakeOpenAI. litellm (seconds to import) is
     loaded first, so the first quote a page asks for is as quick as the rest."""
     load_litellm()
+    # the operator allows the EO fixture's own model (priced by litellm), beside the test servers' models
+    settings.setdefault("allowed_models", [*TEST_MODELS, "openai/gpt-5.2"])
     with FakeOpenAI(judge) as fake:
         server = ApiServer(
             data_dir,

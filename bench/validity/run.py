@@ -3,6 +3,11 @@ on a local model in-process.
 
     python bench/validity/run.py [--model FILE.gguf] [--limit N] [--per-kind N] [--kinds tool,rule,...]
                                  [--with-spans]
+    python bench/validity/run.py --set hard [--judged-sample N] [--limit N] [--resume]   # HARD.md
+
+``--set easy`` (the default) is the 32-turn suite of ``turns.py`` described here; ``--set hard`` runs the
+generated hard set of ``hard_turns.py`` through ``hard_run.py`` and writes ``hard.jsonl``, ``HARD.md`` and
+its plots (see README.md).
 
 Without ``--model`` the model comes from ``scripts/local-model.sh path`` (built once, cached). Every
 estimator runs through the one trace entry point (``estimator.trace.run_trace``) on the same turns.
@@ -186,10 +191,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--with-spans", action="store_true", help="run the span checks on the model too")
     ap.add_argument("--n-ctx", type=int, default=2048)
     ap.add_argument("--out", type=Path, default=HERE)
+    ap.add_argument("--set", choices=("easy", "hard"), default="easy", help="the planted-cause set (default easy)")
+    ap.add_argument("--judged-sample", type=int, default=8,
+                    help="hard set: run the judged and expected digits on the first N turns too (default 8)")
+    ap.add_argument("--resume", action="store_true", help="hard set: keep the turns already in hard.jsonl")
     args = ap.parse_args(argv)
+    if args.set == "hard":
+        from hard_run import run as run_hard
 
-    from provenance_api.llm_llamacpp import LlamaCppLLM
-    from provenance_api.scorer_llamacpp import LlamaCppScorer, LocalModel
+        return run_hard(args, args.model or default_model())
+
+    from provenance_api.providers.llm_llamacpp import LlamaCppLLM
+    from provenance_api.providers.scorer_llamacpp import LlamaCppScorer, LocalModel
 
     path = args.model or default_model()
     local = LocalModel(path, n_ctx=args.n_ctx)

@@ -6,7 +6,7 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from estimator.cost import CostQuote
-from estimator.result import TraceResult
+from estimator.result_models import TraceResultModel
 from estimator.turn import StoredTurn
 from estimator.units import Corpus
 
@@ -85,8 +85,9 @@ def _num(x: float | None) -> str:
     return "n/a" if x is None or x != x else f"{x:+.2f}"
 
 
-def trace_text(corpus: Corpus, result: TraceResult) -> str:
-    """The layer → source → span tree of one traced claim."""
+def trace_text(corpus: Corpus, result: TraceResultModel) -> str:
+    """The layer → source → span tree of one traced claim, read from its JSON contract (a score that
+    carried no information is None there)."""
     out = [
         f"Verdict: {result.verdict_text}",
         f"Γ = {_num(result.gamma)}  (s(1) = {_num(result.s_all).lstrip('+')}, "
@@ -103,7 +104,7 @@ def trace_text(corpus: Corpus, result: TraceResult) -> str:
                    + ("  (no information)" if layer.no_information else ""))
         for src in (s for s in result.sources if s.layer == layer.layer):
             delta = "" if src.delta is None else f"  Δ {_num(src.delta)} {src.role}"
-            if src.alone is not None and src.alone == src.alone:  # measured alone (not NaN)
+            if src.alone is not None:  # measured alone
                 role = f" {src.role}" if src.delta is None and src.role else ""
                 delta += f"  alone {_num(src.alone).lstrip('+')}{role}"
             out.append(f"  {src.source_id} {src.label}{delta}")
@@ -115,7 +116,8 @@ def trace_text(corpus: Corpus, result: TraceResult) -> str:
                         f"lines {sup.line_start}–{sup.line_end}"
                     out.append(_wrap(f'"{sup.quote}" ({span})', "      "))
                 note = " · downgraded: the quote could not be verified" if sup.downgraded else ""
-                out.append(f"      {words} · confidence {sup.confidence:.2f}{note}")
+                confidence = "n/a" if sup.confidence is None else f"{sup.confidence:.2f}"
+                out.append(f"      {words} · confidence {confidence}{note}")
                 if src.diagnosis:
                     out.append(f"      → {src.diagnosis}")
             if src.layer.value == "instructions" and corpus.by_id(src.source_id).unversioned:

@@ -173,15 +173,17 @@ def cmd_trace(args: argparse.Namespace) -> int:
     failure = ledger.failure()
     if failure is not None:  # the service marks the same run failed: a failure is never shown as a result
         return _failed(args, failure)
+    result = outcome.result.to_model()  # the JSON contract: printed as is (--json) or rendered
     if outcome.logprob is not None and outcome.agreement is not None:
         agree = outcome.agreement
+        logprob = outcome.logprob.to_model()
         if args.json:
-            doc = {"judged": outcome.result.to_dict(), "logprob": outcome.logprob.to_dict(),
-                   "agreement": agree.to_dict(), "warnings": list(outcome.result.warnings)}
+            doc = {"judged": result.model_dump(mode="json"), "logprob": logprob.model_dump(mode="json"),
+                   "agreement": agree.to_model().model_dump(mode="json"), "warnings": list(result.warnings)}
             sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
         else:
-            sys.stdout.write("== judged ==\n" + render_text.trace_text(view.corpus, outcome.result))
-            sys.stdout.write("\n== logprob (nats) ==\n" + render_text.trace_text(view.corpus, outcome.logprob))
+            sys.stdout.write("== judged ==\n" + render_text.trace_text(view.corpus, result))
+            sys.stdout.write("\n== logprob (nats) ==\n" + render_text.trace_text(view.corpus, logprob))
             rho = "n/a" if agree.spearman is None else f"{agree.spearman:+.2f}"
             sys.stdout.write(f"\nAgreement: verdict {'same' if agree.same_verdict else 'differs'} · top layer "
                              f"{'same' if agree.same_top_layer else 'differs'} · top source "
@@ -189,7 +191,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
                              f"{rho} over {len(agree.compared_sources)} source(s)\n")
         return 0
     if args.json:
-        sys.stdout.write(json.dumps(outcome.result.to_dict(), indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n")
     else:
-        sys.stdout.write(render_text.trace_text(view.corpus, outcome.result))
+        sys.stdout.write(render_text.trace_text(view.corpus, result))
     return 0

@@ -11,6 +11,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from estimator.answer_gate import Decision, Rule
+from estimator.result_models import (
+    DeclaredAuditModel,
+    ProbeResultModel,
+    QuoteCallsModel,
+    ScoringQuoteModel,
+    TraceJobResultModel,
+    Verdict,
+)
 from estimator.scoring_cost import EstimatorChoice
 from estimator.turn import StoredTurn
 from provenance_api.core.errors import InvalidInput
@@ -234,28 +243,16 @@ class QuoteIn(BaseModel):
         max_length=20_000,
         description="text of the response (after normalisation) or a segment id such as r3",
     )
-    model: str | None = Field(None, min_length=1, max_length=256, description="litellm model string of the judge")
+    model: str | None = Field(None, min_length=1, max_length=256, description="litellm model string of the judge; "
+                              "only a model on the service's allow-list (else 422); default: the turn's own model "
+                              "when allowed, else the service's default")
     probe: bool = False
     params: ParamsOverride | None = Field(None, description=PARAMS_DESCRIPTION)
     estimator: EstimatorChoice = Field("judged", description=ESTIMATOR_DESCRIPTION)
 
 
-class ScoringOut(_Out):
-    can_score: bool
-    how: Literal["in-process", "completions-echo", "none"]
-    reason: str
-    scoring_calls: int = Field(description="prompt-only scoring calls of a logprob trace (worst case)")
-    span_calls: int
-    scoring_prompt_tokens: int
-    scoring_output_tokens: int
-
-
-class PlannedCalls(_Out):
-    round1: int
-    round2: int
-    redundancy: int = Field(0, description="redundancy resolution, worst case: each candidate kept alone once")
-    spans: int
-    probe: int
+ScoringOut = ScoringQuoteModel  # the estimator's quote of a logprob trace's scoring
+PlannedCalls = QuoteCallsModel  # the estimator's planned calls, by stage
 
 
 class ExpectedDigitOut(_Out):
@@ -270,7 +267,9 @@ class QuoteOut(_Out):
     turn_id: str
     claim: str = Field(description="the selected text that will be traced")
     segment_id: str | None
-    model: str
+    model: str = Field(description="the judge model that will run")
+    model_reason: str | None = Field(None, description="why this model: requested explicitly, the turn's own model "
+                                     "on the allow-list, or the default (and why the turn's model is not used)")
     sources: int
     planned_calls: int = Field(description="worst case; a trace never makes more")
     calls: PlannedCalls
@@ -340,24 +339,31 @@ class TraceIn(BaseModel):
         return False
 
 
-class TraceCalls(_Out):
+JobStatus = Literal["queued", "running", "succeeded", "failed", "interrupted"]
+"""Where a job (a trace or a probe) is: only ``succeeded`` has a result; ``failed`` and ``interrupted``
+say why in ``reason`` and keep the calls already billed."""
+
+
+class JobCalls(_Out):
+    """The calls block of a job (a trace or a probe), and of a verification's traces together."""
+
     planned: int = Field(description="the quoted worst case, reserved from the caller's budget")
     made: int
     billed: int = Field(description="calls the provider charged for, failed ones included")
 
 
-TraceStatus = Literal["queued", "running", "succeeded", "failed", "interrupted"]
+TraceCalls = JobCalls  # the same type, by its older name
 
 
 class TraceOut(_Out):
     trace_id: str
-    status: TraceStatus
+    status: JobStatus
     turn_id: str
     quote_id: str
     claim: str
     segment_id: str | None
     model: str
-    calls: TraceCalls
+    calls: JobCalls
     round: str | None = Field(description="round1, round2, redundancy, spans or probe while running")
     message: str | None
     layer_scores: dict[str, float | None] = Field(description="partial layer drops known so far")
@@ -365,14 +371,14 @@ class TraceOut(_Out):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
-    result: dict[str, Any] | None = Field(description="the trace result, only when status is succeeded")
+    result: TraceJobResultModel | None = Field(description="the trace result, only when status is succeeded")
 
 
 class ProgressOut(_Out):
     """The data of one ``progress`` server-sent event."""
 
     trace_id: str
-    status: TraceStatus
+    status: JobStatus
     calls_done: int
     calls_planned: int
     calls_billed: int
@@ -422,20 +428,20 @@ class ProbeIn(BaseModel):
 
 class ProbeOut(_Out):
     probe_id: str
-    status: TraceStatus
+    status: JobStatus
     turn_id: str
     quote_id: str
     claim: str
     segment_id: str | None
     source_id: str
     model: str
-    calls: TraceCalls
+    calls: JobCalls
     message: str | None
     reason: str | None = Field(description="why a probe failed or was interrupted")
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
-    result: dict[str, Any] | None = Field(
+    result: ProbeResultModel | None = Field(
         description="verdict (required | not_required | inconclusive), note, anchors, baseline B and "
         "without W of k, calls, usage, cost — only when status is succeeded"
     )
@@ -448,7 +454,9 @@ class VerifyIn(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"max_cost_usd": 0.25}]})
 
     max_cost_usd: float = Field(ge=0, le=1_000_000, description="the budget for every trace of the answer")
-    model: str | None = Field(None, min_length=1, max_length=256, description="litellm model string of the judge")
+    model: str | None = Field(None, min_length=1, max_length=256, description="litellm model string of the judge; "
+                              "only a model on the service's allow-list (else 422); default: the turn's own model "
+                              "when allowed, else the service's default")
     params: ParamsOverride | None = Field(None, description=PARAMS_DESCRIPTION)
 
 
@@ -456,26 +464,28 @@ class VerifySentenceOut(_Out):
     segment_id: str
     text: str
     status: str = Field(description="the free-tier status of the sentence")
-    decision: Literal["allow", "review", "block"]
-    rule: str
+    decision: Decision
+    rule: Rule
     reason: str
     outcome: Literal["quoted", "traced", "error", "budget_refused"] | None = Field(
         description="what checking it produced; null when it needed no check"
     )
     trace_id: str | None
-    verdict: str | None = Field(description="the trace's verdict, when traced")
-    declared: dict[str, Any] | None = Field(description="the declared-attribution audit, when traced")
+    verdict: Verdict | None = Field(description="the trace's verdict, when traced")
+    declared: DeclaredAuditModel | None = Field(description="the declared-attribution audit, when traced or "
+                                                "quoted")
 
 
 class VerifyOut(_Out):
     turn_id: str
-    decision: Literal["allow", "review", "block"]
-    rule: str = Field(description="the rule that fired")
+    decision: Decision
+    rule: Rule = Field(description="the rule that fired")
     reason: str
     model: str
+    model_reason: str | None = Field(None, description="why this judge model (see the quote's model_reason)")
     quoted_cost_usd: float = Field(description="the sum of the traces' quotes, within max_cost_usd")
     max_cost_usd: float
-    calls: TraceCalls
+    calls: JobCalls
     sentences: list[VerifySentenceOut]
 
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field, SecretStr, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from estimator.params import DEFAULT_PARAMS, Params
 from provenance_api.core.errors import InvalidInput
@@ -27,6 +27,30 @@ def default_data_dir() -> Path:
     """Per-user data directory: ``$XDG_DATA_HOME/provenance`` or ``~/.local/share/provenance``."""
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "provenance"
+
+
+class ModelPrice(BaseModel):
+    """An operator's price for a judge model litellm's bundled price map does not know (USD per million tokens)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input_per_mtok: float = Field(ge=0, description="USD per million input tokens.")
+    output_per_mtok: float = Field(ge=0, description="USD per million output tokens.")
+
+    def per_token(self) -> tuple[float, float]:
+        return self.input_per_mtok / 1e6, self.output_per_mtok / 1e6
+
+
+def _model_list(value: Any) -> Any:
+    """A JSON list, or a comma-separated list (``a,b``), of model names; an empty string is no list."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            import json
+
+            return json.loads(text)
+        return [part.strip() for part in text.split(",") if part.strip()]
+    return value
 
 
 class Settings(BaseSettings):
@@ -43,7 +67,29 @@ class Settings(BaseSettings):
     )
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
-    default_model: str | None = Field(None, description="Judge model for turns that do not name theirs.")
+    default_model: str | None = Field(
+        None, description="The judge model that runs when no other is allowed (else openai/gpt-4o-mini)."
+    )
+    allowed_models: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Judge models a request or a turn may choose besides the default (JSON list or a,b); "
+        "empty: only the default runs.",
+    )
+    tenant_models: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Per tenant, as JSON tenant → [models]: replaces allowed_models for that tenant.",
+    )
+    model_prices: dict[str, ModelPrice] = Field(
+        default_factory=dict,
+        description="Operator prices, as JSON model → {input_per_mtok, output_per_mtok} (USD); a model with no "
+        "price here or in litellm's bundled map is refused.",
+    )
+    budget_usd_per_user: float | None = Field(
+        None, ge=0, description="USD of model calls per user per rate window (None: no money cap)."
+    )
+    budget_usd_per_tenant: float | None = Field(
+        None, ge=0, description="USD of model calls per tenant per rate window (None: no money cap)."
+    )
     judge_api_base: str | None = Field(None, description="Overrides the provider's base URL (else litellm's env).")
     judge_api_key: SecretStr | None = Field(None, description="Overrides the provider's key (else litellm's env).")
     judge_timeout_seconds: float = Field(120.0, gt=0, le=3600)
@@ -71,7 +117,8 @@ class Settings(BaseSettings):
     sse_poll_seconds: float = Field(0.5, gt=0, le=30, description="How often an event stream re-reads a job.")
     admin_tenant: str = "local"
     admin_user: str = "admin"
-    warm_up: bool = Field(True, description="Load the tokenizer and litellm in the background at startup.")
+    warm_up: bool = Field(True, description="Load the tokenizer and litellm at startup: in the background for the "
+                          "API, before the first job for a worker.")
     log_level: str = "INFO"
     log_json: bool = True
 
@@ -83,6 +130,15 @@ class Settings(BaseSettings):
     redis_prefix: str = Field("provenance", min_length=1, description="Prefix of every Redis key and queue.")
     judgement_cache: bool = Field(True, description="Answer repeated deterministic judge/support calls from cache.")
     judgement_cache_ttl_seconds: int = Field(7 * 24 * 3600, ge=1, description="How long a cached judgement lives.")
+    judgement_cache_shared: bool = Field(
+        False, description="Let one tenant's cached judgements answer another tenant's identical calls (off: each "
+        "tenant has its own entries, so no tenant can tell what another traced).",
+    )
+    free_tier_rate_max_requests: int = Field(
+        3000, ge=1, description="Requests per caller (tenant and user) per free_tier_rate_window_seconds to the "
+        "endpoints that call no model (segments, sources, search, gating report, verify, viewer reads); 429 above.",
+    )
+    free_tier_rate_window_seconds: int = Field(60, ge=1, le=86400, description="The free-tier request window (s).")
     worker_max_jobs: int = Field(4, ge=1, le=256, description="Trace jobs one `provenance worker` runs at once.")
     worker_lease_seconds: float = Field(
         30.0, gt=0, le=3600, description="A running job whose worker has not renewed its lease this long is dead."
@@ -92,6 +148,11 @@ class Settings(BaseSettings):
         description="History stores the API may import from, as JSON: name → {\"url\", \"format\"} (format: "
         "openai-agents-session, langgraph-sqlite or langgraph-postgres); POST /v1/imports/sources/{name}.",
     )
+
+    @field_validator("allowed_models", mode="before")
+    @classmethod
+    def _split_models(cls, value: Any) -> Any:
+        return _model_list(value)
 
     @cached_property
     def base_params(self) -> Params:

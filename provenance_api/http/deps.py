@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from provenance_api.operations import request_limits
 from provenance_api.operations.auth import Principal, authenticate
 from provenance_api.operations.services import Services
 
@@ -31,3 +32,17 @@ async def get_principal(
 
 Svc = Annotated[Services, Depends(get_services)]
 Caller = Annotated[Principal, Depends(get_principal)]
+
+
+async def get_free_tier_caller(request: Request, caller: Caller) -> Principal:
+    """The caller of an endpoint that calls no model, counted against the free tier's request rate
+    (429 with Retry-After above ``free_tier_rate_max_requests`` per ``free_tier_rate_window_seconds``)."""
+    limiter = getattr(request.app.state, "free_tier_limiter", None)
+    if limiter is None:
+        limiter = request_limits.free_tier_limiter(get_services(request))
+        request.app.state.free_tier_limiter = limiter
+    await request_limits.check_free_tier_rate(limiter, caller)
+    return caller
+
+
+FreeTierCaller = Annotated[Principal, Depends(get_free_tier_caller)]

@@ -279,9 +279,14 @@ class WorkerServices(Protocol):
     def trace_context(self) -> TraceContext: ...
 
 
-def build_worker(settings: Settings, build_services: Callable[[], WorkerServices]) -> Worker:
+def build_worker(settings: Settings, build_services: Callable[[], WorkerServices],
+                 warm_up: Callable[[], None] | None = None) -> Worker:
     """An arq ``Worker`` running trace jobs with the service's storage, budget, cache and judge, built by
-    ``build_services`` (the same wiring as the API's)."""
+    ``build_services`` (the same wiring as the API's).
+
+    ``warm_up`` (the provider client's imports, the tokenizer: seconds of CPU) runs in startup, before the
+    worker's first poll: a worker still starting takes no job, so no trace waits behind its imports while
+    a warm worker could run it."""
     if not settings.redis_url:
         raise RuntimeError("provenance worker needs PROVENANCE_REDIS_URL")
     prefix = settings.redis_prefix
@@ -289,6 +294,8 @@ def build_worker(settings: Settings, build_services: Callable[[], WorkerServices
     async def startup(ctx: dict[str, Any]) -> None:
         services = build_services()
         await services.db.migrate()
+        if warm_up is not None:
+            await anyio.to_thread.run_sync(warm_up)
         ctx["services"] = services
         ctx["settings"] = settings
         ctx["trace_context"] = services.trace_context

@@ -26,12 +26,14 @@ from typing import Any, Protocol
 
 import anyio
 
+from estimator.cost import Pricing
 from estimator.declared import audit_trace
 from estimator.ledger import CallEvent, CallLedger
 from estimator.llm import LLM, Usage
 from estimator.params import Params
 from estimator.probe import probe_source
 from estimator.result import ProgressEvent
+from estimator.result_models import ProbeResultModel, TraceJobResultModel
 from estimator.scorer import Scorer
 from estimator.scoring_cost import EstimatorChoice
 from estimator.trace import needs_scorer, run_trace
@@ -39,6 +41,7 @@ from estimator.units import Corpus
 from provenance_api.core.errors import ProvenanceError
 from provenance_api.core.observability import Metrics, log_fields, redact, trace_id_var
 from provenance_api.providers import free_tier
+from provenance_api.providers.llm_cache import CachingLLM
 from provenance_api.storage import crud_traces, crud_turns
 from provenance_api.storage.crud_traces import JobRecord, Progress
 from provenance_api.storage.limits import Limiter, Reservation
@@ -117,6 +120,7 @@ class _Meter:
 
     ledger: CallLedger | None = None
     progress: Progress = field(default_factory=lambda: Progress(0, 0))
+    price: tuple[float, float] | None = None  # the judge's USD per input / output token, when known
 
     @property
     def made(self) -> int:
@@ -128,6 +132,20 @@ class _Meter:
 
     def snapshot(self) -> Progress:
         return replace(self.progress, calls_made=self.made, calls_billed=self.billed)
+
+    def billed_usd(self, reservation: Reservation) -> float | None:
+        """What the job's billed calls cost: the tokens the provider reported at the judge's price (the
+        operator's, else litellm's map), plus — for billed calls that failed without reporting usage — the
+        quote's price per call; the provider-reported cost when the judge has no price; None when unknown."""
+        ledger = self.ledger
+        if ledger is None or ledger.billed == 0:
+            return 0.0
+        per_call = reservation.cost_usd / reservation.calls if reservation.calls else 0.0
+        if self.price is not None:
+            usage = ledger.usage
+            return usage.input_tokens * self.price[0] + usage.output_tokens * self.price[1] + (
+                ledger.failed_billed * per_call)
+        return ledger.cost_usd
 
 
 @dataclass(frozen=True)
@@ -141,6 +159,7 @@ class TraceContext:
     llm_factory: LLMFactory
     api_base: str | None
     scorer_factory: ScorerFactory | None = None
+    pricing: Pricing | None = None  # the judge's price, for settling the money budget at the billed cost
 
 
 def _digest(text: str) -> str:
@@ -148,7 +167,8 @@ def _digest(text: str) -> str:
 
 
 async def run_trace_job(ctx: TraceContext, job_id: str, reservation: Reservation) -> None:
-    """Run one queued trace job to a terminal state, then settle its call reservation."""
+    """Run one queued trace job to a terminal state, then settle its reservation: the calls made and the
+    USD billed (whatever the outcome)."""
     trace_id_var.set(job_id)
     meter = _Meter()
     outcome = "failed"
@@ -177,8 +197,9 @@ async def run_trace_job(ctx: TraceContext, job_id: str, reservation: Reservation
     finally:
         ctx.metrics.traces.labels(outcome).inc()
         used = meter.made
+        billed_usd = meter.billed_usd(reservation)
         with anyio.CancelScope(shield=True):
-            await ctx.limiter.settle(reservation, used)
+            await ctx.limiter.settle(reservation, used, billed_usd)
         ctx.hub.publish(job_id, None)
         log_fields(
             log,
@@ -187,6 +208,8 @@ async def run_trace_job(ctx: TraceContext, job_id: str, reservation: Reservation
             outcome=outcome,
             calls_made=used,
             calls_reserved=reservation.calls,
+            usd_billed=billed_usd,
+            usd_reserved=reservation.cost_usd,
         )
 
 
@@ -200,9 +223,16 @@ async def _execute(ctx: TraceContext, job: JobRecord, meter: _Meter) -> str:
     corpus = await anyio.to_thread.run_sync(free_tier.corpus_for, record.turn, params)
     query = record.turn.effective_query()
     write_lock = anyio.Lock()
+    events = written = 0  # ledger events seen; of them, how many the job row already holds
 
     async def on_call(ledger: CallLedger, event: CallEvent) -> None:
-        """The ledger's hook: metrics, then the counts persisted before the estimator sees the answer."""
+        """The ledger's hook: metrics, then the counts persisted before the estimator sees the answer.
+
+        Writes are group-committed: calls that end (or leave) together queue on the lock, and the first
+        of them to get it writes the latest counts, which hold every event seen so far; the others find
+        their event already written and return without a write. Each call still returns only once a
+        committed write holds it, with one write per batch instead of one per call on the trace's path."""
+        nonlocal events, written
         if event.outcome == "cached":  # answered by the judgement cache: not a model call, not billed
             ctx.metrics.cache_hits.labels("judgement").inc()
         elif event.outcome in ("failed", "failed_billed", "answered"):
@@ -211,11 +241,18 @@ async def _execute(ctx: TraceContext, job: JobRecord, meter: _Meter) -> str:
             ctx.metrics.observe_usage(event.usage, cached=False)
         meter.progress = meter.snapshot()
         ctx.hub.publish(job.id, meter.progress)
+        events += 1
+        mine = events
         async with write_lock:
+            if written >= mine:  # a write that began after this event committed it
+                return
+            covered = events
             await crud_traces.record_progress(ctx.db, job.id, meter.progress)
+            written = covered
 
     ledger = CallLedger(planned=job.calls_planned, concurrency=params.concurrency, on_call=on_call)
     meter.ledger = ledger
+    meter.price = ctx.pricing.price(job.model) if ctx.pricing is not None else None
 
     def on_progress(event: ProgressEvent) -> None:
         meter.progress = Progress(calls_made=ledger.made, calls_billed=ledger.billed, round=event.round,
@@ -232,6 +269,8 @@ async def _execute(ctx: TraceContext, job: JobRecord, meter: _Meter) -> str:
                 raise ProvenanceError(f"estimator {estimator!r} needs a scorer and this service has none")
             scorer = ctx.scorer_factory(job.model)
     llm = ctx.llm_factory(job.model, ctx.api_base)
+    if isinstance(llm, CachingLLM):  # cached judgements answer this tenant only (unless the operator shares them)
+        llm = llm.for_tenant(job.tenant, job.turn_id)
     work = _KINDS[job.kind]
     done = await work(_Run(job, llm, ledger, corpus, query, params, on_progress, estimator, scorer))
     final = meter.snapshot()
@@ -249,7 +288,7 @@ async def _execute(ctx: TraceContext, job: JobRecord, meter: _Meter) -> str:
         prompt_versions=done.prompt_versions,
         params=done.params,
         model=llm.model,
-        result=done.result,
+        result=done.result.model_dump(mode="json"),
         calls_planned=job.calls_planned,
         calls_made=ledger.made,
         calls_billed=ledger.billed,
@@ -278,9 +317,9 @@ class _Run:
 
 @dataclass(frozen=True)
 class _Done:
-    """What one kind of job produced: the result to store and its audit fields."""
+    """What one kind of job produced: the typed result (stored as its ``model_dump``) and its audit fields."""
 
-    result: dict[str, Any]
+    result: TraceJobResultModel | ProbeResultModel
     prompt_versions: dict[str, Any]
     params: dict[str, Any]
     usage: Usage
@@ -295,8 +334,7 @@ async def _trace(run: _Run) -> _Done:
                               params=run.params, tokenizer=free_tier.tokenizer(), on_progress=run.on_progress,
                               ledger=run.ledger)
     result = outcome.result
-    out = outcome.to_dict()
-    out["declared"] = audit_trace(run.job.claim, run.corpus, result).to_dict()
+    out = outcome.to_model(declared=audit_trace(run.job.claim, run.corpus, result).to_model())
     return _Done(out, dict(result.prompt_versions), dict(result.params), run.ledger.usage, run.ledger.cost_usd,
                  result.calls.saved)
 
@@ -308,7 +346,7 @@ async def _probe(run: _Run) -> _Done:
                                   f"regenerating with and without {run.job.source_id}"))
     result = await probe_source(run.llm, run.job.claim, run.query, run.corpus, run.job.source_id,
                                 params=run.params, tokenizer=free_tier.tokenizer(), ledger=run.ledger)
-    return _Done(result.to_dict(), {"probe_regenerate": result.prompt_version}, run.params.model_dump(),
+    return _Done(result.to_model(), {"probe_regenerate": result.prompt_version}, run.params.model_dump(),
                  result.usage, result.cost_usd)
 
 

@@ -18,11 +18,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import secrets
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
+
+from pydantic import ValidationError
 
 from estimator.turn import StoredTurn
 from estimator.units import Layer, Unit
@@ -30,7 +34,7 @@ from provenance_api.core.errors import InvalidInput
 from provenance_api.importers import MAX_CONVERSATION_ID, detect_format, import_conversation, normalize_format
 from provenance_api.providers import free_tier
 from provenance_api.storage import crud_turns
-from provenance_api.storage.errors import RecordConflict
+from provenance_api.storage.errors import RecordConflict, RecordUnreadable, StorageError
 from provenance_api.storage.session import Database
 
 SUMMARY_KEYS: tuple[str, ...] = ("traceable", "quoted", "agent_voice", "action", "unanchored")
@@ -39,8 +43,19 @@ BOM = b"\xef\xbb\xbf"
 TOO_DEEP = "nested too deeply to read (RecursionError): flatten the data or split it"
 
 
+def new_batch_id() -> str:
+    """The id of one import (``ib_`` + 20 hex digits): stored on every turn it creates, so
+    ``DELETE /v1/imports/{batch_id}`` can remove them."""
+    return f"ib_{secrets.token_hex(10)}"
+
+
 @dataclass
 class ImportCounts:
+    """The summary of one import, and what every turn it stores carries: its ``batch_id`` and the size limit
+    of one stored turn (``max_turn_bytes``, None for no limit)."""
+
+    batch_id: str = field(default_factory=new_batch_id)
+    max_turn_bytes: int | None = None
     imported: int = 0
     unchanged: int = 0
     conflicting: int = 0
@@ -58,6 +73,7 @@ class ImportCounts:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "batch_id": self.batch_id,
             "imported": self.imported,
             "unchanged": self.unchanged,
             "conflicting": self.conflicting,
@@ -221,9 +237,22 @@ async def import_items(
     return counts
 
 
+def _validation_reason(error: Any) -> str:
+    """One pydantic error as ``turn.<field>: <message>`` (the message names a deeper path when it has one)."""
+    loc = ".".join(str(p) for p in error.get("loc", ()))
+    message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+    return f"turn.{loc}: {message}" if loc else f"turn: {message}"
+
+
 def _failure(exc: BaseException) -> str:
     if isinstance(exc, RecursionError):
         return TOO_DEEP
+    if isinstance(exc, StorageError):
+        return exc.detail
+    if isinstance(exc, ValidationError) and exc.errors():
+        return "; ".join(_validation_reason(e) for e in exc.errors()[:3])
+    if isinstance(exc, UnicodeError):
+        return f"not valid Unicode text ({exc}); replace the character or pair the surrogate escape"
     return str(exc) if isinstance(exc, ValueError) else f"cannot import: {type(exc).__name__}: {exc}"
 
 
@@ -255,7 +284,8 @@ async def import_one(
 
 async def store(db: Database, tenant: str, user: str, turn: StoredTurn, where: str, counts: ImportCounts) -> None:
     try:
-        _, created = await crud_turns.put_turn(db, tenant, user, turn)
+        _, created = await crud_turns.put_turn(db, tenant, user, turn, batch=counts.batch_id,
+                                               max_bytes=counts.max_turn_bytes)
     except RecordConflict as exc:
         counts.conflicting += 1
         counts.errors.append({"where": f"{where}: {turn.turn_id}", "reason": exc.detail})
@@ -284,6 +314,12 @@ class GatingReport:
     turns: list[dict[str, Any]] = field(default_factory=list)
     totals: Counter[str] = field(default_factory=Counter)
     quoted_sources: Counter[str] = field(default_factory=Counter)
+    unreadable: list[dict[str, str]] = field(default_factory=list)
+
+    def flag(self, turn_id: str, reason: str) -> None:
+        """A stored turn left out of the report because it cannot be read or rendered: named with why."""
+        self.unreadable.append({"turn_id": turn_id, "reason": reason,
+                                "fix": f"delete it with DELETE /v1/turns/{quote(turn_id, safe='')}"})
 
     def add(self, turn: StoredTurn) -> dict[str, Any]:
         view = free_tier.gate_view(turn)
@@ -299,11 +335,19 @@ class GatingReport:
         return entry
 
     def add_all(self, turns: list[StoredTurn]) -> list[dict[str, Any]]:
-        return [self.add(turn) for turn in turns]
+        """``add`` each turn; one that cannot be rendered is flagged (``unreadable``) and the rest go on."""
+        entries = []
+        for turn in turns:
+            try:
+                entries.append(self.add(turn))
+            except Exception as exc:
+                self.flag(turn.turn_id, _failure(exc))
+        return entries
 
     def totals_dict(self) -> dict[str, Any]:
         keys = ("turns", "sources", "sentences", *SUMMARY_KEYS)
         return {
+            "unreadable": list(self.unreadable),
             "totals": {key: self.totals.get(key, 0) for key in keys},
             "top_quoted_sources": [
                 {"source": label, "quotes": n} for label, n in self.quoted_sources.most_common(TOP_SOURCES)
@@ -350,7 +394,10 @@ async def gating_report(db: Database, tenant: str, on_turns: Callable[[list[dict
         if on_turns is not None:
             on_turns(entries)
 
-    async for record in crud_turns.iter_turns(db, tenant, batch=batch):
+    def skip(exc: RecordUnreadable) -> None:
+        report.flag(str(exc.extra.get("turn_id", "")), exc.detail)
+
+    async for record in crud_turns.iter_turns(db, tenant, batch=batch, on_unreadable=skip):
         pending.append(record.turn)
         if len(pending) >= batch:
             await flush()

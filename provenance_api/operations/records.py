@@ -13,14 +13,18 @@ from provenance_api.operations.auth import Principal
 from provenance_api.operations.services import Services
 from provenance_api.storage import crud_traces, crud_turns
 from provenance_api.storage.crud_traces import JobKind, JobRecord
-from provenance_api.storage.crud_turns import TurnRecord, TurnSummary
+from provenance_api.storage.crud_turns import Deleted, TurnRecord, TurnSummary
+from provenance_api.storage.judgement_cache import judgement_store, turn_scope
 
 __all__ = [
+    "Deleted",
     "JobKind",
     "JobRecord",
     "TurnPage",
     "TurnRecord",
     "TurnSummary",
+    "delete_import_batch",
+    "delete_turn",
     "get_job",
     "get_turn",
     "store_turn",
@@ -65,3 +69,28 @@ async def traces_of_turn(services: Services, caller: Principal, turn_id: str, li
     await crud_turns.get_turn(services.db, caller.tenant, turn_id)
     ids = await crud_traces.trace_ids_of_turn(services.db, caller.tenant, turn_id, limit)
     return [await crud_traces.get_job(services.db, caller.tenant, job_id) for job_id in ids]
+
+
+async def delete_turn(services: Services, caller: Principal, turn_id: str) -> Deleted:
+    """Delete the caller's turn with its quotes, traces, probes and their results, and its search-index row.
+    RecordMissing for a turn of no (or another) tenant; RecordConflict while a trace or probe of it runs."""
+    deleted = await crud_turns.delete_turns(services.db, caller.tenant, turn_id=turn_id)
+    await _forget_judgements(services, caller.tenant, deleted.turn_ids)
+    return deleted
+
+
+async def delete_import_batch(services: Services, caller: Principal, batch_id: str) -> Deleted:
+    """Delete every turn of the caller's tenant that import ``batch_id`` created, as ``delete_turn`` does."""
+    deleted = await crud_turns.delete_turns(services.db, caller.tenant, batch=batch_id)
+    await _forget_judgements(services, caller.tenant, deleted.turn_ids)
+    return deleted
+
+
+async def _forget_judgements(services: Services, tenant: str, turn_ids: list[str]) -> None:
+    """Purge the deleted turns' cached judgements (kept per tenant and turn). Entries the operator chose to
+    share across tenants belong to no one turn; they expire with the cache's TTL."""
+    store = judgement_store(services.settings, services.redis)
+    if store is None:
+        return
+    for turn_id in turn_ids:
+        await store.purge(turn_scope(tenant, turn_id))

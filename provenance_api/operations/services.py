@@ -9,6 +9,7 @@ from redis.asyncio import Redis
 from provenance_api.core.observability import Metrics
 from provenance_api.core.settings import Settings
 from provenance_api.jobs.runner import JobRunner, LLMFactory, ProgressHub, ScorerFactory, TraceContext
+from provenance_api.operations import model_policy
 from provenance_api.storage.limits import Limiter
 from provenance_api.storage.session import Database
 
@@ -38,4 +39,5 @@ class Services:
             llm_factory=self.llm_factory,
             api_base=self.settings.judge_api_base,
             scorer_factory=self.scorer_factory,
+            pricing=model_policy.pricing(self.settings),
         )

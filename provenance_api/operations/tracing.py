@@ -9,7 +9,9 @@ from typing import Any
 
 import anyio.to_thread
 
+from estimator.cost import Pricing
 from estimator.params import Params
+from estimator.result_models import CostQuoteModel, ProbeResultModel, ScoringQuoteModel, TraceJobResultModel
 from estimator.scoring_cost import EstimatorChoice, ScoringCapability, quote_scoring, scoring_capability
 from estimator.trace import needs_scorer, planned_calls
 from estimator.turn import StoredTurn
@@ -22,12 +24,10 @@ from provenance_api.core.schemas import (
     ExpectedDigitOut,
     GateSummaryOut,
     LayerOut,
-    PlannedCalls,
     ProbeIn,
     ProbeOut,
     ProgressOut,
     QuoteOut,
-    ScoringOut,
     SegmentOut,
     SegmentsOut,
     SourceOut,
@@ -37,7 +37,9 @@ from provenance_api.core.schemas import (
     TraceOut,
 )
 from provenance_api.jobs.runner import run_trace_job
+from provenance_api.operations import model_policy
 from provenance_api.operations.auth import Principal
+from provenance_api.operations.model_policy import ModelChoice
 from provenance_api.operations.request_params import request_params
 from provenance_api.operations.services import Services
 from provenance_api.providers import free_tier
@@ -48,11 +50,11 @@ from provenance_api.storage.crud_turns import TurnRecord
 from provenance_api.storage.limits import Reservation
 
 
-def judge_model(turn: StoredTurn, explicit: str | None, services: Services) -> str:
-    """Explicit, else the turn's own model, else PROVENANCE_DEFAULT_MODEL (from settings)."""
-    if explicit or turn.model or not services.settings.default_model:
-        return free_tier.resolve_model(turn, explicit)
-    return services.settings.default_model
+def judge_model(turn: StoredTurn, explicit: str | None, services: Services, tenant: str) -> ModelChoice:
+    """The operator's policy (``model_policy``): an explicit model only if allowed for ``tenant`` (else 422),
+    else the turn's own model if allowed, else the default; refused (422) when it names a host or has no price."""
+    return model_policy.judge_for(services.settings, tenant, turn_model=turn.model, explicit=explicit,
+                                  local_model=services.local_model)
 
 
 # --------------------------------------------------------------------------- free tier
@@ -146,6 +148,7 @@ def model_scoring(services: Services, model: str) -> ScoringCapability:
 def _price(
     record: TurnRecord, sentence: str, model: str, params: Params, probe: bool,
     capability: ScoringCapability | None = None, estimator: EstimatorChoice = "judged",
+    pricing: Pricing | None = None,
 ) -> tuple[str, str | None, dict[str, Any], int]:
     """The cost gate for a trace, or — with ``probe`` — for the probe alone (2k regenerations); with
     ``capability``, the scoring a logprob trace would add (``scoring``). Also the planned calls of the
@@ -153,7 +156,8 @@ def _price(
     view = free_tier.gate_view(record.turn, params)
     selection = free_tier.require_selection(record.turn, view, sentence)
     quote = free_tier.cost_quote(
-        record.turn, view.corpus, selection.text, model=model, params=params, probe=probe, trace=not probe
+        record.turn, view.corpus, selection.text, model=model, params=params, probe=probe, trace=not probe,
+        pricing=pricing,
     )
     out = quote.to_dict()
     if capability is not None:
@@ -179,7 +183,8 @@ async def make_quote(
                            field="estimator", fix="drop estimator, or quote a trace (probe: false)")
     record = await crud_turns.get_turn(services.db, caller.tenant, turn_id)
     params = request_params(services.settings.base_params, overrides)
-    judge = judge_model(record.turn, model, services)
+    choice = judge_model(record.turn, model, services, caller.tenant)
+    judge = choice.model
     capability = None if probe else model_scoring(services, judge)
     if capability is not None and needs_scorer(estimator) and not capability.can_score:
         raise InvalidInput(
@@ -198,9 +203,11 @@ async def make_quote(
             "completions, vLLM, a llama.cpp server, the local model)",
         )
     claim, segment_id, quote, planned = await anyio.to_thread.run_sync(
-        _price, record, sentence, judge, params, probe, capability, estimator
+        _price, record, sentence, judge, params, probe, capability, estimator, model_policy.pricing(services.settings)
     )
     quote["estimator"] = estimator
+    quote["model_reason"] = choice.reason
+    quote["model_source"] = choice.source
     if expected is not None:
         quote["expected_digit"] = expected.to_dict()
     new = NewQuote(
@@ -223,6 +230,7 @@ async def make_quote(
 
 def quote_out(q: QuoteRecord) -> QuoteOut:
     d = q.quote
+    priced = CostQuoteModel.model_validate(d)  # the estimator's quote; the service's additions are read below
     return QuoteOut(
         quote_id=q.id,
         expires_at=q.expires_at,
@@ -230,18 +238,19 @@ def quote_out(q: QuoteRecord) -> QuoteOut:
         claim=q.claim,
         segment_id=q.segment_id,
         model=q.model,
-        sources=d["sources"],
+        model_reason=d.get("model_reason"),
+        sources=priced.sources,
         planned_calls=q.planned_calls,
-        calls=PlannedCalls(**d["calls"]),
-        input_tokens=d["input_tokens"],
-        output_tokens=d["output_tokens"],
-        untruncated_corpus_tokens=d["untruncated_corpus_tokens"],
+        calls=priced.calls,
+        input_tokens=priced.input_tokens,
+        output_tokens=priced.output_tokens,
+        untruncated_corpus_tokens=priced.untruncated_corpus_tokens,
         cost_usd=q.cost_usd,
-        warnings=list(d["warnings"]),
-        truncated_sources=list(d["truncated_sources"]),
+        warnings=priced.warnings,
+        truncated_sources=priced.truncated_sources,
         refused=q.refused,
         estimator=d.get("estimator", "judged"),
-        scoring=ScoringOut(**d["scoring"]) if d.get("scoring") else None,
+        scoring=ScoringQuoteModel.model_validate(d["scoring"]) if d.get("scoring") else None,
         expected_digit=ExpectedDigitOut(**d["expected_digit"]) if d.get("expected_digit") else None,
     )
 
@@ -317,7 +326,7 @@ async def start_job(
             field="quote_id",
             fix="request a new quote with POST /v1/quotes",
         )
-    reservation = await reserve(services, caller, quote.planned_calls)
+    reservation = await reserve(services, caller, quote.planned_calls, quote.cost_usd or 0.0)
     return await launch(services, quote, reservation, max_cost_usd=body.max_cost_usd, kind=kind,
                         source_id=source_id)
 
@@ -333,10 +342,11 @@ async def _require_source(services: Services, caller: Principal, turn_id: str, s
         )
 
 
-async def reserve(services: Services, caller: Principal, calls: int) -> Reservation:
-    """Reserve ``calls`` from the caller's model-call budget (429 when they do not fit)."""
+async def reserve(services: Services, caller: Principal, calls: int, cost_usd: float = 0.0) -> Reservation:
+    """Reserve ``calls`` and the quote's ``cost_usd`` from the caller's budgets — calls and USD per user, USD
+    per tenant (429 naming the budget when they do not fit)."""
     try:
-        return await services.limiter.reserve(caller.budget_key, calls)
+        return await services.limiter.reserve(caller.budget_key, calls, cost_usd)
     except RateLimited:
         services.metrics.budget_refusals.inc()
         raise
@@ -383,7 +393,7 @@ def trace_out(job: JobRecord) -> TraceOut:
         created_at=job.created_at,
         started_at=job.started_at,
         finished_at=job.finished_at,
-        result=job.result if job.status == "succeeded" else None,
+        result=TraceJobResultModel.model_validate(job.result) if job.status == "succeeded" and job.result else None,
     )
 
 
@@ -419,5 +429,5 @@ def probe_out(job: JobRecord) -> ProbeOut:
         created_at=job.created_at,
         started_at=job.started_at,
         finished_at=job.finished_at,
-        result=job.result if job.status == "succeeded" else None,
+        result=ProbeResultModel.model_validate(job.result) if job.status == "succeeded" and job.result else None,
     )

@@ -14,12 +14,12 @@ Fail closed: a trace that fails, is interrupted or is still running at the deadl
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import anyio.to_thread
 
 from estimator.answer_gate import GateSentence, SentenceOutcome, decide, outcome_from_trace, quoted_outcome
 from estimator.declared import audit_declared, audit_trace
+from estimator.result_models import DeclaredAuditModel, TraceJobResultModel
 from provenance_api.core.errors import CostRefused, ProvenanceError
 from provenance_api.core.schemas import TraceCalls, VerifyIn, VerifyOut, VerifySentenceOut
 from provenance_api.operations.auth import Principal
@@ -43,7 +43,7 @@ def _refuse(exc: ProvenanceError) -> ProvenanceError:
 async def _quote_all(services: Services, caller: Principal, turn_id: str, body: VerifyIn, model: str,
                      segment_ids: list[str]) -> list[QuoteRecord]:
     quotes = [
-        await make_quote(services, caller, turn_id, sid, model=model, probe=False, overrides=body.params)
+        await make_quote(services, caller, turn_id, sid, model=body.model, probe=False, overrides=body.params)
         for sid in segment_ids
     ]
     for quote in quotes:
@@ -75,7 +75,7 @@ async def _reserve_all(services: Services, caller: Principal, quotes: list[Quote
     held: list[Reservation] = []
     try:
         for quote in quotes:
-            held.append(await reserve(services, caller, quote.planned_calls))
+            held.append(await reserve(services, caller, quote.planned_calls, quote.cost_usd or 0.0))
     except ProvenanceError as exc:
         for reservation in held:
             await services.limiter.settle(reservation, 0)
@@ -95,18 +95,19 @@ async def _await_all(services: Services, caller: Principal, jobs: list[JobRecord
 async def verify_turn(services: Services, caller: Principal, turn_id: str, body: VerifyIn, timeout: float) -> VerifyOut:
     record = await crud_turns.get_turn(services.db, caller.tenant, turn_id)
     params = request_params(services.settings.base_params, body.params)
-    model = judge_model(record.turn, body.model, services)
+    choice = judge_model(record.turn, body.model, services, caller.tenant)
+    model = choice.model
     view = await anyio.to_thread.run_sync(free_tier.gate_view, record.turn, params)
     corpus = view.corpus
     sentences = [GateSentence(g.segment.id, g.segment.text, g.status.value) for g in view.report.segments]
     outcomes: dict[str, SentenceOutcome] = {}
-    declared: dict[str, dict[str, Any]] = {}
+    declared: dict[str, DeclaredAuditModel] = {}
     for g in view.report.segments:
         if g.status.value == "quoted":
             ids = list(dict.fromkeys(c.source_id for c in g.citations))
             audit = audit_declared(g.segment.text, corpus, ids)
             outcomes[g.segment.id] = quoted_outcome(g.segment.id, ids, audit)
-            declared[g.segment.id] = audit.to_dict()
+            declared[g.segment.id] = audit.to_model()
 
     traceable = [s.segment_id for s in sentences if s.status == "traceable"]
     quotes = await _quote_all(services, caller, turn_id, body, model, traceable)
@@ -127,9 +128,10 @@ async def verify_turn(services: Services, caller: Principal, turn_id: str, body:
         sid = job.segment_id or ""
         by_segment[sid] = job
         if job.status == "succeeded" and job.result is not None:
-            audit = audit_trace(text[sid], corpus, job.result)
-            outcomes[sid] = outcome_from_trace(sid, job.result, audit)
-            declared[sid] = audit.to_dict()
+            traced = TraceJobResultModel.model_validate(job.result)
+            audit = audit_trace(text[sid], corpus, traced)
+            outcomes[sid] = outcome_from_trace(sid, traced, audit)
+            declared[sid] = audit.to_model()
         elif job.terminal:
             outcomes[sid] = SentenceOutcome(sid, "error", reason=f"trace {job.id} {job.status}: {job.reason}")
         else:
@@ -158,6 +160,7 @@ async def verify_turn(services: Services, caller: Principal, turn_id: str, body:
         fired = "the answer has no sentences to verify"
     return VerifyOut(
         turn_id=turn_id, decision=answer.decision, rule=answer.rule, reason=fired, model=model,
+        model_reason=choice.reason,
         quoted_cost_usd=round(sum(q.cost_usd or 0.0 for q in quotes), 6), max_cost_usd=body.max_cost_usd,
         calls=TraceCalls(planned=sum(j.calls_planned for j in jobs), made=sum(j.calls_made for j in jobs),
                          billed=sum(j.calls_billed for j in jobs)),

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from estimator.corpus import build_corpus
-from estimator.cost import CostQuote, quote_cost
+from estimator.cost import CostQuote, Pricing, quote_cost
 from estimator.gating import GateReport, gate_turn
 from estimator.params import DEFAULT_PARAMS, Params
 from estimator.segment import Segment, client_segments, segment_response
@@ -65,8 +65,9 @@ def require_selection(turn: StoredTurn, view: GateView, sentence: str) -> Select
 
 
 def cost_quote(turn: StoredTurn, corpus: Corpus, claim: str, *, model: str, params: Params = DEFAULT_PARAMS,
-               probe: bool = False, trace: bool = True) -> CostQuote:
+               probe: bool = False, trace: bool = True, pricing: Pricing | None = None) -> CostQuote:
+    """``pricing``: the operator's prices (``operations.model_policy``); default litellm's bundled map."""
     from provenance_api.providers.llm_litellm import LiteLLMPricing
 
     return quote_cost(corpus, claim, model=model, params=params, tokenizer=tokenizer(),
-                      pricing=LiteLLMPricing(), query=turn.effective_query(), probe=probe, trace=trace)
+                      pricing=pricing or LiteLLMPricing(), query=turn.effective_query(), probe=probe, trace=trace)

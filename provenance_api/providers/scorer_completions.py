@@ -18,16 +18,22 @@ carries the log-probability of every prompt token. The adapter then
 
 httpx directly (litellm has no echo path); retries with backoff on 429, 5xx, timeouts and connection
 errors, like the chat adapter; 4xx other than 429 is not retried.
+
+Error text is scrubbed of the key and, with ``disclose_endpoint=False`` (how the service builds it), of the
+scoring server's URL and host (``[provider]``): a failed score reaches a tenant as the trace's reason, and
+where the operator's scoring server lives is not the tenant's to know.
 """
 
 from __future__ import annotations
 
 import math
 import random
+import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import anyio
 import httpx
@@ -86,7 +92,8 @@ class CompletionsScorer:
     def __init__(self, model: str, api_base: str, api_key: str | None = None, *,
                  template: ChatTemplate = QWEN_TEMPLATE, bos: BosMode = "auto", timeout: float = 600.0,
                  max_attempts: int = 3, backoff_base: float = 0.5, backoff_max: float = 10.0,
-                 max_tokens: int = 1, transport: httpx.AsyncBaseTransport | None = None) -> None:
+                 max_tokens: int = 1, transport: httpx.AsyncBaseTransport | None = None,
+                 disclose_endpoint: bool = True) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
         self._model = model
@@ -100,17 +107,32 @@ class CompletionsScorer:
         self.backoff_max = backoff_max
         self.max_tokens = max_tokens
         self._transport = transport
+        self.disclose_endpoint = disclose_endpoint
         self._prepend = bos == "always"
         self.corrections = 0  # echoes found shifted and re-scored with the BOS prepended
         self.calls_attempted = 0
         self.last_alignment: EchoAlignment | None = None
 
     def __repr__(self) -> str:
-        return f"CompletionsScorer(model={self._model!r}, api_base={scrub_secrets(self.api_base)!r})"
+        return f"CompletionsScorer(model={self._model!r}, api_base={self._scrub(self.api_base)!r})"
 
     @property
     def model(self) -> str:
         return self._model
+
+    def _scrub(self, text: str) -> str:
+        """``text`` without the key and, unless the endpoint may be disclosed, without its URL or host."""
+        text = scrub_secrets(text, [self._api_key])
+        if self.disclose_endpoint:
+            return text
+        parts = urlsplit(self.api_base)
+        for place in (self.api_base, f"{parts.scheme}://{parts.netloc}", parts.netloc):
+            if place:
+                text = text.replace(place, "[provider]")
+        if parts.hostname:  # the host alone, or with another port; as a whole name, not inside another word
+            host = re.escape(parts.hostname)
+            text = re.sub(rf"(?<![\w.-])\[?{host}\]?(:\d+)?(?![\w-])", "[provider]", text)
+        return text
 
     @property
     def prepends_bos(self) -> bool:
@@ -211,7 +233,7 @@ class CompletionsScorer:
                     if exc.retry_after is not None:
                         wait = max(wait, min(exc.retry_after, self.backoff_max))
                     await anyio.sleep(wait)
-        raise ScorerError(f"scoring failed after {self.max_attempts} attempt(s): {last}")
+        raise ScorerError(self._scrub(f"scoring failed after {self.max_attempts} attempt(s): {last}"))
 
     async def _attempt(self, client: httpx.AsyncClient, url: str, body: dict[str, Any],
                        headers: dict[str, str]) -> dict[str, Any]:
@@ -220,12 +242,12 @@ class CompletionsScorer:
         except httpx.TimeoutException as exc:
             raise _Retryable(f"timed out after {self.timeout:g} s") from exc
         except httpx.TransportError as exc:
-            raise _Retryable(f"connection failed: {scrub_secrets(str(exc)) or type(exc).__name__}") from exc
+            raise _Retryable(f"connection failed: {self._scrub(str(exc)) or type(exc).__name__}") from exc
         if response.status_code == 429 or response.status_code >= 500:
             retry_after = _retry_after(response.headers.get("retry-after"))
-            raise _Retryable(f"HTTP {response.status_code}: {scrub_secrets(response.text[:200])}", retry_after)
+            raise _Retryable(f"HTTP {response.status_code}: {self._scrub(response.text[:200])}", retry_after)
         if response.status_code >= 400:
-            raise ScorerError(f"HTTP {response.status_code}: {scrub_secrets(response.text[:300])}")
+            raise ScorerError(f"HTTP {response.status_code}: {self._scrub(response.text[:300])}")
         try:
             data = response.json()
         except ValueError as exc:

@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
+from provenance_api.core.schemas import JobStatus
 from provenance_api.storage.errors import RecordConflict, RecordExpired, RecordMissing
-from provenance_api.storage.models import QuoteRow, TraceJobRow, TraceResultRow, utcnow
+from provenance_api.storage.models import ERASE_TURN_RESULTS, QuoteRow, TraceJobRow, TraceResultRow, utcnow
 from provenance_api.storage.session import Database
 
-JobStatus = Literal["queued", "running", "succeeded", "failed", "interrupted"]
 JobKind = Literal["trace", "probe"]
 _PREFIX: dict[str, str] = {"trace": "tr", "probe": "pr"}
 TERMINAL: frozenset[str] = frozenset({"succeeded", "failed", "interrupted"})
@@ -444,3 +445,44 @@ async def interrupt_running(db: Database, job_id: str, reason: str) -> bool:
             .values(status="interrupted", reason=reason, finished_at=now, updated_at=now)
         )
     return getattr(done, "rowcount", 0) == 1
+
+
+async def erase_for_turns(session: AsyncSession, tenant: str, turn_ids: list[str]) -> tuple[int, int, int]:
+    """Remove the tenant's quotes, jobs (traces and probes) and trace results of ``turn_ids`` inside the
+    caller's transaction (deleting those turns): (quotes, jobs, results) removed. The results' delete is the one
+    statement the append-only guard lets through. RecordConflict naming the job while one is queued or running."""
+    busy = (await session.execute(
+        select(TraceJobRow.id, TraceJobRow.kind, TraceJobRow.status, TraceJobRow.turn_id)
+        .where(TraceJobRow.tenant == tenant, TraceJobRow.turn_id.in_(turn_ids),
+               TraceJobRow.status.in_(("queued", "running")))
+        .order_by(TraceJobRow.created_at)
+        .limit(1)
+    )).first()
+    if busy is not None:
+        job_id, kind, state, turn_id = busy
+        raise RecordConflict(
+            f"{kind} {job_id} of turn {turn_id!r} is {state}: a turn is not deleted while it is being traced",
+            record=str(kind),
+            field="turn_id",
+            extra={"job_id": job_id, "job_status": state, "turn_id": turn_id},
+        )
+    job_ids = list((await session.execute(
+        select(TraceJobRow.id).where(TraceJobRow.tenant == tenant, TraceJobRow.turn_id.in_(turn_ids))
+    )).scalars())
+    results = 0
+    if job_ids:
+        results = int((await session.execute(
+            select(func.count()).select_from(TraceResultRow).where(TraceResultRow.job_id.in_(job_ids))
+        )).scalar_one())
+        await session.execute(
+            delete(TraceResultRow).where(TraceResultRow.job_id.in_(job_ids)),
+            execution_options={ERASE_TURN_RESULTS: True, "synchronize_session": False},
+        )
+        await session.execute(delete(TraceJobRow).where(TraceJobRow.id.in_(job_ids)),
+                              execution_options={"synchronize_session": False})
+    quotes = int((await session.execute(
+        select(func.count()).select_from(QuoteRow).where(QuoteRow.tenant == tenant, QuoteRow.turn_id.in_(turn_ids))
+    )).scalar_one())
+    await session.execute(delete(QuoteRow).where(QuoteRow.tenant == tenant, QuoteRow.turn_id.in_(turn_ids)),
+                          execution_options={"synchronize_session": False})
+    return quotes, len(job_ids), results

@@ -12,18 +12,19 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from pydantic import ValidationError
+from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from estimator.turn import StoredTurn
-from provenance_api.storage import search_index
-from provenance_api.storage.errors import RecordConflict, RecordInvalid, RecordMissing
+from provenance_api.storage import crud_traces, search_index
+from provenance_api.storage.errors import RecordConflict, RecordInvalid, RecordMissing, RecordUnreadable
 from provenance_api.storage.models import StoredTurnRow, utcnow
 from provenance_api.storage.session import Database
 
@@ -57,10 +58,34 @@ def canonical(turn: StoredTurn) -> tuple[str, str]:
     return body, hashlib.sha256(encoded).hexdigest()
 
 
-def _record(row: StoredTurnRow) -> TurnRecord:
-    return TurnRecord(
-        turn=StoredTurn.model_validate_json(row.body), digest=row.digest, stored_at=row.stored_at, seq=row.seq
+def unreadable_reason(exc: BaseException) -> str:
+    """Why a stored body no longer reads as a turn, in one line."""
+    if isinstance(exc, RecursionError):
+        return "it nests too deeply to read"
+    text = str(exc)
+    if isinstance(exc, ValidationError) and exc.errors():
+        first = exc.errors()[0]
+        text = f"{'.'.join(str(p) for p in first.get('loc', ())) or 'turn'}: {first.get('msg', '')}"
+    return text[:400] + ("…" if len(text) > 400 else "")
+
+
+def _unreadable(turn_id: str, exc: BaseException) -> RecordUnreadable:
+    return RecordUnreadable(
+        f"turn {turn_id!r} is stored but cannot be read ({unreadable_reason(exc)}); it was stored before "
+        "today's limits (at most 64 levels of nesting) and no read of it can succeed: delete it and store "
+        "it again within the limits",
+        record="turn",
+        field="turn_id",
+        extra={"turn_id": turn_id},
     )
+
+
+def _record(row: StoredTurnRow) -> TurnRecord:
+    try:
+        turn = StoredTurn.model_validate_json(row.body)
+    except (ValueError, RecursionError) as exc:  # a row an older version stored beyond today's limits
+        raise _unreadable(row.turn_id, exc) from None
+    return TurnRecord(turn=turn, digest=row.digest, stored_at=row.stored_at, seq=row.seq)
 
 
 def _differing_fields(stored: str, incoming: str) -> list[str]:
@@ -88,9 +113,20 @@ def _conflict(row: StoredTurnRow, body: str, digest: str) -> RecordConflict:
     )
 
 
-async def put_turn(db: Database, tenant: str, user: str, turn: StoredTurn) -> tuple[TurnRecord, bool]:
-    """Store ``turn`` for ``tenant``. Returns (record, created). Raises RecordConflict on different content."""
+async def put_turn(db: Database, tenant: str, user: str, turn: StoredTurn, *, batch: str | None = None,
+                   max_bytes: int | None = None) -> tuple[TurnRecord, bool]:
+    """Store ``turn`` for ``tenant``. Returns (record, created). Raises RecordConflict on different content,
+    RecordInvalid (record ``turn_body``) for a turn whose stored form is over ``max_bytes``. ``batch``: the
+    import that stores it (kept on the row when this call creates it)."""
     body, digest = canonical(turn)
+    size = len(body.encode("utf-8"))
+    if max_bytes is not None and size > max_bytes:
+        raise RecordInvalid(
+            f"turn {turn.turn_id!r} is {size:,} bytes as stored, over this server's limit of {max_bytes:,} bytes",
+            record="turn_body",
+            field="turn",
+            extra={"turn_id": turn.turn_id, "bytes": size, "max_bytes": max_bytes},
+        )
     async with db.session() as session:
         existing = await _find(session, tenant, turn.turn_id)
         if existing is not None:
@@ -107,6 +143,7 @@ async def put_turn(db: Database, tenant: str, user: str, turn: StoredTurn) -> tu
             turn_created_at=turn.created_at,
             stored_at=utcnow(),
             stored_by=user,
+            import_batch=batch,
         )
         session.add(row)
         try:
@@ -210,8 +247,10 @@ async def cursor_position(db: Database, tenant: str, cursor: str | None) -> int 
     raise RecordInvalid("the cursor is not valid here", record="cursor", field="query.cursor")
 
 
-async def iter_turns(db: Database, tenant: str, *, batch: int = 200) -> AsyncIterator[TurnRecord]:
-    """Every turn of ``tenant`` in storage order, read ``batch`` rows at a time."""
+async def iter_turns(db: Database, tenant: str, *, batch: int = 200,
+                     on_unreadable: Callable[[RecordUnreadable], None] | None = None) -> AsyncIterator[TurnRecord]:
+    """Every turn of ``tenant`` in storage order, read ``batch`` rows at a time. A row that no longer reads
+    as a turn raises RecordUnreadable, or with ``on_unreadable`` is passed there and skipped."""
     after = 0
     while True:
         query = (
@@ -225,5 +264,57 @@ async def iter_turns(db: Database, tenant: str, *, batch: int = 200) -> AsyncIte
         if not rows:
             return
         for row in rows:
-            yield _record(row)
+            try:
+                record = _record(row)
+            except RecordUnreadable as exc:
+                if on_unreadable is None:
+                    raise
+                on_unreadable(exc)
+                continue
+            yield record
         after = rows[-1].seq
+
+
+@dataclass(frozen=True)
+class Deleted:
+    """What a delete removed: the turns' ids, and how many quotes, jobs (traces and probes) and results went
+    with them."""
+
+    turn_ids: list[str]
+    quotes: int
+    jobs: int
+    results: int
+
+
+DELETE_CHUNK = 500
+
+
+async def delete_turns(db: Database, tenant: str, *, turn_id: str | None = None,
+                       batch: str | None = None) -> Deleted:
+    """Delete the tenant's turn ``turn_id``, or every turn import ``batch`` created, with their quotes, traces,
+    probes, trace results (the one deletion of those append-only records) and search-index rows, in one
+    transaction. RecordMissing when the tenant has no such turn (or no turn of that batch); RecordConflict
+    (record ``trace``/``probe``) while a trace or probe of one of them is queued or running — it is never
+    cancelled behind its caller's back. Turns are read by id only, so an unreadable turn is deleted too."""
+    if (turn_id is None) == (batch is None):
+        raise ValueError("give exactly one of turn_id and batch")
+    where = (StoredTurnRow.turn_id == turn_id) if turn_id is not None else (StoredTurnRow.import_batch == batch)
+    async with db.transaction() as session:
+        rows = (await session.execute(
+            select(StoredTurnRow.seq, StoredTurnRow.turn_id).where(StoredTurnRow.tenant == tenant, where)
+        )).all()
+        if not rows:
+            if turn_id is not None:
+                raise RecordMissing(f"no stored turn {turn_id!r}", record="turn", field="turn_id")
+            raise RecordMissing(f"no stored turn was created by import batch {batch!r}", record="import_batch",
+                                field="batch_id")
+        quotes = jobs = results = 0
+        for start in range(0, len(rows), DELETE_CHUNK):
+            chunk = rows[start:start + DELETE_CHUNK]
+            ids = [str(r[1]) for r in chunk]
+            erased = await crud_traces.erase_for_turns(session, tenant, ids)
+            quotes, jobs, results = quotes + erased[0], jobs + erased[1], results + erased[2]
+            seqs = [int(r[0]) for r in chunk]
+            await search_index.unindex(session, seqs)
+            await session.execute(delete(StoredTurnRow).where(StoredTurnRow.seq.in_(seqs)))
+    return Deleted([str(r[1]) for r in rows], quotes, jobs, results)

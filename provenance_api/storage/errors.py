@@ -37,3 +37,9 @@ class RecordConflict(StorageError):
 
 class RecordInvalid(StorageError):
     """The value cannot be stored or read back as given (a lone surrogate, a cursor of another tenant)."""
+
+
+class RecordUnreadable(StorageError, ValueError):
+    """The record is stored but can no longer be read as one (e.g. a turn stored by an older version beyond
+    today's limits). Its id is in ``extra``; deleting it is the way out. Also a ``ValueError``, as a body that
+    does not parse always was, so callers that skip unreadable rows keep doing so."""

@@ -26,7 +26,7 @@ from sqlalchemy import (
     UniqueConstraint,
     event,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, Mapper, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, Mapper, ORMExecuteState, Session, mapped_column
 from sqlalchemy.types import TypeDecorator
 
 # An autoincrementing integer on every engine (SQLite only autoincrements INTEGER PRIMARY KEY).
@@ -89,7 +89,10 @@ class ViewerSession(Base):
 
 class StoredTurnRow(Base):
     __tablename__ = "stored_turns"
-    __table_args__ = (UniqueConstraint("tenant", "turn_id", name="uq_stored_turns_tenant_turn"),)
+    __table_args__ = (
+        UniqueConstraint("tenant", "turn_id", name="uq_stored_turns_tenant_turn"),
+        Index("ix_stored_turns_tenant_batch", "tenant", "import_batch"),
+    )
 
     seq: Mapped[int] = mapped_column(SeqInt, primary_key=True, autoincrement=True)
     tenant: Mapped[str] = mapped_column(String(128))
@@ -101,6 +104,7 @@ class StoredTurnRow(Base):
     turn_created_at: Mapped[datetime | None]
     stored_at: Mapped[datetime]
     stored_by: Mapped[str] = mapped_column(String(128))
+    import_batch: Mapped[str | None] = mapped_column(String(40))  # the import that created it (``ib_…``)
 
 
 class QuoteRow(Base):
@@ -197,6 +201,23 @@ def _no_delete(mapper: Mapper[Any], connection: Any, target: TraceResultRow) -> 
     raise AppendOnlyViolation("trace results are append-only: a stored result is never removed")
 
 
+ERASE_TURN_RESULTS = "provenance_erase_turn_results"
+"""The execution option of the one statement allowed to remove trace results: ``crud_turns.delete_turns``
+(deleting a turn takes its audit records with it). Any other bulk UPDATE or DELETE of ``trace_results``
+through the ORM is refused like a row-level one."""
+
+
+@event.listens_for(Session, "do_orm_execute")
+def _no_bulk_change(state: ORMExecuteState) -> None:
+    if not (state.is_update or state.is_delete):
+        return
+    if TraceResultRow.__mapper__ not in state.all_mappers:
+        return
+    if state.is_delete and state.execution_options.get(ERASE_TURN_RESULTS):
+        return
+    raise AppendOnlyViolation("trace results are append-only: only deleting their turn removes them")
+
+
 class ImportCursorRow(Base):
     """How far one tenant has imported one history source (``provenance import URL``, configured sources):
     the source's high-water mark (a row id or checkpoint id) when its last import finished."""
@@ -211,12 +232,18 @@ class ImportCursorRow(Base):
 
 
 class BudgetEntry(Base):
-    """A live reservation of the per-user call budget (``db_limits.DatabaseLimiter``)."""
+    """A live reservation of the per-user call budget and the per-user and per-tenant money budgets
+    (``db_limits.DatabaseLimiter``): the calls and USD it holds (reserved, then used and billed)."""
 
     __tablename__ = "budget_entries"
-    __table_args__ = (Index("ix_budget_entries_user_at", "user_key", "at"),)
+    __table_args__ = (
+        Index("ix_budget_entries_user_at", "user_key", "at"),
+        Index("ix_budget_entries_tenant_at", "tenant_key", "at"),
+    )
 
     id: Mapped[int] = mapped_column(SeqInt, primary_key=True, autoincrement=True)
     user_key: Mapped[str] = mapped_column(String(260))
     at: Mapped[float] = mapped_column(Float)
     calls: Mapped[int] = mapped_column(Integer)
+    tenant_key: Mapped[str | None] = mapped_column(String(260), nullable=True)
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")

@@ -11,7 +11,7 @@ at startup (``backfill``).
 
 from __future__ import annotations
 
-from sqlalchemy import text
+from sqlalchemy import bindparam, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from estimator.turn import StoredTurn
@@ -44,6 +44,16 @@ async def index_turn(session: AsyncSession, *, seq: int, tenant: str, turn: Stor
         text(f"INSERT INTO turn_search ({_seq(session)}, tenant, text) VALUES (:seq, :tenant, :text)"),
         {"seq": seq, "tenant": tenant, "text": searchable_text(turn)},
     )
+
+
+async def unindex(session: AsyncSession, seqs: list[int]) -> None:
+    """Remove deleted turns' rows from the index, inside the caller's transaction."""
+    if seqs:
+        await session.execute(
+            text(f"DELETE FROM turn_search WHERE {_seq(session)} IN :seqs").bindparams(
+                bindparam("seqs", expanding=True)),
+            {"seqs": seqs},
+        )
 
 
 async def search(db: Database, tenant: str, query: str, *, after: int | None, limit: int) -> list[int]:

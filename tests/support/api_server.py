@@ -61,6 +61,20 @@ def small_turn(turn_id: str = "t-small-1", **changes: Any) -> dict[str, Any]:
     return turn
 
 
+TEST_MODELS = ["openai/fake-judge", "openai/gpt-4o", "openai/gpt-4o-mini", "anthropic/claude-sonnet-4-5"]
+"""The judge models the test servers allow (the operator's ``allowed_models``): the model of the shared test
+turns and the priced models tests ask for explicitly. Every other model runs the default or is refused."""
+TEST_PRICES = {"openai/fake-judge": {"input_per_mtok": 0.15, "output_per_mtok": 0.6}}
+"""The operator's price for the test turns' unpriced model (``model_prices``), as for gpt-4o-mini."""
+TEST_MODEL_ENV = {"PROVENANCE_ALLOWED_MODELS": json.dumps(TEST_MODELS),
+                  "PROVENANCE_MODEL_PRICES": json.dumps(TEST_PRICES)}
+
+
+def model_policy(settings: dict[str, Any]) -> dict[str, Any]:
+    """The test servers' model policy, explicit: ``TEST_MODELS`` at ``TEST_PRICES`` unless a test sets its own."""
+    return {"allowed_models": TEST_MODELS, "model_prices": TEST_PRICES, **settings}
+
+
 SMALL_CLAIM = "Order A-1 shipped on 2025-03-03 with DHL."
 SMALL_KEY = "with carrier DHL"
 
@@ -147,7 +161,7 @@ class ApiServer:
     def __init__(self, data_dir: Path, *, llm_factory: LLMFactory | None = None,
                  scorer_factory: ScorerFactory | None = None, **settings: Any) -> None:
         self.data_dir = data_dir
-        self.settings = Settings(data_dir=data_dir, **settings)
+        self.settings = Settings(data_dir=data_dir, **model_policy(settings))
         self.app = create_app(self.settings, llm_factory, scorer_factory)
         self._sock = socket.socket()
         self._sock.bind(("127.0.0.1", 0))
@@ -196,7 +210,7 @@ class ServerProcess:
 
     def __init__(self, data_dir: Path, env: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
-        self.env = {**os.environ, "PROVENANCE_DATA_DIR": str(data_dir), **(env or {})}
+        self.env = {**os.environ, "PROVENANCE_DATA_DIR": str(data_dir), **TEST_MODEL_ENV, **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
         self.out = data_dir / "serve.out"

@@ -6,11 +6,13 @@ import dataclasses
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response, status
+from fastapi import Path as PathParam
 
 from provenance_api.core.schemas import problem_responses
-from provenance_api.http.deps import Caller, Svc
+from provenance_api.http.deps import Caller, FreeTierCaller, Svc
 from provenance_api.operations import imports as bulk
+from provenance_api.operations import records
 
 router = APIRouter(tags=["imports"], responses=problem_responses(401, 422))
 
@@ -55,11 +57,12 @@ async def import_history(
     """Each line is one conversation in any supported format; a body whose first line is not JSON by
     itself is read as one JSON document (a conversation or a list of them, e.g. pretty-printed).
     Re-sending the same upload is idempotent (`unchanged`); a line that cannot be read is `rejected`
-    with its line number and the rest is imported. Returns `{imported, unchanged, conflicting, rejected,
-    errors: [{where, reason}], notes: [{where, reason}]}` (notes: conversations that gave no turn)."""
+    with its line number and the rest is imported. Returns `{batch_id, imported, unchanged, conflicting,
+    rejected, errors: [{where, reason}], notes: [{where, reason}]}` (notes: conversations that gave no turn);
+    `DELETE /v1/imports/{batch_id}` removes the turns this import created."""
     fmt = bulk.check_format(format)
     prefix = name or "upload"
-    counts = bulk.ImportCounts()
+    counts = bulk.ImportCounts(max_turn_bytes=svc.settings.max_body_bytes)
     lines = _lines(request)
     async for number, raw in lines:
         if not raw.strip() or raw.strip() == bulk.BOM:
@@ -100,8 +103,29 @@ async def _document_or_lines(svc: Svc, caller: Caller, lines: list[tuple[int, by
         await bulk.import_one(svc.db, caller.tenant, caller.user, item, fmt, counts)
 
 
-@router.get("/v1/reports/gating", summary="The free tier over every stored turn of the caller's tenant")
-async def gating_report(svc: Svc, caller: Caller) -> dict[str, Any]:
+@router.delete(
+    "/v1/imports/{batch_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses=problem_responses(404, 409),
+    summary="Delete the turns one import created (the caller's tenant only)",
+)
+async def delete_import(
+    svc: Svc,
+    caller: Caller,
+    batch_id: Annotated[str, PathParam(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9_-]+$",
+                                       description="the batch_id an import returned")],
+) -> Response:
+    """Removes every turn of the caller's tenant that the import created (turns it found `unchanged` were
+    created earlier and stay), with their quotes, traces, probes and results. 404 when the tenant has no turn
+    of that batch; 409 naming the trace while one of them is being traced (nothing is deleted then)."""
+    await records.delete_import_batch(svc, caller, batch_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get("/v1/reports/gating", responses=problem_responses(429),
+            summary="The free tier over every stored turn of the caller's tenant")
+async def gating_report(svc: Svc, caller: FreeTierCaller) -> dict[str, Any]:
     """Per turn its summary line and counts; totals of traceable / quoted / agent_voice / action /
     unanchored over all turns; and the 20 sources quoted most often (by source label)."""
     report = await bulk.gating_report(svc.db, caller.tenant)

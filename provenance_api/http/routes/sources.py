@@ -41,6 +41,7 @@ class SourceState(BaseModel):
 class SourceImportOut(BaseModel):
     """The summary every import returns, and how far this source has been read."""
 
+    batch_id: str
     imported: int
     unchanged: int
     conflicting: int
@@ -81,7 +82,8 @@ async def import_from_source(
     how far it has been read. A store that cannot be read is a 502 and moves nothing."""
     source = configured_source(svc.settings, name)
     try:
-        result = await import_source(svc.db, caller.tenant, caller.user, source)
+        result = await import_source(svc.db, caller.tenant, caller.user, source,
+                                     max_turn_bytes=svc.settings.max_body_bytes)
     except (InvalidInput, SourceUnavailable) as exc:  # the operator's to fix; where the store lives is not shown
         detail = exc.detail
         for place in (str(source.path), source.shown_url, source.url):

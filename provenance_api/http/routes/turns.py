@@ -23,7 +23,7 @@ from provenance_api.core.schemas import (
     VerifyOut,
     problem_responses,
 )
-from provenance_api.http.deps import Caller, Svc
+from provenance_api.http.deps import Caller, FreeTierCaller, Svc
 from provenance_api.operations import records, verify
 from provenance_api.operations import tracing as operations
 
@@ -88,10 +88,10 @@ async def store_turn(
     )
 
 
-@router.get("", response_model=TurnList, summary="List stored turns")
+@router.get("", response_model=TurnList, responses=problem_responses(429), summary="List stored turns")
 async def list_turns(
     svc: Svc,
-    caller: Caller,
+    caller: FreeTierCaller,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[
         str | None, Query(max_length=1400, description="next_cursor of the previous page (opaque)")
@@ -121,10 +121,10 @@ async def list_turns(
 @router.get(
     "/{turn_id:path}/sources",
     response_model=SourcesOut,
-    responses=problem_responses(404),
+    responses=problem_responses(404, 429),
     summary="The turn's corpus by layer",
 )
-async def get_sources(svc: Svc, caller: Caller, turn_id: TurnId) -> SourcesOut:
+async def get_sources(svc: Svc, caller: FreeTierCaller, turn_id: TurnId) -> SourcesOut:
     """Ids, kinds, labels, token sizes, truncation, digests, the unversioned flag and unscorable
     attachments. Zero model calls."""
     return await operations.turn_sources(svc, caller, turn_id)
@@ -133,10 +133,10 @@ async def get_sources(svc: Svc, caller: Caller, turn_id: TurnId) -> SourcesOut:
 @router.get(
     "/{turn_id:path}/segments",
     response_model=SegmentsOut,
-    responses=problem_responses(404),
+    responses=problem_responses(404, 429),
     summary="The free tier: every sentence with its status",
 )
-async def get_segments(svc: Svc, caller: Caller, turn_id: TurnId) -> SegmentsOut:
+async def get_segments(svc: Svc, caller: FreeTierCaller, turn_id: TurnId) -> SegmentsOut:
     """Every sentence of the response with status, class, anchors, quotes with line spans, and the
     summary line. Zero model calls."""
     return await operations.turn_segments(svc, caller, turn_id)
@@ -145,10 +145,10 @@ async def get_segments(svc: Svc, caller: Caller, turn_id: TurnId) -> SegmentsOut
 @router.post(
     "/{turn_id:path}/segments",
     response_model=SegmentsOut,
-    responses=problem_responses(404, 413),
+    responses=problem_responses(404, 413, 429),
     summary="The free tier on the client's own segments",
 )
-async def post_segments(svc: Svc, caller: Caller, turn_id: TurnId, body: SegmentsIn) -> SegmentsOut:
+async def post_segments(svc: Svc, caller: FreeTierCaller, turn_id: TurnId, body: SegmentsIn) -> SegmentsOut:
     """Segments as the client's renderer drew them, used as given (never re-split). Zero model calls."""
     client = [(s.id, s.text) for s in body.segments]
     return await operations.turn_segments(svc, caller, turn_id, client, body.params)
@@ -162,7 +162,7 @@ async def post_segments(svc: Svc, caller: Caller, turn_id: TurnId, body: Segment
 )
 async def verify_turn(
     svc: Svc,
-    caller: Caller,
+    caller: FreeTierCaller,
     turn_id: TurnId,
     body: VerifyIn,
     timeout: Annotated[float, Query(gt=0, le=600, description="longest wait for the traces (s)")] = 300.0,
@@ -174,6 +174,22 @@ async def verify_turn(
     decision `allow | review | block` with the rule that fired. Fail closed: a failed, interrupted or
     unfinished trace blocks."""
     return await verify.verify_turn(svc, caller, turn_id, body, timeout)
+
+
+@router.delete(
+    "/{turn_id:path}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses=problem_responses(404, 409),
+    summary="Delete a stored turn with its quotes, traces and their results",
+)
+async def delete_turn(svc: Svc, caller: Caller, turn_id: TurnId) -> Response:
+    """Removes the turn, its quotes, its traces and probes with their stored results, and its search-index
+    entry (a turn that can no longer be read is deleted too). 404 for a turn the caller's tenant does not
+    have; 409 naming the trace or probe while one of the turn's is queued or running (it is not cancelled:
+    wait for it, then delete). Cached judgements are keyed by prompt, not turn, and expire by their TTL."""
+    await records.delete_turn(svc, caller, turn_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.get(

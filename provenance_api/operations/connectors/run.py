@@ -69,15 +69,17 @@ class SourceImport:
         return f"{head}; {self.counts.line()}"
 
 
-async def import_source(db: Database, tenant: str, user: str, source: Source) -> SourceImport:
+async def import_source(db: Database, tenant: str, user: str, source: Source, *,
+                        max_turn_bytes: int | None = None) -> SourceImport:
     """Import what is new in ``source`` for ``tenant`` and move its cursor. A source that cannot be read
-    raises (``SourceUnavailable`` / ``InvalidInput``) and leaves the cursor where it was."""
+    raises (``SourceUnavailable`` / ``InvalidInput``) and leaves the cursor where it was. A turn whose stored
+    form is over ``max_turn_bytes`` is rejected alone."""
     reader = await open_reader(source)
     try:
         cursor = await crud_sources.get_cursor(db, tenant, source.key)
         since = cursor.position if cursor else None
         changes = await reader.changes(since)
-        counts = bulk.ImportCounts()
+        counts = bulk.ImportCounts(max_turn_bytes=max_turn_bytes)
         if changes.restarted:
             counts.note(source.name, f"the source holds less than at the last import (position {since}; now "
                         f"{changes.position}): recreated or restored? Read from the start")

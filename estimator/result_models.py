@@ -1,0 +1,349 @@
+"""The JSON contract of the method's results, as frozen pydantic models: one definition per shape.
+
+A trace result, its layers, sources and span checks, the call account, the log-probability variant,
+the agreement of two estimators, the declared-attribution audit, and the probe's verdict. The
+estimator's in-memory results (``result.TraceResult``, ``probe.ProbeResult``, …) keep ``NaN`` for a
+score that carries no information; here that score is ``None`` (``null`` in JSON), never a number.
+Each in-memory result's ``to_dict()`` is its model's ``model_dump(mode="json")``, and the service,
+its storage and the CLI read and write results through these models.
+
+Results stored by earlier versions validate: fields added since (``alone``, ``redundancy``, the
+``billed``/``refused`` call counts, ``declared``, ``kind``) have defaults. A job result says its
+``kind`` (``trace`` or ``probe``); one stored without it is told apart by its fields
+(``JobResult``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    computed_field,
+)
+
+from .units import Layer
+
+__all__ = [
+    "AgreementModel",
+    "AgreementSummaryModel",
+    "CallAccountModel",
+    "CostQuoteModel",
+    "DeclaredAuditModel",
+    "DeclaredOutcome",
+    "DeclaredRefModel",
+    "DumpsAsModel",
+    "JobResult",
+    "LayerScoreModel",
+    "LogprobThresholdsModel",
+    "LogprobTraceResultModel",
+    "ProbeCallsModel",
+    "ProbeResultModel",
+    "ProbeVerdict",
+    "QuoteCallsModel",
+    "RefKind",
+    "Role",
+    "ScoringQuoteModel",
+    "SourceScoreModel",
+    "SupportLabel",
+    "SupportVerdictModel",
+    "TraceJobResultModel",
+    "TraceResultModel",
+    "UsageModel",
+    "Verdict",
+    "job_result_kind",
+    "json_number",
+]
+
+Role = Literal["grounds", "distractor", "irrelevant", "redundant"]
+Verdict = Literal["internal_knowledge", "redundant", "attributed", "no_information"]
+SupportLabel = Literal["supported", "contradicted", "silent"]
+ProbeVerdict = Literal["required", "not_required", "inconclusive"]
+DeclaredOutcome = Literal["consistent", "conflated", "unsupported_citation", "none_declared"]
+RefKind = Literal["phrase", "history", "citation_marker", "url", "path", "file_name", "tool_name"]
+
+
+def json_number(value: float | None) -> float | None:
+    """A float for JSON: NaN and infinities become null (no information), never a number."""
+    if value is None or math.isnan(value) or math.isinf(value):
+        return None
+    return value
+
+
+def _no_information_is_null(value: Any) -> Any:
+    return json_number(value) if isinstance(value, float) else value
+
+
+Score = Annotated[float | None, BeforeValidator(_no_information_is_null)]
+"""A measured score: null when the measurement carries no information (NaN in memory)."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, from_attributes=True)
+
+
+class DumpsAsModel:
+    """An in-memory result whose JSON is its model's: ``to_dict()`` is ``to_model().model_dump(mode="json")``."""
+
+    def to_model(self) -> BaseModel:
+        raise NotImplementedError
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.to_model().model_dump(mode="json")
+
+
+class SupportVerdictModel(_Model):
+    """Algorithm 5's span check of one source; ``quote`` only when it verified against the source."""
+
+    verdict: SupportLabel
+    quote: str | None
+    line_start: int | None
+    line_end: int | None
+    confidence: Score
+    downgraded: bool
+    reason: str
+    calls: int
+    no_information: bool = False
+
+
+class LayerScoreModel(_Model):
+    """Round 1 for one layer: Δ_L, its role, s without the layer, and Δ with only this layer kept."""
+
+    layer: Layer
+    delta: Score
+    role: Role
+    s_without: Score
+    no_information: bool
+    alone: Score = None
+
+
+class SourceScoreModel(_Model):
+    """One source: its round-2 drop (null when not tested) and its span check (null when not a target)."""
+
+    source_id: str
+    layer: Layer
+    label: str
+    kind: str
+    delta: Score
+    role: Role | None
+    s_without: Score = None
+    no_information: bool = False
+    support: SupportVerdictModel | None
+    diagnosis: str | None
+    alone: Score = None
+
+
+class CallAccountModel(_Model):
+    """Model calls of one trace: planned (the quoted worst case), made (sent, failed ones included), saved
+    (answered from the trace's memo), cached (answered by a judgement cache), failed, billed, refused."""
+
+    planned: int
+    made: int
+    saved: int
+    cached: int
+    failed: int
+    failed_billed: int = 0
+    refused: int = 0
+    billed: int = 0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def unspent(self) -> int:
+        """planned − made: the reserved calls released after the trace."""
+        return self.planned - self.made
+
+
+class UsageModel(_Model):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+
+
+class TraceResultModel(_Model):
+    """Everything Algorithm 4 returns for one claim, plus the disclosures that make it readable."""
+
+    kind: Literal["trace"] = "trace"
+    claim: str = ""
+    estimator: str = Field("judged", description="judged, expected or logprob: the scalar behind the scores")
+    gamma: Score = Field(description="Γ = s(1) − s(0); null when it could not be measured")
+    s_all: Score
+    s_none: Score
+    verdict: Verdict
+    verdict_text: str
+    diagnosis: str | None = None
+    contributing_layers: list[Layer] = []
+    layers: list[LayerScoreModel]
+    sources: list[SourceScoreModel]
+    omitted: list[str]
+    unscorable: list[str]
+    round2_skipped_reason: str | None
+    redundancy: list[str] = Field([], description="which sources or layers carry the claim alone, in words")
+    warnings: list[str]
+    calls: CallAccountModel
+    usage: UsageModel
+    cost_usd: Score
+    prompt_versions: dict[str, str]
+    params: dict[str, Any]
+    model: str
+    corpus_digest: str
+
+
+class LogprobThresholdsModel(_Model):
+    tau_nats: Score
+    tau_gamma_nats: Score
+
+
+class LogprobTraceResultModel(TraceResultModel):
+    """A trace whose scores are log-probabilities in nats (``estimator`` logprob)."""
+
+    units: Literal["nats"] = "nats"
+    thresholds: LogprobThresholdsModel
+    claim_tokens: int
+    claim_token_logprobs: list[Score]
+    scorer_model: str
+
+
+class AgreementSummaryModel(_Model):
+    verdict: Verdict
+    top_layer: str | None
+    top_source: str | None
+
+
+class AgreementModel(_Model):
+    """Agreement of the judged and the log-probability traces of one claim (estimator both)."""
+
+    same_verdict: bool
+    same_top_layer: bool
+    same_top_source: bool
+    spearman: float | None = Field(description="Spearman ρ of the source drops both rounds 2 tested")
+    compared_sources: list[str]
+    judged: AgreementSummaryModel
+    logprob: AgreementSummaryModel
+
+
+class DeclaredRefModel(_Model):
+    """One explicit credit in a sentence and the sources it resolves to (empty: none in the context)."""
+
+    text: str
+    span: tuple[int, int]
+    source_ids: list[str]
+    kind: RefKind
+    families: list[str] = []
+
+
+class DeclaredAuditModel(_Model):
+    """The declared source(s) of a sentence compared with the source(s) that verifiably ground it."""
+
+    outcome: DeclaredOutcome
+    declared: list[DeclaredRefModel]
+    credited: list[str]
+    grounding: list[str]
+    explanation: str
+
+
+def _absent(value: object) -> bool:
+    return value is None
+
+
+class TraceJobResultModel(TraceResultModel):
+    """The stored result of a trace job (``GET /v1/traces/{id}``): the trace, its declared-attribution
+    audit, under estimator both the log-probability trace and the agreement, and under estimator logprob
+    the log-probability fields of ``LogprobTraceResultModel``; a member that was not produced is absent,
+    not null."""
+
+    units: Literal["nats"] | None = Field(None, exclude_if=_absent)
+    thresholds: LogprobThresholdsModel | None = Field(None, exclude_if=_absent)
+    claim_tokens: int | None = Field(None, exclude_if=_absent)
+    claim_token_logprobs: list[Score] | None = Field(None, exclude_if=_absent)
+    scorer_model: str | None = Field(None, exclude_if=_absent)
+
+    logprob: LogprobTraceResultModel | None = Field(None, exclude_if=_absent, description="estimator both: the "
+                                                    "log-probability trace of the same claim")
+    agreement: AgreementModel | None = Field(None, exclude_if=_absent, description="estimator both: how the two "
+                                             "traces agree")
+    declared: DeclaredAuditModel | None = Field(None, exclude_if=_absent, description="the declared-attribution "
+                                                "audit of the sentence")
+
+
+class ProbeCallsModel(_Model):
+    planned: int = Field(description="2k regenerations")
+    made: int
+    failed: int
+
+
+class ProbeResultModel(_Model):
+    """Algorithm 6's verdict for one (claim, source) pair (``GET /v1/probes/{id}``)."""
+
+    kind: Literal["probe"] = "probe"
+    verdict: ProbeVerdict
+    note: str | None
+    target_id: str = Field(description="the source removed")
+    anchors: list[str]
+    baseline: int | None = Field(description="B: full-context runs that repeat the claim; null when not measured")
+    without: int | None = Field(description="W: runs without the source that repeat it; null when not measured")
+    k: int
+    calls: ProbeCallsModel
+    usage: UsageModel
+    cost_usd: float | None
+    prompt_version: str
+    model: str
+
+
+class QuoteCallsModel(_Model):
+    """The planned calls of a quote, by stage (worst case)."""
+
+    round1: int
+    round2: int
+    redundancy: int = Field(0, description="redundancy resolution, worst case: each candidate kept alone once")
+    spans: int
+    probe: int
+
+
+class CostQuoteModel(_Model):
+    """The cost gate's quote of one trace (or of the probe alone), before anything is spent."""
+
+    model: str
+    sources: int
+    planned_calls: int = Field(description="worst case; a trace never makes more")
+    calls: QuoteCallsModel
+    input_tokens: int
+    output_tokens: int
+    untruncated_corpus_tokens: int
+    cost_usd: float | None = Field(description="null when the model's price is unknown")
+    warnings: list[str]
+    truncated_sources: list[str] = []
+    refused: str | None = Field(description="why the cost gate refuses this trace; null when it may run")
+
+
+class ScoringQuoteModel(_Model):
+    """Whether the model can score (log p of a supplied claim) and what a logprob trace's scoring costs."""
+
+    can_score: bool
+    how: Literal["in-process", "completions-echo", "none"]
+    reason: str
+    scoring_calls: int = Field(description="prompt-only scoring calls of a logprob trace (worst case)")
+    span_calls: int
+    scoring_prompt_tokens: int
+    scoring_output_tokens: int
+
+
+def job_result_kind(value: Any) -> str:
+    """The kind of a job result: its ``kind``, else (stored before ``kind`` existed) a probe by its
+    ``target_id``, else a trace."""
+    if isinstance(value, dict):
+        kind = value.get("kind")
+        return str(kind) if kind else ("probe" if "target_id" in value else "trace")
+    return str(getattr(value, "kind", "trace"))
+
+
+JobResult = Annotated[
+    Annotated[TraceJobResultModel, Tag("trace")] | Annotated[ProbeResultModel, Tag("probe")],
+    Discriminator(job_result_kind),
+]
+"""The result of a job of either kind, told apart by ``kind``."""
