@@ -154,7 +154,7 @@ async def start_services(services: Services) -> None:
     if indexed:
         log_fields(log, logging.INFO, "search index backfilled", turns=indexed)
     if services.redis is None:  # with Redis, workers run the jobs and reap the dead ones
-        await recover_interrupted(services.db)
+        await recover_interrupted(services.db, services.limiter)
     key = await ensure_admin_key(services.db, settings)
     if key is not None:
         announce_admin_key(key, settings.admin_key_file)

@@ -439,7 +439,7 @@ def test_after_a_sigkill_mid_trace_the_restarted_service_still_counts_the_billed
 ) -> None:
     """The finding to guard: spend must survive a crash. The job is `interrupted` with its billed calls
     (as in tests/test_api_crash.py), and the budget window, kept in the database, still counts them after
-    the restart (an in-memory window would start again from zero)."""
+    the restart (an in-memory window would start again from zero), settled to the calls the job made."""
     judge = KeyedJudge()
     slow_after_two = lambda index, request: None if index < 2 else FakeReply(delay=30, until_hangup=True)  # noqa: E731
     data = tmp_path / "data"
@@ -481,8 +481,10 @@ def test_after_a_sigkill_mid_trace_the_restarted_service_still_counts_the_billed
             second = api.post("/v1/traces", json={"quote_id": again["quote_id"]})
             assert second.status_code == 202, second.text
             remaining = int(second.headers["x-ratelimit-remaining"])
-            # the killed trace's calls are still in the window (it is kept at least at what it billed)
-            assert remaining <= limit - job["calls"]["billed"] - again["planned_calls"]
+            # the killed trace's reservation was settled at the restart to the calls it made: they stay in the
+            # window, and the rest of what it had reserved is released (not held until the window passes)
+            assert job["calls"]["made"] < quote["planned_calls"]
+            assert remaining == limit - job["calls"]["made"] - again["planned_calls"]
         restarted.kill()  # nothing more to see: no need to wait for the second trace to give up
     finally:
         restarted.stop()

@@ -353,9 +353,16 @@ async def _probe(run: _Run) -> _Done:
 _KINDS: dict[str, Callable[[_Run], Awaitable[_Done]]] = {"trace": _trace, "probe": _probe}
 
 
-async def recover_interrupted(db: Database) -> list[str]:
-    """At startup: jobs a dead process left queued or running become ``interrupted``."""
-    ids = await crud_traces.interrupt_unfinished(db, INTERRUPTED_ON_START)
+async def recover_interrupted(db: Database, limiter: Limiter | None = None) -> list[str]:
+    """At startup: jobs a dead process left queued or running become ``interrupted``; with ``limiter`` (the
+    budget kept in the database), each one's reservation is settled to the calls it made, so the budget
+    keeps what was spent and releases what was only reserved."""
+    found = await crud_traces.interrupt_unfinished(db, INTERRUPTED_ON_START)
+    if limiter is not None:
+        for job in found:
+            if job.reservation is not None:
+                await limiter.settle(Reservation(**job.reservation), job.calls_made)
+    ids = [job.id for job in found]
     if ids:
         log_fields(log, logging.WARNING, f"{len(ids)} trace job(s) interrupted by a restart", jobs=ids)
     return ids

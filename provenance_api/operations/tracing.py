@@ -4,6 +4,7 @@ function here; CPU-bound estimator work runs in a worker thread, off the event l
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -365,7 +366,8 @@ async def launch(
     when the job ends (released at once if the job cannot be created)."""
     try:
         job = await crud_traces.create_job(
-            services.db, quote, max_cost_usd=max_cost_usd, kind=kind, source_id=source_id
+            services.db, quote, max_cost_usd=max_cost_usd, kind=kind, source_id=source_id,
+            reservation=dataclasses.asdict(reservation),
         )
     except BaseException:
         await services.limiter.settle(reservation, 0)

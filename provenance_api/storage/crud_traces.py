@@ -201,9 +201,11 @@ async def create_job(
     max_cost_usd: float | None,
     kind: JobKind = "trace",
     source_id: str | None = None,
+    reservation: dict[str, Any] | None = None,
 ) -> JobRecord:
-    """Consume ``quote`` and create its job (a trace, or a probe of ``source_id``), atomically.
-    RecordConflict if the quote was already used."""
+    """Consume ``quote`` and create its job (a trace, or a probe of ``source_id``), atomically, keeping the
+    budget ``reservation`` it holds (settled at startup if the job is found interrupted). RecordConflict if
+    the quote was already used."""
     now = utcnow()
     if quote.expires_at <= now:
         raise RecordExpired(
@@ -242,6 +244,7 @@ async def create_job(
             layer_scores={},
             quoted_cost_usd=quote.cost_usd,
             max_cost_usd=max_cost_usd,
+            reservation=reservation,
             created_at=now,
             started_at=None,
             finished_at=None,
@@ -380,25 +383,38 @@ async def finish_unsuccessful(
         )
 
 
-async def interrupt_unfinished(db: Database, reason: str) -> list[str]:
+@dataclass(frozen=True)
+class Unfinished:
+    """A job a dead process left queued or running: its calls made and the reservation it held."""
+
+    id: str
+    calls_made: int
+    reservation: dict[str, Any] | None
+
+
+async def interrupt_unfinished(db: Database, reason: str) -> list[Unfinished]:
     """Mark every queued or running job interrupted (at startup: their process is gone). Their calls
     made and billed stay as last recorded."""
     now = utcnow()
     async with db.transaction() as session:
-        ids = list(
-            (
+        found = [
+            Unfinished(job_id, int(made), reservation)
+            for job_id, made, reservation in (
                 await session.execute(
-                    select(TraceJobRow.id).where(TraceJobRow.status.in_(("queued", "running")))
+                    select(TraceJobRow.id, TraceJobRow.calls_made, TraceJobRow.reservation).where(
+                        TraceJobRow.status.in_(("queued", "running"))
+                    )
                 )
-            ).scalars()
-        )
+            ).all()
+        ]
+        ids = [job.id for job in found]
         if ids:
             await session.execute(
                 update(TraceJobRow)
                 .where(TraceJobRow.id.in_(ids))
                 .values(status="interrupted", reason=reason, finished_at=now, updated_at=now)
             )
-    return ids
+    return found
 
 
 async def trace_ids_of_turn(db: Database, tenant: str, turn_id: str, limit: int) -> list[str]:

@@ -154,6 +154,8 @@ class TraceJobRow(Base):
     layer_scores: Mapped[dict[str, Any]]
     quoted_cost_usd: Mapped[float | None] = mapped_column(Float)
     max_cost_usd: Mapped[float | None] = mapped_column(Float)
+    # the budget reservation the job holds, settled to its calls made if a restart finds it interrupted
+    reservation: Mapped[dict[str, Any] | None]
     created_at: Mapped[datetime]
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
