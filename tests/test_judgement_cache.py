@@ -12,6 +12,7 @@ import pytest
 from redis.asyncio import Redis
 from support.api_server import SMALL_CLAIM, ApiServer, KeyedJudge, small_turn
 from support.fake_openai import FakeOpenAI, FakeReply
+from support.judgement_stores import open_store
 
 from estimator.ledger import CallEvent, CallLedger
 from estimator.llm import LLMRequest, Message, ScriptedLLM
@@ -31,18 +32,9 @@ class Clock:
 
 @pytest.fixture(params=["sqlite", "redis"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[JudgementCache]:
-    if request.param == "sqlite":
-        yield SqliteJudgementCache(tmp_path / "judgements.db", 60)
-        return
-    client = Redis.from_url(request.getfixturevalue("redis_url"))
-    prefix = f"test-{secrets.token_hex(4)}"
-    try:
-        yield RedisJudgementCache(client, 60, prefix=prefix)
-    finally:
-        keys = [k async for k in client.scan_iter(match=f"{prefix}:*")]
-        if keys:
-            await client.delete(*keys)
-        await client.aclose()
+    redis_url = request.getfixturevalue("redis_url") if request.param == "redis" else None
+    async with open_store(request.param, tmp_path, redis_url) as opened:
+        yield opened
 
 
 def numbered() -> ScriptedLLM:

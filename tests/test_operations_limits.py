@@ -32,6 +32,7 @@ from support.api_server import (
     small_turn,
 )
 from support.fake_openai import FakeOpenAI, FakeReply
+from support.judgement_stores import open_store
 
 from estimator.llm import LLMRequest, Message, ScriptedLLM
 from provenance_api.core.errors import RateLimited
@@ -41,7 +42,6 @@ from provenance_api.providers.scorer_completions import CompletionsScorer
 from provenance_api.storage.judgement_cache import (
     SHARED_SCOPE,
     RedisJudgementCache,
-    SqliteJudgementCache,
     tenant_scope,
     turn_scope,
 )
@@ -206,18 +206,9 @@ def test_with_sharing_turned_on_another_tenants_identical_trace_is_answered_from
 
 @pytest.fixture
 async def store(cache_backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Any:
-    if cache_backend == "sqlite":
-        yield SqliteJudgementCache(tmp_path / "judgements.db", 60)
-        return
-    client = Redis.from_url(request.getfixturevalue("redis_url"))
-    prefix = f"test-{secrets.token_hex(4)}"
-    try:
-        yield RedisJudgementCache(client, 60, prefix=prefix)
-    finally:
-        keys = [k async for k in client.scan_iter(match=f"{prefix}:*")]
-        if keys:
-            await client.delete(*keys)
-        await client.aclose()
+    redis_url = request.getfixturevalue("redis_url") if cache_backend == "redis" else None
+    async with open_store(cache_backend, tmp_path, redis_url) as opened:
+        yield opened
 
 
 async def test_a_tenants_cached_judgements_can_be_purged_without_touching_another_tenants(

@@ -45,6 +45,14 @@ def _tenant_lock_key(tenant: str) -> int:
     return int.from_bytes(hashlib.sha256(b"budget-tenant:" + tenant.encode()).digest()[:8], "big", signed=True)
 
 
+def _usd_fits(key_column: str, key: str, cap: str) -> str:
+    """The SQL condition that the window's USD of ``key_column = :key`` plus this reservation stays within
+    ``:cap`` (with the float slack ``:eps``)."""
+    return (f" AND (SELECT COALESCE(SUM(cost_usd), 0) FROM budget_entries WHERE {key_column} = "
+            f"CAST(:{key} AS VARCHAR(260)) AND at > CAST(:cut AS DOUBLE PRECISION)) + "
+            f"CAST(:c AS DOUBLE PRECISION) <= CAST(:{cap} AS DOUBLE PRECISION) + CAST(:eps AS DOUBLE PRECISION)")
+
+
 class DatabaseLimiter:
     """A sliding-window call (and money) budget per user, and money per tenant, in the ``budget_entries``
     table (one row per reservation: its user, its tenant, the calls and the USD it holds)."""
@@ -113,16 +121,10 @@ class DatabaseLimiter:
                       "max": self.max_calls, "eps": MONEY_EPSILON}
             money = ""
             if self.max_usd_per_user is not None:
-                money += (" AND (SELECT COALESCE(SUM(cost_usd), 0) FROM budget_entries WHERE user_key = "
-                          "CAST(:u AS VARCHAR(260)) AND at > CAST(:cut AS DOUBLE PRECISION)) + "
-                          "CAST(:c AS DOUBLE PRECISION) <= CAST(:umax AS DOUBLE PRECISION) + CAST(:eps AS DOUBLE "
-                          "PRECISION)")
+                money += _usd_fits("user_key", "u", "umax")
                 values["umax"] = self.max_usd_per_user
             if self.max_usd_per_tenant is not None:
-                money += (" AND (SELECT COALESCE(SUM(cost_usd), 0) FROM budget_entries WHERE tenant_key = "
-                          "CAST(:t AS VARCHAR(260)) AND at > CAST(:cut AS DOUBLE PRECISION)) + "
-                          "CAST(:c AS DOUBLE PRECISION) <= CAST(:tmax AS DOUBLE PRECISION) + CAST(:eps AS DOUBLE "
-                          "PRECISION)")
+                money += _usd_fits("tenant_key", "t", "tmax")
                 values["tmax"] = self.max_usd_per_tenant
             rid = (await conn.execute(text(
                 "INSERT INTO budget_entries (user_key, tenant_key, at, calls, cost_usd) "
