@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 from prompts import versions
 
+from .caveats import caveats
 from .diagnosis import attribution_level, claim_diagnosis, diagnose
 from .judge import Mask
 from .loo import Ablation, LooRun, drop, layer_mask
@@ -138,7 +139,14 @@ def _warnings(run: LooRun, ab: Ablation, tok: Tokenizer, cut_for_spans: tuple[st
         out.append("No span checks were made (no chat model was given).")
     if run.ledger.refused:
         out.append(f"{run.ledger.refused} call(s) refused: the plan of {run.ledger.planned} calls was reached.")
-    return out
+    tested: dict[str, list[str]] = {}
+    for unit in ab.tested:
+        tested.setdefault(unit.layer.value, []).append(unit.id)
+    found = caveats(verdict=verdict, gamma=ab.s1 - ab.s0, tau=ab.tau, tau_gamma=ab.tau_gamma, unit=run.scalar.unit,
+                    layer_drops={x.layer.value: x.delta for x in ab.layers},
+                    contributing=[x.value for x in ab.contributing], tested_by_layer=tested, roles=ab.roles,
+                    warnings=out)
+    return out + [c.text for c in found]
 
 
 def assemble(run: LooRun, ab: Ablation, *, claim: str, model: str, tokenizer: Tokenizer,

@@ -166,10 +166,10 @@ def test_build_messages_puts_instructions_in_the_system_message_and_shares_prefi
 def test_thresholds_are_relative_to_the_total_effect_with_floors() -> None:
     assert thresholds(40.0, 12).tau == pytest.approx(8.0)
     assert thresholds(-40.0, 12).tau == pytest.approx(8.0)
-    assert thresholds(2.0, 12).tau == pytest.approx(1.0)  # the floor
-    assert thresholds(40.0, 4).tau_gamma == pytest.approx(2.0)  # the floor
+    assert thresholds(2.0, 12).tau == pytest.approx(2.0)  # the floor (calibrated: 2 nats)
+    assert thresholds(40.0, 4).tau_gamma == pytest.approx(3.0)  # the floor (calibrated: 3 nats)
     assert thresholds(40.0, 40).tau_gamma == pytest.approx(10.0)
-    assert thresholds(math.nan, 10).tau == pytest.approx(1.0)
+    assert thresholds(math.nan, 10).tau == pytest.approx(2.0)
 
 
 def test_spearman() -> None:

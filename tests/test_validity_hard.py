@@ -188,3 +188,35 @@ def test_wilson_interval() -> None:
     lo, hi = wilson(5, 10)
     assert lo == pytest.approx(0.2366, abs=1e-3) and hi == pytest.approx(0.7634, abs=1e-3)
     assert wilson(0, 10)[0] == 0.0 and wilson(0, 10)[1] == pytest.approx(0.2775, abs=1e-3)
+
+
+def _recorded() -> list[dict[str, Any]]:
+    import json
+
+    path = VALIDITY / "hard.jsonl"
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
+def test_the_products_logprob_defaults_are_what_the_recorded_study_chose_on_its_tuning_split() -> None:
+    """The thresholds shipped in estimator/logprob.py come from the recorded run, by the stated rule: a change to
+    either without the other fails here."""
+    from estimator.logprob import DEFAULT_LOGPROB_PARAMS
+
+    rows = _recorded()
+    assert len(rows) == len(HARD)
+    chosen, _, _ = choose([r for r in rows if r["split"] == "tune"])
+    assert {k: getattr(chosen, k) for k in ("tau_rel", "tau_floor", "gamma_per_token", "gamma_floor")} == \
+        DEFAULT_LOGPROB_PARAMS.model_dump()
+    assert chosen.redundancy_k == 1.0  # the redundancy test of estimator/redundancy.py: k = 1, unchanged
+
+
+def test_the_caveats_fire_on_the_kinds_of_claim_they_are_written_for() -> None:
+    from calibrate import replay_caveats
+
+    rows = _recorded()
+    chosen, _, _ = choose([r for r in rows if r["split"] == "tune"])
+    fired = {r["turn_id"]: replay_caveats(r, chosen) for r in rows}
+    assert all("shared_carriers" in fired[r["turn_id"]] for r in rows if r["kind"] == "distractor")
+    assert all("cut_context" in fired[r["turn_id"]] for r in rows if r["kind"] == "truncated")
+    # never on a claim carried by one source in full view
+    assert not any(fired[r["turn_id"]] for r in rows if r["kind"] == "partial")

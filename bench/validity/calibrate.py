@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from estimator.caveats import caveats
 from estimator.logprob import DEFAULT_LOGPROB_PARAMS, LogprobParams, thresholds
 from estimator.loo import drop, role_of
 from estimator.params import DEFAULT_PARAMS
@@ -36,7 +37,10 @@ GRID: dict[str, tuple[float, ...]] = {
 }
 """The sweep. ``redundancy_k``: a source carries the claim alone when s(1) − s(only it) < k·τ (the product: k = 1)."""
 SWEEP_MIN_TAU = min(GRID["tau_floor"])
-DEFAULTS: dict[str, float] = {**DEFAULT_LOGPROB_PARAMS.model_dump(), "redundancy_k": 1.0}
+# the settings the hard set was first run with, before its calibration moved tau_floor 1 → 2 and gamma_floor 2 → 3:
+# the sweep's baseline and its "fewest changes" reference, fixed so that the report's before/after stays reproducible
+DEFAULTS: dict[str, float] = {**DEFAULT_LOGPROB_PARAMS.model_dump(), "tau_floor": 1.0, "gamma_floor": 2.0,
+                              "redundancy_k": 1.0}
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,10 @@ class Replayed:
     complete: bool = True
     """False when a mask this replay needed was not in the table (its roles are then unresolved)."""
     roles: Mapping[str, str] = field(default_factory=dict)
+    layer_drops: Mapping[str, float] = field(default_factory=dict)
+    tested_by_layer: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Layer → the sources round 2 removed in it."""
+    contributing_layers: tuple[str, ...] = ()
 
 
 def _select(units: Sequence[tuple[str, str, int]], cap: int) -> list[str]:
@@ -127,6 +135,7 @@ def replay(row: Mapping[str, Any], setting: Setting = Setting()) -> Replayed:
     roles: dict[str, str] = {}
     complete = True
     top: str | None = None
+    tested_by_layer: dict[str, tuple[str, ...]] = {}
     if contributing:
         candidates = [u for u in units if u[1] in ranked]
         tested = _select(candidates, DEFAULT_PARAMS.max_sources)
@@ -140,6 +149,7 @@ def replay(row: Mapping[str, Any], setting: Setting = Setting()) -> Replayed:
             roles[uid] = role_of(drops[uid], tau)
         for layer in ranked:
             in_layer = [uid for uid in tested if row["units"][uid]["layer"] == layer]
+            tested_by_layer[layer] = tuple(in_layer)
             if role_of(layer_drop[layer], tau) != "grounds" or len(in_layer) < 2 \
                     or any(roles.get(uid) == "grounds" for uid in in_layer):
                 continue
@@ -155,7 +165,22 @@ def replay(row: Mapping[str, Any], setting: Setting = Setting()) -> Replayed:
     elif verdict == "redundant" and len(present) >= 2:
         complete = False  # which sources carry it alone: only-u masks are not in the table
     contrib = tuple(sorted(uid for uid, r in roles.items() if r in ("grounds", "redundant")))
-    return Replayed(verdict, top, contrib, gamma, tau, tau_gamma, complete, roles)
+    return Replayed(verdict, top, contrib, gamma, tau, tau_gamma, complete, roles, layer_drop, tested_by_layer,
+                    ranked_names(contributing))
+
+
+def ranked_names(layers: Sequence[Layer]) -> tuple[str, ...]:
+    return tuple(x.value for x in layers)
+
+
+def replay_caveats(row: Mapping[str, Any], setting: Setting = Setting()) -> set[str]:
+    """The kinds of caveat (``estimator.caveats``) the product's result would carry for this recorded turn."""
+    r = replay(row, setting)
+    cut = ["scoring window"] if row.get("context_cut") or row["logprob"].get("disclosed") else []
+    found = caveats(verdict=r.verdict, gamma=r.gamma, tau=r.tau, tau_gamma=r.tau_gamma, unit=" nats",
+                    layer_drops=r.layer_drops, contributing=r.contributing_layers,
+                    tested_by_layer=r.tested_by_layer, roles=r.roles, warnings=cut)
+    return {c.kind for c in found}
 
 
 def score_row(row: Mapping[str, Any], pred: Mapping[str, Any] | Replayed) -> dict[str, Any]:

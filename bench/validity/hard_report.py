@@ -20,8 +20,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 sys.path.insert(0, str(HERE))
 
-from calibrate import DEFAULTS, GRID, Setting, choose, replay, score_row, wilson  # noqa: E402
+from calibrate import DEFAULTS, GRID, Setting, choose, replay, replay_caveats, score_row, wilson  # noqa: E402
 from hard_turns import HARD, SUBSETS  # noqa: E402
+
+from estimator.logprob import DEFAULT_LOGPROB_PARAMS  # noqa: E402
 
 Row = Mapping[str, Any]
 Scores = Mapping[str, Any]
@@ -100,7 +102,7 @@ def replay_scorer(setting: Setting) -> Callable[[Row], Scores]:
 def describe(s: Setting) -> str:
     def one(k: str) -> str:
         v = getattr(s, k)
-        return f"{k} = {v:g}" + ("" if v == DEFAULTS[k] else f" (default {DEFAULTS[k]:g})")
+        return f"{k} = {v:g}" + ("" if v == DEFAULTS[k] else f" (before the study: {DEFAULTS[k]:g})")
 
     return ", ".join(one(k) for k in GRID)
 
@@ -117,7 +119,7 @@ def plots(out: Path, rows: Sequence[Row], held: Sequence[Row], chosen: Setting) 
     import matplotlib.pyplot as plt
 
     names = [k for k in SUBSETS if any(r["kind"] == k for r in held)] + ["all"]
-    variants = [("defaults (held-out)", replay_scorer(Setting())),
+    variants = [("before the study (held-out)", replay_scorer(Setting())),
                 ("calibrated (held-out)", replay_scorer(chosen)),
                 ("calibrated + abstain-when-cut (held-out)",
                  replay_scorer(Setting(**{**chosen.values(), "abstain_when_cut": True})))]
@@ -210,6 +212,33 @@ def plots(out: Path, rows: Sequence[Row], held: Sequence[Row], chosen: Setting) 
     return files
 
 
+CAVEAT_FOR = {"shared_carriers": ("distractor", "redundant"), "cut_context": ("truncated", "long_control"),
+              "reworded_source": ("paraphrase",)}
+"""The subsets each caveat of ``estimator.caveats`` is written for (long_control turns are cut too)."""
+
+
+def caveat_section(rows: Sequence[Row], held: Sequence[Row], chosen: Setting) -> list[str]:
+    """How often each caveat the product adds fires, per subset, with the calibrated thresholds."""
+    fired = {r["turn_id"]: replay_caveats(r, chosen) for r in rows}
+    lines = ["", "## What the result tells the user for the kinds of claim it gets wrong", "",
+             "`estimator/caveats.py` adds a caveat to a result's warnings for each pattern below (text in its "
+             "docstring); replayed here on the recorded measurements with the calibrated thresholds. Cells: turns "
+             "whose result carries the caveat, all turns (held-out in brackets). A caveat on its own subset is the "
+             "disclosure working; elsewhere it is a false alarm.", "",
+             "| subset | n | " + " | ".join(f"`{k}`" for k in CAVEAT_FOR) + " |",
+             "|---|---|" + "---|" * len(CAVEAT_FOR)]
+    for name, sel in subsets(rows):
+        h = [r for r in sel if r["split"] == "heldout"]
+        cells = [f"{sum(k in fired[r['turn_id']] for r in sel)}/{len(sel)} "
+                 f"({sum(k in fired[r['turn_id']] for r in h)}/{len(h)})" for k in CAVEAT_FOR]
+        lines.append(f"| {name} | {len(sel)} | " + " | ".join(cells) + " |")
+    misses = [r for r in held if r["kind"] == "paraphrase" and replay(r, chosen).verdict == "internal_knowledge"]
+    told = sum("reworded_source" in fired[r["turn_id"]] for r in misses)
+    lines += ["", f"Held-out paraphrases called internal knowledge: {len(misses)}; of them, carrying the "
+              f"`reworded_source` caveat: {told}."]
+    return lines
+
+
 def render(rows: Sequence[Row], *, model: str, wall_seconds: float | None, out: Path) -> str:
     tune = [r for r in rows if r["split"] == "tune"]
     held = [r for r in rows if r["split"] == "heldout"]
@@ -232,13 +261,17 @@ def render(rows: Sequence[Row], *, model: str, wall_seconds: float | None, out: 
         h = sum(1 for x in HARD if x.kind == k and x.split == "heldout")
         lines.append(f"| {k} | {t + h} ({t} / {h}) | {PLANTED[k]} | {TRUTH[k]} |")
 
-    lines += ["", "## Held-out accuracy, log-probability, calibrated thresholds", "",
+    product = Setting(**{k: getattr(DEFAULT_LOGPROB_PARAMS, k) for k in ("tau_rel", "tau_floor", "gamma_per_token",
+                                                                         "gamma_floor")})
+    shipped = "are" if product == chosen else "are NOT"
+    lines += ["", "## Held-out accuracy, log-probability, calibrated thresholds (the product's defaults)", "",
+              f"The product's defaults (`estimator/logprob.py` `LogprobParams`) {shipped} these thresholds. "
               f"Thresholds: {describe(chosen)}. Cells: right/n, % and the Wilson 95 % interval. *Verdict and top*: "
               "both right on the same turn. Precision/recall: of the set of contributing sources (role *grounds* or "
               "*redundant*) against the planted causes, pooled over the subset's turns. *Abstained*: the verdict "
               "says it cannot tell (`no_information`); *right to*: the turn is a truncated one.", ""]
     lines += metric_table(held, replay_scorer(chosen))
-    lines += ["", "## Held-out accuracy, log-probability, the defaults (the product as shipped)", "",
+    lines += ["", "## Held-out accuracy, log-probability, the thresholds before the study", "",
               f"Thresholds: {describe(Setting())}. Replayed from the recorded measurements; the trace itself gave "
               f"the same verdict, top source and contributing set on {consistent}/{len(rows)} turns (the replay "
               "check).", ""]
@@ -249,7 +282,7 @@ def render(rows: Sequence[Row], *, model: str, wall_seconds: float | None, out: 
               "verdict is *cannot tell*. It needs a code change in the estimator (not a threshold), so it is "
               "measured here offline. With the calibrated thresholds:", ""]
     lines += metric_table(held, replay_scorer(abstain))
-    lines += ["", "With the defaults:", ""]
+    lines += ["", "With the thresholds before the study:", ""]
     lines += metric_table(held, replay_scorer(abstain_default))
 
     layer_rule = Setting(**{**chosen.values(), "gamma_at_least_layer": True})
@@ -261,25 +294,26 @@ def render(rows: Sequence[Row], *, model: str, wall_seconds: float | None, out: 
     lines += metric_table(held, replay_scorer(layer_rule))
     lines += ["", "## Calibration", "",
               "Rule (stated before the run): on the **tune** split only, maximise the number of turns whose verdict "
-              "**and** top source are both right; ties go to the candidate closest to the defaults (fewest "
+              "**and** top source are both right; ties go to the candidate closest to the thresholds before the "
+              "study (fewest "
               "thresholds changed, then fewest grid steps). The held-out split is then scored once. Grid:", ""]
     for k, v in GRID.items():
-        lines.append(f"- `{k}` ∈ {{{', '.join(f'{x:g}' for x in v)}}} (default {DEFAULTS[k]:g})")
+        lines.append(f"- `{k}` ∈ {{{', '.join(f'{x:g}' for x in v)}}} (before the study: {DEFAULTS[k]:g})")
     both_default_h = sum(replay_scorer(Setting())(r)["both_ok"] for r in held)
     both_chosen_h = sum(replay_scorer(chosen)(r)["both_ok"] for r in held)
     lines += ["", "| | tune: verdict and top right | held-out: verdict and top right |", "|---|---|---|",
-              f"| defaults | {ci(default_tune, len(tune))} | {ci(both_default_h, len(held))} |",
+              f"| before the study | {ci(default_tune, len(tune))} | {ci(both_default_h, len(held))} |",
               f"| chosen | {ci(best, len(tune))} | {ci(both_chosen_h, len(held))} |", "",
               f"{n_tied} of {len(scored)} grid points reach the best tune count. Chosen: {describe(chosen)}. "
               f"Held-out turns whose replay needed a mask not in the table (roles then unresolved): {incomplete}."]
 
-    lines += ["", "## The misses with the defaults (all turns run, both splits)", "",
+    lines += ["", "## The misses with the calibrated thresholds (all turns run, both splits)", "",
               "Per missed turn: what the trace said, Γ against τ_Γ, τ, and the drops s(1) − s(1 ⊖ u) of the planted "
               "cause(s) and of the largest other source (nats).", "",
               "| turn | split | expected | verdict | top | Γ | τ_Γ | τ | cause drop | largest other drop |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        p = replay(r)
+        p = replay(r, chosen)
         sc = score_row(r, p)
         if sc["both_ok"]:
             continue
@@ -291,6 +325,7 @@ def render(rows: Sequence[Row], *, model: str, wall_seconds: float | None, out: 
                      f"{p.gamma:+.1f} | {p.tau_gamma:.1f} | {p.tau:.1f} | {cause} | "
                      + (f"{other[1]:+.1f} ({other[0]})" if other else "–") + " |")
 
+    lines += caveat_section(rows, held, chosen)
     lines += ["", "## Per-turn cost, log-probability (all turns run)", "",
               "| subset | n | trace calls (mean) | trace seconds (mean / median) | table: extra calls (mean) | "
               "table: extra seconds (mean) |", "|---|---|---|---|---|---|"]
@@ -304,7 +339,9 @@ def render(rows: Sequence[Row], *, model: str, wall_seconds: float | None, out: 
     sample = [r for r in rows if "agreement" in r]
     if sample:
         lines += ["", f"## Judged digit, expected digit and log-probability on the sample ({len(sample)} turns, "
-                  "the first of each subset in run order, both splits; defaults)", "",
+                  "in round-robin run order: the first of each subset, then the second, …; both splits; the judged "
+                  "digit's defaults; the log-probability rows as recorded, with the thresholds before the study)",
+                  "",
                   "| subset | n | " + " | ".join(f"verdict: {e}" for e in ESTIMATORS) + " | "
                   + " | ".join(f"top: {e}" for e in ESTIMATORS) + " |", "|---|---|" + "---|" * 6]
         for name, sel in subsets(sample):

@@ -12,6 +12,12 @@ Per turn, on the local model in-process:
    the table costs only the masks the defaults did not ask for;
 3. on the first ``--judged-sample`` turns (round-robin over the subsets: a stratified sample) the expected
    and judged digits too, with the span checks off as in the easy study.
+
+``--add-judged N`` widens that sample after the fact: it runs the expected and judged digits on the first N
+turns (same order) whose rows lack them, compares them with the row's recorded log-probability trace (the
+same agreement figures as ``estimator.agreement``, computed from the recorded drops), and rewrites
+``hard.jsonl``. The recorded log-probability rows are not re-run, so they keep the thresholds they were
+run with.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import anyio
 from calibrate import SWEEP_MIN_TAU, score_row
 from hard_turns import HARD, SUBSETS, HardTurn
 
-from estimator.agreement import agreement, top_layer, top_source
+from estimator.agreement import agreement, spearman, top_layer, top_source
 from estimator.corpus import build_corpus
 from estimator.judge import Mask
 from estimator.llm import LLM, Message
@@ -178,6 +184,53 @@ async def run_one(t: HardTurn, llm: LLM, scorer: Scorer, with_judge: bool) -> di
     return row
 
 
+def recorded_agreement(judged: dict[str, Any], logprob: dict[str, Any]) -> dict[str, Any]:
+    """``estimator.agreement.agreement`` over two recorded rows (``product``'s dicts) instead of two results."""
+    a, b = judged["source_drops"], logprob["source_drops"]
+    common = [sid for sid in a if sid in b and not math.isnan(a[sid]) and not math.isnan(b[sid])]
+    summary = ("verdict", "top_layer", "top_source")
+    return {"same_verdict": judged["verdict"] == logprob["verdict"],
+            "same_top_layer": judged["top_layer"] == logprob["top_layer"],
+            "same_top_source": judged["top_source"] == logprob["top_source"],
+            "spearman": spearman([a[s] for s in common], [b[s] for s in common]), "compared_sources": common,
+            "judged": {k: judged[k] for k in summary}, "logprob": {k: logprob[k] for k in summary}}
+
+
+async def judge_row(t: HardTurn, row: dict[str, Any], llm: LLM) -> dict[str, Any]:
+    """The expected and judged digits of one recorded row (see ``--add-judged``)."""
+    from run import SharedJudge
+
+    corpus = build_corpus(StoredTurn.model_validate(t.stored_turn()), DEFAULT_PARAMS)
+    judge = SharedJudge(llm, False)
+    results: dict[str, TraceResult] = {}
+    for name in ("expected", "judged"):  # expected first: it pays for the judge calls judged reuses
+        before_calls, requests, t0 = judge.model_calls, judge.requests, time.perf_counter()
+        got = await run_trace(name, t.claim, t.query, corpus, llm=judge)  # type: ignore[arg-type]
+        results[name] = got.result
+        row[name] = product(got.result, seconds=time.perf_counter() - t0, calls=judge.requests - requests)
+        row[name]["model_calls"] = judge.model_calls - before_calls
+    row["agreement"] = {"judged_vs_logprob": recorded_agreement(row["judged"], row["logprob"]),
+                        "expected_vs_logprob": recorded_agreement(row["expected"], row["logprob"]),
+                        "judged_vs_expected": agreement(results["judged"], results["expected"]).to_dict()}
+    row["scored"] = {name: score_row(row, row[name]) for name in ("logprob", "expected", "judged") if name in row}
+    return row
+
+
+def add_judged(args: Any, llm: LLM, path: Path) -> None:
+    rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+    by_id = {r["turn_id"]: r for r in rows}
+    wanted = [t for t in interleaved(HARD) if t.turn_id in by_id and "judged" not in by_id[t.turn_id]]
+    for t in wanted[: args.add_judged]:
+        t0 = time.perf_counter()
+        row = anyio.run(judge_row, t, by_id[t.turn_id], llm)
+        tmp = path.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        tmp.replace(path)  # rewritten after every turn, so a stopped run keeps what it measured
+        print(f"{t.turn_id:16s} judged {row['judged']['verdict']:18s} top {row['judged']['top_source']!s:5s} "
+              f"expected {row['expected']['verdict']:18s} top {row['expected']['top_source']!s:5s} "
+              f"({time.perf_counter() - t0:.0f} s)", flush=True)
+
+
 def run(args: Any, model_path: str) -> int:
     from hard_report import write_report
 
@@ -193,6 +246,14 @@ def run(args: Any, model_path: str) -> int:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     path = out / "hard.jsonl"
+    if getattr(args, "add_judged", 0):
+        started = time.perf_counter()
+        add_judged(args, llm, path)
+        recorded = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+        write_report(path, out, model=Path(model_path).name,
+                     wall_seconds=sum(r.get("wall_seconds", 0.0) for r in recorded))
+        print(f"judged sample widened in {(time.perf_counter() - started) / 60:.1f} min", flush=True)
+        return 0
     done: dict[str, dict[str, Any]] = {}
     if args.resume and path.exists():
         done = {r["turn_id"]: r for r in map(json.loads, path.read_text(encoding="utf-8").splitlines()) if r}

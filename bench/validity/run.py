@@ -195,6 +195,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--judged-sample", type=int, default=8,
                     help="hard set: run the judged and expected digits on the first N turns too (default 8)")
     ap.add_argument("--resume", action="store_true", help="hard set: keep the turns already in hard.jsonl")
+    ap.add_argument("--add-judged", type=int, default=0, metavar="N",
+                    help="hard set: run the judged and expected digits on the first N recorded turns that lack "
+                         "them (the log-probability rows are kept as recorded)")
     args = ap.parse_args(argv)
     if args.set == "hard":
         from hard_run import run as run_hard
