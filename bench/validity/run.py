@@ -3,7 +3,8 @@ on a local model in-process.
 
     python bench/validity/run.py [--model FILE.gguf] [--limit N] [--per-kind N] [--kinds tool,rule,...]
                                  [--with-spans]
-    python bench/validity/run.py --set hard [--judged-sample N] [--limit N] [--resume]   # HARD.md
+    python bench/validity/run.py --rerun-logprob     # the log-probability traces again, judged rows as recorded
+    python bench/validity/run.py --set hard [--judged-sample N] [--limit N] [--resume] [--add-judged N]   # HARD.md
 
 ``--set easy`` (the default) is the 32-turn suite of ``turns.py`` described here; ``--set hard`` runs the
 generated hard set of ``hard_turns.py`` through ``hard_run.py`` and writes ``hard.jsonl``, ``HARD.md`` and
@@ -182,6 +183,23 @@ async def run_one(p: Planted, llm: LLM, scorer: Scorer, with_spans: bool) -> dic
     return row
 
 
+async def rerun_logprob(p: Planted, row: dict[str, Any], llm: LLM, scorer: Scorer) -> None:
+    """Only the log-probability trace of a recorded row, again (e.g. after its thresholds changed); the judged
+    and expected rows stay as recorded and the agreement with them is recomputed from the recorded drops."""
+    from hard_run import recorded_agreement
+
+    corpus = build_corpus(StoredTurn.model_validate(p.stored_turn()), DEFAULT_PARAMS)
+    timed = TimedScorer(scorer)
+    t0 = time.perf_counter()
+    outcome = await run_trace("logprob", p.claim, p.query, corpus, llm=SharedJudge(llm, False),  # type: ignore[arg-type]
+                              scorer=timed)
+    row["logprob"] = summary(p, corpus, outcome.result, seconds=time.perf_counter() - t0,
+                             requests=timed.model_calls, model_calls=timed.model_calls)
+    for a, b in PAIRS:
+        if "logprob" in (a, b):
+            row["agreement"][f"{a}_vs_{b}"] = recorded_agreement(row[a], row[b])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="GGUF file (default: scripts/local-model.sh path)")
@@ -198,6 +216,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--add-judged", type=int, default=0, metavar="N",
                     help="hard set: run the judged and expected digits on the first N recorded turns that lack "
                          "them (the log-probability rows are kept as recorded)")
+    ap.add_argument("--rerun-logprob", action="store_true",
+                    help="easy set: run only the log-probability traces of results.jsonl again (judged and "
+                         "expected rows kept as recorded)")
     args = ap.parse_args(argv)
     if args.set == "hard":
         from hard_run import run as run_hard
@@ -210,6 +231,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     path = args.model or default_model()
     local = LocalModel(path, n_ctx=args.n_ctx)
     llm, scorer = LlamaCppLLM(local), LlamaCppScorer(local)
+    if args.rerun_logprob:
+        recorded = [json.loads(x) for x in (args.out / "results.jsonl").read_text(encoding="utf-8").splitlines() if x]
+        by_id = {p.turn_id: p for p in SUITE}
+        for row in recorded:
+            anyio.run(rerun_logprob, by_id[row["turn_id"]], row, llm, scorer)
+            print(f"{row['turn_id']:14s} logprob {row['logprob']['verdict']:18s} top "
+                  f"{row['logprob']['top_source']!s:5s} Γ {row['logprob']['gamma']:6.2f}", flush=True)
+        (args.out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recorded), encoding="utf-8")
+        text = table(recorded, Path(path).name, wall_seconds=None)
+        (args.out / "RESULTS.md").write_text(
+            "# Validation study: judged digit vs expected digit vs log-probability\n\n"
+            "Command: `python bench/validity/run.py`, then `python bench/validity/run.py --rerun-logprob` (the "
+            "log-probability traces again with the thresholds the hard set calibrated; the judged and expected "
+            "rows as first recorded)\n\n" + text, encoding="utf-8")
+        print(text)
+        return 0
     chosen = [p for p in SUITE if not args.kinds or p.kind in args.kinds.split(",")]
     if args.per_kind:
         chosen = [p for p in chosen if [q for q in chosen if q.kind == p.kind].index(p) < args.per_kind]
