@@ -44,7 +44,8 @@ its 8 knowledge claims (held-out figures in ``bench/validity/README.md``)."""
 @dataclass(frozen=True)
 class Caveat:
     kind: str
-    """``shared_carriers``, ``cut_context`` or ``reworded_source``: the glossary's ``warning.*`` keys."""
+    """``shared_carriers``, ``cut_context`` or ``reworded_source`` (explained in the service's glossary as
+    ``warning.lookalike``, ``warning.truncated`` and ``warning.paraphrase``)."""
     text: str
 
 

@@ -131,9 +131,11 @@ class SegmentGate:
                 "citations": [c.to_dict() for c in self.citations]}
 
 
-_SUMMARY_PARTS = (
-    ("traceable", "you can trace"), ("quoted", "quoted directly"), ("action", "reports of actions"),
-    ("agent_voice", "questions or offers"), ("unanchored", "nothing specific to check"),
+_SUMMARY_PARTS = (  # (count, words for 1, words for more)
+    ("traceable", "you can trace", "you can trace"), ("quoted", "quoted directly", "quoted directly"),
+    ("action", "report of an action", "reports of actions"),
+    ("agent_voice", "question or offer", "questions or offers"),
+    ("unanchored", "nothing specific to check", "nothing specific to check"),
 )
 
 
@@ -151,7 +153,7 @@ class GateSummary:
         """The §8.1 accounting line; zero categories are omitted, so the shown counts sum to sentences."""
         head = (f"{self.sources} source{'' if self.sources == 1 else 's'} · "
                 f"{self.sentences} sentence{'' if self.sentences == 1 else 's'}")
-        shown = [f"{getattr(self, name)} {label}" for name, label in _SUMMARY_PARTS if getattr(self, name)]
+        shown = [f"{n} {one if n == 1 else more}" for name, one, more in _SUMMARY_PARTS if (n := getattr(self, name))]
         return head + (": " + ", ".join(shown) if shown else "")
 
     def to_dict(self) -> dict[str, Any]:

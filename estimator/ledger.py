@@ -8,12 +8,24 @@ A call answered from a judgement cache (``LLMResponse.cached``) is ``cached``, n
 not a model call and was not billed. ``on_call`` is awaited before every call leaves (``sending``: ``made``
 already counts it) and after it with what happened, so a service persists ``made`` before the provider can
 bill the call, and settles a budget from the same numbers the result reports.
+
+Every call is also kept as a ``CallRecord`` (``calls()``): its stage and mask in words, the messages as
+sent, the reply, the scalar the estimator read from it (``parse``), when it started, how long it took, its
+usage and outcome. A caller names the stage and mask with keyword arguments, or around a block of calls
+with ``labelled(stage, mask)`` (how the leave-one-out driver labels every scalar's calls without the
+scalar knowing). The records are kept beside the counts, never instead of them: the counts above are
+the only meter.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+import math
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Literal, TypeVar
 
 import anyio
@@ -22,10 +34,71 @@ from .llm import LLM, LLMError, LLMRequest, LLMResponse, Message, Usage
 from .result import CallAccount
 from .scorer import ScoredTarget, Scorer, ScorerError
 
-__all__ = ["CallAbandoned", "CallBudgetExceeded", "CallEvent", "CallLedger", "CallOutcome"]
+__all__ = ["CallAbandoned", "CallBudgetExceeded", "CallEvent", "CallKind", "CallLabel", "CallLedger", "CallOutcome",
+           "CallRecord", "CallStage", "labelled"]
 
 CallOutcome = Literal["sending", "answered", "cached", "failed", "failed_billed", "refused"]
+CallKind = Literal["chat", "score"]
+CallStage = Literal["round1", "round2", "redundancy", "spans", "probe", "gamma", "other"]
+"""What a call was for: Γ's s(1) and s(0) (``gamma``), a layer removed (``round1``), a source removed
+(``round2``), a source or layer kept alone (``redundancy``), a span check (``spans``), a probe's
+regeneration (``probe``), anything else (``other``)."""
 _T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class CallLabel:
+    """A call's stage and its mask in words ("all sources", "without s2", "span check of s0")."""
+
+    stage: CallStage = "other"
+    mask: str = ""
+
+
+_LABEL: ContextVar[CallLabel | None] = ContextVar("estimator_call_label", default=None)
+
+
+@contextmanager
+def labelled(stage: CallStage, mask: str) -> Iterator[None]:
+    """Label every ledger call made inside this block (in this task and the tasks it starts) that does not
+    name its own stage and mask."""
+    token = _LABEL.set(CallLabel(stage, mask))
+    try:
+        yield
+    finally:
+        _LABEL.reset(token)
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One model call as sent and as answered, for inspection.
+
+    ``index`` is the order the ledger admitted it (from 0); ``messages`` are the request as sent (for a
+    scoring call, the context; ``target`` is the text whose log-probability was asked for). ``outcome`` is
+    ``sending`` while the call is in flight. ``reply`` is the model's text (None for scoring calls and
+    failures); ``parsed`` the scalar the estimator read from the answer (a digit 1–9, an expected digit, a
+    log-probability in nats, a probe's anchor coverage), None when it read none. ``seconds`` is the time from
+    sending to the answer or failure."""
+
+    index: int
+    kind: CallKind
+    stage: CallStage
+    mask: str
+    outcome: CallOutcome
+    messages: tuple[Message, ...]
+    started_at: datetime
+    target: str | None = None
+    reply: str | None = None
+    parsed: float | None = None
+    seconds: float = 0.0
+    usage: Usage = field(default_factory=Usage)
+    error: str | None = None
+
+    @property
+    def prompt(self) -> tuple[Message, ...]:
+        """The messages as sent; a scoring call's target follows as the assistant's message it scored."""
+        if self.target is None:
+            return self.messages
+        return (*self.messages, Message("assistant", self.target))
 
 
 class CallBudgetExceeded(LLMError):
@@ -39,12 +112,14 @@ class CallAbandoned(Exception):
 
 @dataclass(frozen=True)
 class CallEvent:
-    """One call as the ledger saw it: its outcome, its usage, and the error text of a failed call."""
+    """One call as the ledger saw it: its outcome, its usage, the error text of a failed call, and its
+    ``record`` (the call in flight for ``sending``, then as it ended)."""
 
     outcome: CallOutcome
-    kind: Literal["chat", "score"]
+    kind: CallKind
     usage: Usage
     error: str | None = None
+    record: CallRecord | None = None
 
 
 OnCall = Callable[["CallLedger", CallEvent], Awaitable[None]]
@@ -69,6 +144,12 @@ class CallLedger:
         self.usage = Usage()
         self._cost = 0.0
         self._cost_known = True
+        self._records: dict[int, CallRecord] = {}  # index → the call, in flight (``sending``) or ended
+
+    def calls(self) -> list[CallRecord]:
+        """Every call admitted or refused so far, in the order sent; a call still in flight (or cut off by a
+        cancellation) has outcome ``sending``. Calls abandoned unsent (``wanted``) are not calls."""
+        return [self._records[i] for i in sorted(self._records)]
 
     @property
     def cost_usd(self) -> float | None:
@@ -99,7 +180,7 @@ class CallLedger:
             raise CallBudgetExceeded(f"call refused: the plan allows {self.planned} calls")
         self.made += 1
 
-    def _failed(self, exc: LLMError | ScorerError, kind: Literal["chat", "score"]) -> CallEvent:
+    def _failed(self, exc: LLMError | ScorerError, kind: CallKind) -> CallEvent:
         self.failed += 1
         self.last_error = str(exc)[:300]
         if exc.billed:
@@ -108,7 +189,7 @@ class CallLedger:
             self._cost_known = False  # billed, at a price the provider did not report
         return CallEvent("failed_billed" if exc.billed else "failed", kind, Usage(), self.last_error)
 
-    def _answered(self, usage: Usage, *, cached: bool, kind: Literal["chat", "score"]) -> CallEvent:
+    def _answered(self, usage: Usage, *, cached: bool, kind: CallKind) -> CallEvent:
         self.answered += 1
         if cached:  # answered by a judgement cache: not a model call, not billed
             self.made -= 1
@@ -126,46 +207,98 @@ class CallLedger:
         if self.on_call is not None:
             await self.on_call(self, event)
 
-    async def _metered(self, kind: Literal["chat", "score"], send: Callable[[], Awaitable[_T]],
+    def _open(self, kind: CallKind, label: CallLabel, messages: Sequence[Message], target: str | None) -> CallRecord:
+        """The record of a call about to be admitted (or refused): the next index, the label, the request."""
+        return CallRecord(index=len(self._records), kind=kind, stage=label.stage, mask=label.mask, outcome="sending",
+                          messages=tuple(messages), started_at=datetime.now(UTC), target=target)
+
+    def _keep(self, record: CallRecord) -> CallRecord:
+        self._records[record.index] = record
+        return record
+
+    async def _metered(self, kind: CallKind, send: Callable[[], Awaitable[_T]],
                        usage_of: Callable[[_T], tuple[Usage, bool]],
-                       wanted: Callable[[], bool] | None = None) -> _T:
+                       wanted: Callable[[], bool] | None = None, *,
+                       request: tuple[Sequence[Message], str | None] = ((), None),
+                       label: CallLabel | None = None,
+                       answer_of: Callable[[_T], tuple[str | None, float | None]] | None = None) -> _T:
         """One call under the cap and the plan's ceiling. ``on_call`` hears ``sending`` before the call
         leaves (so a service persists ``made`` before the provider can bill it), then its outcome.
-        ``wanted`` is asked once a slot is free: False abandons the call (CallAbandoned), unsent."""
+        ``wanted`` is asked once a slot is free: False abandons the call (CallAbandoned), unsent.
+        ``request`` (messages, scored target), ``label`` and ``answer_of`` (reply text, parsed scalar) go
+        into the call's record."""
+        label = label or _LABEL.get() or CallLabel()
         borrower = object()
         await self.limiter.acquire_on_behalf_of(borrower)
         try:
             if wanted is not None and not wanted():
                 raise CallAbandoned("the caller no longer wanted this call")
+            record = self._open(kind, label, *request)
             try:
                 self._admit()
             except CallBudgetExceeded as exc:
-                await self._notify(CallEvent("refused", kind, Usage(), str(exc)))
+                refused = self._keep(replace(record, outcome="refused", error=str(exc)))
+                await self._notify(CallEvent("refused", kind, Usage(), str(exc), refused))
                 raise
-            await self._notify(CallEvent("sending", kind, Usage()))
+            self._keep(record)
+            await self._notify(CallEvent("sending", kind, Usage(), None, record))
+            record = self._keep(replace(record, started_at=datetime.now(UTC)))
+            started = time.perf_counter()
             try:
                 answer = await send()
             except (LLMError, ScorerError) as exc:
-                await self._notify(self._failed(exc, kind))
+                failed = self._failed(exc, kind)
+                ended = self._keep(replace(record, outcome=failed.outcome, seconds=time.perf_counter() - started,
+                                           error=str(exc)))
+                await self._notify(replace(failed, record=ended))
                 raise
+            seconds = time.perf_counter() - started
             usage, cached = usage_of(answer)
             event = self._answered(usage, cached=cached, kind=kind)
         finally:
             self.limiter.release_on_behalf_of(borrower)
-        await self._notify(event)
+        reply, parsed = answer_of(answer) if answer_of is not None else (None, None)
+        ended = self._keep(replace(record, outcome=event.outcome, reply=reply, parsed=_finite(parsed),
+                                   seconds=seconds, usage=usage))
+        await self._notify(replace(event, record=ended))
         return answer
 
-    async def call(self, llm: LLM, request: LLMRequest, *, wanted: Callable[[], bool] | None = None) -> LLMResponse:
+    async def call(self, llm: LLM, request: LLMRequest, *, wanted: Callable[[], bool] | None = None,
+                   stage: CallStage | None = None, mask: str | None = None,
+                   parse: Callable[[LLMResponse], float | None] | None = None) -> LLMResponse:
         """Send one chat request under the cap. Raises LLMError (a failed call), CallBudgetExceeded, or
-        CallAbandoned when ``wanted`` says no once a slot is free."""
-        return await self._metered("chat", lambda: llm.complete(request),
-                                   lambda response: (response.usage, response.cached), wanted)
+        CallAbandoned when ``wanted`` says no once a slot is free. ``stage`` and ``mask`` label the call's
+        record (else the enclosing ``labelled`` block's); ``parse`` reads the scalar it records."""
 
-    async def score(self, scorer: Scorer, messages: Sequence[Message], target: str) -> ScoredTarget:
+        def answer_of(response: LLMResponse) -> tuple[str | None, float | None]:
+            return response.text, parse(response) if parse is not None else None
+
+        return await self._metered("chat", lambda: llm.complete(request),
+                                   lambda response: (response.usage, response.cached), wanted,
+                                   request=(request.messages, None), label=_label(stage, mask),
+                                   answer_of=answer_of)
+
+    async def score(self, scorer: Scorer, messages: Sequence[Message], target: str, *,
+                    stage: CallStage | None = None, mask: str | None = None) -> ScoredTarget:
         """One teacher-forced scoring call under the same cap and ceiling: a scoring call is a model call.
-        Raises ScorerError (a failed call) or CallBudgetExceeded."""
+        Raises ScorerError (a failed call) or CallBudgetExceeded. Its record's parsed value is the
+        target's log-probability in nats."""
 
         def usage_of(scored: ScoredTarget) -> tuple[Usage, bool]:
             return Usage(input_tokens=scored.prompt_tokens + scored.n_tokens, cost_usd=0.0), False
 
-        return await self._metered("score", lambda: scorer.score(messages, target), usage_of)
+        return await self._metered("score", lambda: scorer.score(messages, target), usage_of,
+                                   request=(messages, target), label=_label(stage, mask),
+                                   answer_of=lambda scored: (None, scored.logprob_total))
+
+
+def _label(stage: CallStage | None, mask: str | None) -> CallLabel | None:
+    """The label a caller gave (the enclosing block's for whatever it left out), or None for the block's."""
+    if stage is None and mask is None:
+        return None
+    around = _LABEL.get() or CallLabel()
+    return CallLabel(stage or around.stage, around.mask if mask is None else mask)
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or math.isnan(value) or math.isinf(value) else float(value)

@@ -21,7 +21,7 @@ import anyio
 
 from .cost import CallPlan
 from .judge import Mask, cut_to_budget
-from .ledger import CallLedger
+from .ledger import CallLedger, CallStage, labelled
 from .llm import LLM
 from .measure import Scalar
 from .params import Params
@@ -30,8 +30,8 @@ from .support import check_support, support_body
 from .tokens import Tokenizer
 from .units import PROVENANCE_LAYER_ORDER, Corpus, Layer, Unit
 
-__all__ = ["Ablation", "LooRun", "Redundancy", "drop", "layer_mask", "plan_redundancy", "role_of", "run_loo",
-           "select_units", "windowed_texts"]
+__all__ = ["Ablation", "LooRun", "Redundancy", "drop", "layer_mask", "mask_words", "plan_redundancy", "role_of",
+           "run_loo", "select_units", "windowed_texts"]
 
 
 def drop(full: float, without: float) -> float:
@@ -49,6 +49,34 @@ def role_of(delta: float, tau: float) -> Role:
 
 def layer_mask(corpus: Corpus, layer: Layer) -> Mask:
     return frozenset(u.id for u in corpus.in_layer(layer))
+
+
+def mask_words(mask: Mask, corpus: Corpus) -> str:
+    """A mask in words, for a call's record: "all sources", "no sources", "without layer tools", "only layer
+    tools", "without s2", "only s1", "only s1 of tools", else "without s1, s3"."""
+    everything = frozenset(u.id for u in corpus.units)
+    if not mask:
+        return "all sources"
+    if mask == everything:
+        return "no sources"
+    layers = corpus.layers_present()
+    for layer in layers:  # before "only layer": with two layers, removing one keeps only the other
+        if mask == layer_mask(corpus, layer):
+            return f"without layer {layer.value}"
+    for layer in layers:
+        if mask == everything - layer_mask(corpus, layer):
+            return f"only layer {layer.value}"
+    ordered = [u.id for u in sorted(corpus.units, key=lambda u: u.ordinal)]
+    kept = [uid for uid in ordered if uid not in mask]
+    if len(mask) == 1:
+        return f"without {next(iter(mask))}"
+    if len(kept) == 1:
+        return f"only {kept[0]}"
+    for layer in layers:
+        whole = layer_mask(corpus, layer)
+        if mask < whole and len(whole - mask) == 1:
+            return f"only {next(iter(whole - mask))} of {layer.value}"
+    return "without " + ", ".join(uid for uid in ordered if uid in mask)
 
 
 def select_units(units: Sequence[Unit], max_sources: int) -> tuple[tuple[Unit, ...], tuple[Unit, ...]]:
@@ -147,7 +175,9 @@ class LooRun:
         out: dict[str, float] = {}
 
         async def one(name: str, mask: Mask) -> None:
-            out[name] = await self.score(mask)
+            label: CallStage = "gamma" if stage == "round1" and name in ("1", "0") else stage
+            with labelled(label, mask_words(mask, self.corpus)):  # the scalar's calls carry it
+                out[name] = await self.score(mask)
             shown = "no information" if math.isnan(out[name]) else f"{out[name]:.2f}{self.scalar.unit}"
             self.emit(stage, f"s({name}) = {shown}")
 

@@ -87,7 +87,7 @@ class JudgedDigit:
 
     async def measure(self, mask: Mask) -> Measured:
         try:
-            response = await self.ledger.call(self.llm, self.sent(mask))
+            response = await self.ledger.call(self.llm, self.sent(mask), parse=lambda answer: self.read(answer).value)
         except LLMError as exc:
             billed = " (billed)" if exc.billed else ""
             return Measured(math.nan, f"the call failed{billed}: {exc}")

@@ -128,6 +128,7 @@ async def probe_source(llm: LLM, claim: str, query: str, corpus: Corpus, target_
     full = build_regenerate_request(query, texts, params)
     ablated = build_regenerate_request(query, [t for t in texts if t[0] != target_id], params)
     requests = [full] * k + [ablated] * k
+    masks = ["all sources"] * k + [f"without {target_id}"] * k  # each regeneration's record names its mask
 
     # The ledger is the one meter: the 2k ceiling, the concurrency cap and the account. A call still
     # waiting for a slot when another one has failed is abandoned unsent (the verdict is then
@@ -138,7 +139,8 @@ async def probe_source(llm: LLM, claim: str, query: str, corpus: Corpus, target_
 
     async def run(index: int) -> None:
         try:
-            response = await ledger.call(llm, requests[index], wanted=lambda: not errors)
+            response = await ledger.call(llm, requests[index], wanted=lambda: not errors, stage="probe",
+                                         mask=masks[index], parse=lambda answer: cov(found, answer.text))
         except CallAbandoned:
             return
         except LLMError as exc:

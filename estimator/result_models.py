@@ -28,6 +28,7 @@ from pydantic import (
     computed_field,
 )
 
+from .proxy_models import ProxyReportModel
 from .units import Layer
 
 __all__ = [
@@ -151,6 +152,8 @@ class CallAccountModel(_Model):
     failed_billed: int = 0
     refused: int = 0
     billed: int = 0
+    scored: int | None = Field(None, exclude_if=lambda v: v is None, description="estimator proxy: local scoring "
+                               "passes (free; never in made)")
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -269,6 +272,13 @@ class TraceJobResultModel(TraceResultModel):
                                              "traces agree")
     declared: DeclaredAuditModel | None = Field(None, exclude_if=_absent, description="the declared-attribution "
                                                 "audit of the sentence")
+    proxy_model: str | None = Field(None, exclude_if=_absent, description="estimator proxy: the local model "
+                                    "that ranked the sources")
+    confirmed: bool | None = Field(None, exclude_if=_absent, description="estimator proxy: whether the hosted "
+                                   "judge confirmed the proxy's ranking (else the full judged search ran)")
+    confirmation: str | None = Field(None, exclude_if=_absent, description="estimator proxy: that, in words")
+    proxy: ProxyReportModel | None = Field(None, exclude_if=_absent, description="estimator proxy: both "
+                                           "rankings and the hosted judge's measurements")
 
 
 class ProbeCallsModel(_Model):

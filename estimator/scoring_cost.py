@@ -19,7 +19,7 @@ from .units import Corpus
 
 __all__ = ["EstimatorChoice", "ScoringCapability", "ScoringQuote", "quote_scoring", "scoring_capability"]
 
-EstimatorChoice = Literal["judged", "expected", "logprob", "both"]
+EstimatorChoice = Literal["judged", "expected", "logprob", "both", "proxy"]
 
 # Hosted chat APIs: log-probabilities only for generated tokens, no echo (seed §4).
 _CHAT_ONLY_PREFIXES = ("anthropic/", "claude", "gemini/", "vertex_ai/", "bedrock/", "azure/", "cohere/",

@@ -140,10 +140,11 @@ def build_support_request(claim: str, unit: Unit, *, params: Params = DEFAULT_PA
                       schema_name="support_verdict")
 
 
-async def _ask(ledger: CallLedger, llm: LLM, request: LLMRequest) -> tuple[SupportAnswer | None, str, bool]:
-    """(answer or None, why None, whether a call was made)."""
+async def _ask(ledger: CallLedger, llm: LLM, request: LLMRequest,
+               mask: str = "span check") -> tuple[SupportAnswer | None, str, bool]:
+    """(answer or None, why None, whether a call was made); ``mask`` names the call in its record."""
     try:
-        response = await ledger.call(llm, request)
+        response = await ledger.call(llm, request, stage="spans", mask=mask)
     except CallBudgetExceeded as exc:
         return None, str(exc), False
     except LLMError as exc:
@@ -169,7 +170,7 @@ async def check_support(llm: LLM, claim: str, unit: Unit, *, params: Params = DE
     if body is None:
         body, _ = support_body(unit, params=params, tokenizer=tok)
     first = build_support_request(claim, unit, params=params, tokenizer=tok, body=body)
-    answer, why, made = await _ask(ledger, llm, first)
+    answer, why, made = await _ask(ledger, llm, first, f"span check of {unit.id}")
     calls = int(made)
     if answer is None:
         return _no_information(why, calls)
@@ -177,7 +178,7 @@ async def check_support(llm: LLM, claim: str, unit: Unit, *, params: Params = DE
     notes: list[str] = []
     if answer.verdict in ("supported", "contradicted") and not check.verified:
         retry, why, made = await _ask(ledger, llm, build_support_request(
-            claim, unit, params=params, tokenizer=tok, retry=True, body=body))
+            claim, unit, params=params, tokenizer=tok, retry=True, body=body), f"span check of {unit.id}, retry")
         calls += int(made)
         if retry is None:
             notes.append(f"the retry gave no information ({why})")

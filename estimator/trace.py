@@ -2,9 +2,12 @@
 
 ``judged`` — the forced-choice judge's digit; ``expected`` — the same judge's expected digit from its
 top log-probabilities; ``logprob`` — log p(claim) from a scoring-capable model; ``both`` — the judged
-trace, then the log-probability one reusing its span checks, with their agreement. The job runner, the
+trace, then the log-probability one reusing its span checks, with their agreement; ``proxy`` — a local
+scoring model ranks the sources by log-probability and the judge confirms the ranking in a few calls,
+running the full judged search only when it disagrees (``proxy.py``). The job runner, the
 CLI and the quote endpoint call ``planned_calls`` and ``run_trace`` and nothing else: the choice and the
-plan are worked out here once. Every call of the trace, scoring included, goes through one ledger.
+plan are worked out here once. Every call of the trace, scoring included, goes through one ledger (under
+``proxy`` the local scoring passes, free, go through one of their own: ``calls.scored``, not ``made``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from .ledger import CallLedger
 from .llm import LLM
 from .logprob import LogprobTraceResult, trace_logprob
 from .params import DEFAULT_PARAMS, Params
+from .proxy import planned_proxy_calls, trace_proxy
 from .result import ProgressEvent, TraceResult
 from .result_models import DeclaredAuditModel, DumpsAsModel, TraceJobResultModel
 from .scorer import Scorer
@@ -34,13 +38,15 @@ ESTIMATORS: tuple[str, ...] = get_args(EstimatorChoice)
 
 
 def needs_scorer(choice: EstimatorChoice) -> bool:
-    return choice in ("logprob", "both")
+    return choice in ("logprob", "both", "proxy")
 
 
 def planned_calls(choice: EstimatorChoice, corpus: Corpus, params: Params = DEFAULT_PARAMS) -> int:
     """The worst case of a trace with ``choice``: the ceiling its ledger enforces and the budget reserved.
     Rounds, redundancy resolution and span checks; under ``both`` the scoring rounds are added and the
     span checks are shared."""
+    if choice == "proxy":  # hosted calls only: the local scoring passes are free and metered apart
+        return planned_proxy_calls(corpus, params)
     plan = plan_calls(corpus, params)
     return plan.total + plan.ablation if choice == "both" else plan.total
 
@@ -87,5 +93,8 @@ async def run_trace(choice: EstimatorChoice, claim: str, query: str, corpus: Cor
                                       on_progress=on_progress, supports=supports, ledger=ledger)
         return TraceOutcome(replace(judged, calls=ledger.account()), logprob, agreement(judged, logprob))
     assert scorer is not None
+    if choice == "proxy":
+        return TraceOutcome(await trace_proxy(scorer, llm, claim, query, corpus, params=params, tokenizer=tok,
+                                              on_progress=on_progress, ledger=ledger))
     return TraceOutcome(await trace_logprob(scorer, llm, claim, query, corpus, params=params, tokenizer=tok,
                                             on_progress=on_progress, ledger=ledger))

@@ -23,6 +23,13 @@ from support.services import (
 )
 
 
+@pytest.fixture(autouse=True)
+def _data_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test writes into the user's data directory (``provenance trace`` logs its traces there): each test
+    gets a fresh ``XDG_DATA_HOME``; ``PROVENANCE_DATA_DIR``, when a test sets it, still wins."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("data-home")))
+
+
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """The admin URL of a Postgres server (postgresql+asyncpg://…/postgres)."""

@@ -102,12 +102,12 @@ def test_list_turns_pages_with_a_cursor(server: ApiServer) -> None:
     with server.client(server.key("lister", "u1")) as client:
         for i in range(5):
             assert client.post("/v1/turns", json=small_turn(f"page-{i}")).status_code == 201
-        first = client.get("/v1/turns", params={"limit": 2}).json()
+        first = client.get("/v1/turns", params={"limit": 2, "sort": "stored_at"}).json()
         assert [t["turn_id"] for t in first["items"]] == ["page-0", "page-1"] and first["next_cursor"]
         seen = [t["turn_id"] for t in first["items"]]
         cursor = first["next_cursor"]
         while cursor:
-            page = client.get("/v1/turns", params={"limit": 2, "cursor": cursor}).json()
+            page = client.get("/v1/turns", params={"limit": 2, "cursor": cursor, "sort": "stored_at"}).json()
             seen += [t["turn_id"] for t in page["items"]]
             cursor = page["next_cursor"]
         assert seen == [f"page-{i}" for i in range(5)]

@@ -99,7 +99,7 @@ def test_a_probe_job_end_to_end_with_a_stable_baseline_is_required(
     assert (result["baseline"], result["without"], result["k"]) == (k, 0, k)
     assert result["calls"] == {"planned": 2 * k, "made": 2 * k, "failed": 0}
     assert result["anchors"] == ["2025-03-03", "dhl"] and result["target_id"] == "s0"
-    assert done["calls"] == {"planned": 2 * k, "made": 2 * k, "billed": 2 * k}
+    assert done["calls"] == {"planned": 2 * k, "made": 2 * k, "billed": 2 * k, "cached": 0, "failed": 0}
     assert events[-1] == ("end", {"probe_id": probe_id, "status": "succeeded", "reason": None,
                                   "calls": done["calls"]})
     # sampled and never cached: k identical full-context requests all reached the provider,

@@ -127,16 +127,17 @@ def _closed_port() -> int:
 
 def test_trace_against_an_unreachable_endpoint_fails_with_the_cause_and_the_fix(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """The finding: a trace whose every call failed printed "Verdict: no information" and exited 0."""
+    """The finding: a trace whose every call failed printed "Verdict: no information" and exited 0. Now the
+    endpoint is checked before the gate: exit 1, the cause and the flag to fix, nothing asked or spent."""
     base = f"http://127.0.0.1:{_closed_port()}/v1"
     code, out, err = run(capsys, "trace", FIXTURE_A, NOTE, "--model", "openai/local", "--api-base", base,
                          "--api-key", "test-key", "--yes", "--json", "--timeout", "5")
     assert code == 1
-    failed = json.loads(out)
-    assert failed["status"] == "failed" and "gamma" not in failed and "verdict" not in failed
-    assert "every model call failed" in failed["error"] and base in failed["error"]
-    assert "--api-base" in failed["fix"]
-    assert "trace failed" in err and "Verdict" not in err
+    failed = json.loads(out)["error"]
+    assert "gamma" not in failed and "verdict" not in failed
+    assert "cannot reach" in failed["detail"] and base in failed["detail"]
+    assert failed["field"] == "--api-base" and "--api-base" in failed["fix"]
+    assert "Verdict" not in err and "Model calls" not in err  # no gate: the check comes first
 
 
 def test_trace_whose_provider_refuses_every_call_fails_and_names_the_key_setting(

@@ -184,10 +184,12 @@ def test_summary_line_omits_zero_categories_and_keeps_the_sum() -> None:
     summary = GateSummary(sources=8, sentences=13, traceable=3, quoted=1, agent_voice=1, action=0,
                           unanchored=8)
     assert summary.line() == ("8 sources · 13 sentences: 3 you can trace, 1 quoted directly, "
-                              "1 questions or offers, 8 nothing specific to check")
+                              "1 question or offer, 8 nothing specific to check")
     with_action = GateSummary(sources=1, sentences=2, traceable=0, quoted=0, agent_voice=0, action=2,
                               unanchored=0)
     assert with_action.line() == "1 source · 2 sentences: 2 reports of actions"
+    one_action = GateSummary(sources=1, sentences=1, traceable=0, quoted=0, agent_voice=0, action=1, unanchored=0)
+    assert one_action.line() == "1 source · 1 sentence: 1 report of an action"
 
 
 def test_report_to_dict_is_the_stable_contract() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -66,7 +67,7 @@ def _search(client: httpx.Client, path: str, q: str, limit: int = 7) -> list[str
     found: list[str] = []
     cursor = None
     while True:
-        params: dict[str, Any] = {"q": q, "limit": limit}
+        params: dict[str, Any] = {"q": q, "limit": limit, "sort": "stored_at"}
         if cursor:
             params["cursor"] = cursor
         page = client.get(path, params=params)
@@ -99,8 +100,9 @@ def test_list_cursor_is_per_tenant_and_reveals_no_global_sequence(server: ApiSer
         first = client.get("/v1/turns", params={"limit": 3}).json()
         cursor = first["next_cursor"]
         assert not cursor.isdigit()
-        decoded = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        assert decoded == first["items"][-1]["turn_id"]
+        decoded = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode())
+        assert decoded["t"] == first["items"][-1]["turn_id"]  # the position: the last turn's id and sort key
+        assert set(decoded) == {"v", "f", "k", "t"} and not isinstance(decoded["k"], int)
     with server.client(server.key("other", "eve3")) as eve:
         refused = eve.get("/v1/turns", params={"cursor": cursor})
         assert refused.status_code == 422 and refused.json()["field"] == "query.cursor"

@@ -173,7 +173,8 @@ def test_a_lone_surrogate_line_is_reported_and_the_rest_imported(server: ApiServ
         assert (summary["imported"], summary["rejected"]) == (2, 1), summary
         where, reason = summary["errors"][0]["where"], summary["errors"][0]["reason"]
         assert where.startswith("line 2") and "surrogate" in reason and "RecordInvalid" not in reason
-        assert [t["turn_id"] for t in api.get("/v1/turns").json()["items"]] == ["upload#sur-a:0", "upload#sur-b:0"]
+        assert [t["turn_id"] for t in api.get("/v1/turns", params={"sort": "stored_at"}).json()["items"]] == [
+            "upload#sur-a:0", "upload#sur-b:0"]
 
 
 def test_a_line_nesting_past_the_cap_is_rejected_naming_its_line_and_path(server: ApiServer) -> None:
@@ -219,7 +220,7 @@ def test_every_read_path_survives_an_unrenderable_turn(server: ApiServer) -> Non
         store_as_an_older_version_did(server, tenant, "old-deep")
         assert api.post("/v1/turns", json=small_turn(turn_id="fine-2")).status_code == 201
 
-        listed = api.get("/v1/turns")
+        listed = api.get("/v1/turns", params={"sort": "stored_at"})
         assert listed.status_code == 200
         assert [t["turn_id"] for t in listed.json()["items"]] == ["fine-1", "old-deep", "fine-2"]
         found = api.get("/v1/turns", params={"q": "order D-1"})
@@ -239,7 +240,7 @@ def test_every_read_path_survives_an_unrenderable_turn(server: ApiServer) -> Non
             assert "'old-deep'" in problem["detail"] and "cannot be read" in problem["detail"], (path, problem)
             assert problem["fix"].startswith("delete it with DELETE /v1/turns/old-deep"), (path, problem)
 
-        shown = viewer.get("/ui/api/turns")
+        shown = viewer.get("/ui/api/turns", params={"sort": "stored_at"})
         assert shown.status_code == 200, shown.text
         assert [(t["turn_id"], bool(t.get("unreadable"))) for t in shown.json()["items"]] == [
             ("fine-1", False), ("old-deep", True), ("fine-2", False)]
@@ -370,7 +371,8 @@ def test_an_import_batch_is_deleted_for_its_tenant_only(server: ApiServer) -> No
         assert a.delete(f"/v1/imports/{first['batch_id']}").status_code == 204
         assert [t["turn_id"] for t in a.get("/v1/turns").json()["items"]] == ["a-own"]
         assert row_counts(server, "batch-a", ["upload#b1:0", "upload#b2:0"])["quotes"] == 0
-        assert [t["turn_id"] for t in b.get("/v1/turns").json()["items"]] == ["upload#b1:0", "upload#b2:0"]
+        assert [t["turn_id"] for t in b.get("/v1/turns", params={"sort": "stored_at"}).json()["items"]] == [
+            "upload#b1:0", "upload#b2:0"]
         assert_problem(a.delete(f"/v1/imports/{first['batch_id']}"), 404)
         assert a.post("/v1/imports", content=upload).json()["imported"] == 2  # importable again
 

@@ -14,14 +14,13 @@ by /v1 like a Bearer key, refused on a cross-site POST, scoped to its tenant.
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import FloatRect, Page, expect
+from playwright.sync_api import Page, expect
 from support.api_server import make_key, small_turn
 from ui_support import (
     DOCS_SCREENSHOT,
@@ -32,6 +31,7 @@ from ui_support import (
     browser,
     load_json,
     require_tau_bench,
+    save_docs_picture,
     viewer,
 )
 
@@ -168,7 +168,7 @@ def read_gate(run: BrowserRun, v: Viewer, turn_id: str, segment_id: str, model: 
     expect(page.locator("#gate-cost")).to_have_text(money(quote["cost_usd"]))
     expect(page.locator("#gate-warnings li")).to_have_count(len(quote["warnings"]))
     for k, warning in enumerate(quote["warnings"]):
-        expect(page.locator("#gate-warnings li").nth(k)).to_have_text("⚠ " + warning)
+        expect(page.locator("#gate-warnings li .warning-text").nth(k)).to_have_text("⚠ " + warning)
     expect(page.locator("#gate-refused")).to_have_count(0)
     expect(page.locator("#gate-accept")).to_be_enabled()
     run.shot("cost-gate")
@@ -201,7 +201,7 @@ def open_quote(run: BrowserRun, source_id: str) -> str:
     expect(button).to_have_count(1)
     start = int(button.get_attribute("data-line-start") or 0)
     end = int(button.get_attribute("data-line-end") or 0)
-    quote = (button.locator(".quote-text").text_content() or "").strip("“”")
+    quote = button.get_attribute("data-quote") or ""
     assert 1 <= start <= end
     button.click()
     dialog = page.locator("#source-viewer")
@@ -220,17 +220,10 @@ def open_quote(run: BrowserRun, source_id: str) -> str:
     return quote
 
 
-def save_docs_screenshot(page: Page, max_height: int = 1150) -> None:
+def save_docs_screenshot(page: Page) -> None:
     """The README's picture of the result view (verdict, chart, the top of the tree), written when it
     is missing or PROVENANCE_UPDATE_SCREENSHOTS=1."""
-    if DOCS_SCREENSHOT.exists() and os.environ.get("PROVENANCE_UPDATE_SCREENSHOTS") != "1":
-        return
-    box = page.locator("#result-panel").bounding_box()
-    assert box is not None
-    top = box["y"] + float(page.evaluate("window.scrollY"))
-    clip: FloatRect = {"x": box["x"], "y": top, "width": box["width"], "height": min(box["height"], max_height)}
-    DOCS_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(DOCS_SCREENSHOT), clip=clip, full_page=True)
+    save_docs_picture(page, DOCS_SCREENSHOT.name, page.locator("#result-panel"))
 
 
 # --------------------------------------------------------------------------- the flows
@@ -304,7 +297,7 @@ def test_viewer_flow_on_the_eo_fixture_turn(tmp_path: Path) -> None:
         expect(page.locator("#gamma")).to_have_text(
             "Γ = 7.00 — support with every source s(1) = 9.00, with none s(0) = 2.00."
         )
-        expect(page.locator("#drops-chart rect.role-grounds")).to_have_count(2)  # the tools layer and s0
+        expect(page.locator("#drops-chart .bar.role-grounds")).to_have_count(2)  # the tools layer and s0
         tree = page.locator("#tree")
         expect(tree.locator('li[data-source-id="s0"] .verdict-words .words')).to_have_text("states the claim")
         expect(tree.locator('li[data-source-id="s5"] .verdict-words .words')).to_have_text(
@@ -463,9 +456,13 @@ def test_session_cookie_is_http_only_strict_accepted_by_the_api_and_tenant_scope
             page = anon.get("/")
             assert page.status_code == 200 and "text/html" in page.headers["content-type"]
             assert "default-src 'self'" in page.headers["content-security-policy"]
-            for asset in ("app.js", "app.css", "favicon.svg"):
+            for asset in ("js/main.js", "js/turn.js", "theme.css", "app.css", "result.css", "favicon.svg"):
                 assert anon.get(f"/static/{asset}").status_code == 200
-            assert anon.get("/static/..%2Fui.py").status_code == 404
+            module = anon.get("/static/js/main.js")
+            assert module.headers["content-type"].startswith("text/javascript")
+            assert "script-src 'self'" in module.headers["content-security-policy"]
+            for bad in ("..%2Fui.py", "js/..%2F..%2Froutes%2Fui.py", "js/nope.js", "vendor%2Fx.js"):
+                assert anon.get(f"/static/{bad}").status_code == 404, bad
             assert anon.get("/ui/api/turns").status_code == 401
             assert anon.post("/ui/session", json={"api_key": "pvk_wrong"}).status_code == 401
             assert COOKIE_NAME not in anon.cookies
@@ -514,12 +511,13 @@ def test_the_turn_list_pages_and_searches(tmp_path: Path) -> None:
     with viewer(tmp_path / "data", SourceKeyedJudge(["x"])) as v:
         for i in range(7):
             v.store(small_turn(f"page-{i}"))
-        first = v.api.get("/ui/api/turns", params={"limit": 3}).json()
+        first = v.api.get("/ui/api/turns", params={"limit": 3, "sort": "stored_at"}).json()
         assert [t["turn_id"] for t in first["items"]] == ["page-0", "page-1", "page-2"]
+        assert first["total"] == 7
         seen = [t["turn_id"] for t in first["items"]]
         cursor = first["next_cursor"]
         while cursor:
-            page = v.api.get("/ui/api/turns", params={"limit": 3, "cursor": cursor}).json()
+            page = v.api.get("/ui/api/turns", params={"limit": 3, "cursor": cursor, "sort": "stored_at"}).json()
             seen += [t["turn_id"] for t in page["items"]]
             cursor = page["next_cursor"]
         assert seen == [f"page-{i}" for i in range(7)]

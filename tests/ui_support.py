@@ -11,6 +11,7 @@ browser is downloaded. Each browser starts with a fresh, temporary profile.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -23,7 +24,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import BrowserContext, ConsoleMessage, Page, expect, sync_playwright
+from playwright.sync_api import BrowserContext, ConsoleMessage, FloatRect, Locator, Page, expect, sync_playwright
 from support.api_server import TEST_MODELS, ApiServer
 from support.fake_openai import FakeOpenAI, FakeReply
 
@@ -33,7 +34,10 @@ from provenance_api.providers.llm_litellm import load_litellm
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"
 ARTIFACTS = REPO / "test-artifacts" / "ui"
-DOCS_SCREENSHOT = REPO / "docs" / "result-view.png"
+DOCS = REPO / "docs"
+DOCS_SCREENSHOT = DOCS / "result-view.png"
+AXE = Path(__file__).resolve().parent / "support" / "vendor" / "axe-core" / "axe.min.js"
+AXE_SHA256 = "29348999450cdf2849a8e70b7912fc2da85a849da39c0d0d5394f51d4a9ed95c"  # axe-core 4.14.1, VENDOR.md
 TAU_BENCH = Path(__file__).resolve().parents[1] / "tests/data/tau-bench/airline-gpt-4o-dev.json"
 CHROMIUM = Path(os.environ.get("PROVENANCE_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
@@ -215,7 +219,7 @@ class BrowserRun:
 
 
 @contextmanager
-def browser(prefix: str, width: int = 1280, height: int = 900) -> Iterator[BrowserRun]:
+def browser(prefix: str, width: int = 1280, height: int = 900, color_scheme: str = "light") -> Iterator[BrowserRun]:
     executable = require_chromium()
     for old in ARTIFACTS.glob(f"{prefix}-*.png"):
         old.unlink()
@@ -228,6 +232,8 @@ def browser(prefix: str, width: int = 1280, height: int = 900) -> Iterator[Brows
                 headless=True,
                 args=CHROMIUM_ARGS,
                 viewport={"width": width, "height": height},
+                color_scheme="dark" if color_scheme == "dark" else "light",
+                accept_downloads=True,
                 locale="en-US",
                 timezone_id="UTC",
             )
@@ -248,3 +254,100 @@ def browser(prefix: str, width: int = 1280, height: int = 900) -> Iterator[Brows
                 context.close()
     finally:
         shutil.rmtree(profile, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- pictures for docs/, accessibility
+
+
+def updating_docs(path: Path) -> bool:
+    """Whether to (re)write a picture under docs/: when it is missing, or PROVENANCE_UPDATE_SCREENSHOTS=1."""
+    return not path.exists() or os.environ.get("PROVENANCE_UPDATE_SCREENSHOTS") == "1"
+
+
+def save_docs_picture(page: Page, name: str, target: Locator, max_height: float = 1150) -> Path:
+    """A picture of ``target`` (its top ``max_height`` px) as docs/<name>, written by the update policy."""
+    path = DOCS / name
+    if not updating_docs(path):
+        return path
+    target.scroll_into_view_if_needed()
+    box = target.bounding_box()
+    assert box is not None, f"{name}: nothing to picture"
+    top = box["y"] + float(page.evaluate("window.scrollY"))
+    clip: FloatRect = {"x": box["x"], "y": top, "width": box["width"], "height": min(box["height"], max_height)}
+    DOCS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(path), clip=clip, full_page=True)
+    return path
+
+
+def axe_source() -> str:
+    """The vendored axe-core, checked against the sha256 recorded in its VENDOR.md."""
+    if not AXE.is_file():
+        pytest.fail(f"axe-core missing: expected {AXE} (vendored from the npm registry, see VENDOR.md there)")
+    data = AXE.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    assert digest == AXE_SHA256, f"{AXE} changed: sha256 {digest}, VENDOR.md records {AXE_SHA256}"
+    return data.decode("utf-8")
+
+
+SERIOUS = ("serious", "critical")
+
+
+def axe_violations(page: Page, include: str | None = None) -> list[dict[str, Any]]:
+    """axe-core's violations of impact serious or critical on the page (or within ``include``), each as
+    {id, impact, help, targets}. axe is evaluated through the DevTools protocol, so the page's
+    Content-Security-Policy stays as it is."""
+    if not page.evaluate("() => typeof window.axe === 'object'"):
+        page.evaluate(axe_source())
+    found: list[dict[str, Any]] = page.evaluate(
+        """async (include) => {
+          const context = include ? { include: [include] } : document;
+          const result = await window.axe.run(context, { resultTypes: ['violations'] });
+          return result.violations.map(v => ({ id: v.id, impact: v.impact, help: v.help,
+            targets: v.nodes.slice(0, 6)
+              .map(n => n.target.join(' ') + ' :: ' + (n.failureSummary || '').slice(0, 300)) }));
+        }""",
+        include,
+    )
+    return [v for v in found if v["impact"] in SERIOUS]
+
+
+# --------------------------------------------------------------------------- steps the viewer tests share
+
+
+def sign_in_as_admin(run: BrowserRun, v: Viewer, hash_route: str = "") -> None:
+    """Sign in on the page (the key typed once), then open ``hash_route`` when given."""
+    page = run.page
+    page.goto(v.base_url + "/" + hash_route)
+    page.get_by_label("API key").fill(v.admin_key)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.locator("#who-name")).to_contain_text("admin")
+    expect(page.locator("#signin-key")).to_have_count(0)  # the route's view replaced the form
+
+
+def run_trace(v: Viewer, turn_id: str, sentence: str) -> dict[str, Any]:
+    """A trace run through the API to its end; its TraceOut."""
+    quote = v.api.post("/v1/quotes", json={"turn_id": turn_id, "sentence": sentence})
+    assert quote.status_code == 201, quote.text
+    started = v.api.post("/v1/traces", json={"quote_id": quote.json()["quote_id"]})
+    assert started.status_code == 202, started.text
+    done: dict[str, Any] = v.api.get(f"/v1/traces/{started.json()['trace_id']}", params={"wait": "true"}).json()
+    assert done["status"] == "succeeded", done
+    return done
+
+
+OUTSIDE_VIEWPORT = """() => {
+  // elements of the view whose box leaves the viewport sideways, unless inside a box that scrolls sideways
+  const width = document.documentElement.clientWidth;
+  const scrolls = (el) => { for (let p = el.parentElement; p; p = p.parentElement) {
+      const o = getComputedStyle(p).overflowX; if (o === 'auto' || o === 'scroll') return true; } return false; };
+  const out = [];
+  for (const el of document.querySelectorAll('#view *, header *, dialog[open] *')) {
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 || r.height === 0 || getComputedStyle(el).visibility === 'hidden') continue;
+    if (el.closest('.visually-hidden')) continue;
+    if ((r.left < -0.5 || r.right > width + 0.5) && !scrolls(el)) {
+      out.push(el.tagName + '.' + el.className + ' ' + Math.round(r.left) + '..' + Math.round(r.right));
+    }
+  }
+  return out.slice(0, 10);
+}"""

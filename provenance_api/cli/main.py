@@ -1,5 +1,10 @@
 """The ``provenance`` command line. Subcommands work on stored-turn files without a server
-(gate, quote, trace) or on the service's storage (serve, keys, import)."""
+(gate, quote, trace) or on the service's storage (serve, keys, import, traces).
+
+Exit status: 0 done, 1 a failure (a trace whose calls failed, a provider that cannot be reached or refuses
+the key, an import that rejected something), 2 a usage error. With ``--json`` an error is a problem object
+on stdout. Colour only on a terminal (``--no-color`` or ``NO_COLOR`` to turn it off).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from provenance_api.core.errors import ProvenanceError
+from provenance_api.core.errors import ProvenanceError, ProviderError
 from provenance_api.storage.errors import StorageError
 
 
@@ -18,8 +23,26 @@ def _dump(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
+DESCRIPTION = """\
+Trace a sentence of an LLM agent's answer to the part of its context that caused it.
+
+Free, no model calls:   provenance gate FILE          which sentences can be traced
+                        provenance quote FILE r3      the cost gate of one sentence
+                        provenance explain [TERM]     what each number means
+Spends model calls:     provenance trace FILE r3      asks before spending
+Service and storage:    provenance serve | worker | keys | import | traces
+"""
+EPILOG = """\
+Exit status: 0 done; 1 failed (provider unreachable, key refused, every call
+failed, an import rejected something); 2 usage error. With --json an error is
+a problem object on stdout. Colour only on a terminal: --no-color or NO_COLOR=1
+turns it off. Run provenance COMMAND --help for a command's options.
+"""
+
+
 def cmd_gate(args: argparse.Namespace) -> int:
     from provenance_api.cli import render_text
+    from provenance_api.cli.style import Style
     from provenance_api.core.errors import InvalidInput
     from provenance_api.importers.turn_files import load_turn_file
     from provenance_api.providers import free_tier
@@ -42,12 +65,13 @@ def cmd_gate(args: argparse.Namespace) -> int:
     if args.json:
         _dump(view.report.to_dict())
     else:
-        sys.stdout.write(render_text.gate_text(turn, view))
+        sys.stdout.write(render_text.gate_text(turn, view, Style.for_stream(sys.stdout, args.no_color)))
     return 0
 
 
 def cmd_quote(args: argparse.Namespace) -> int:
     from provenance_api.cli import render_text
+    from provenance_api.cli.style import Style
     from provenance_api.importers.turn_files import load_turn_file
     from provenance_api.providers import free_tier
 
@@ -59,7 +83,7 @@ def cmd_quote(args: argparse.Namespace) -> int:
     if args.json:
         _dump(quote.to_dict())
     else:
-        sys.stdout.write(render_text.quote_text(quote))
+        sys.stdout.write(render_text.quote_text(quote, Style.for_stream(sys.stdout, args.no_color), selection))
     return 0
 
 
@@ -73,9 +97,11 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="provenance", description=__doc__)
+    parser = argparse.ArgumentParser(prog="provenance", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--no-color", action="store_true", help="no colour, even on a terminal (also NO_COLOR=1)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     gate = sub.add_parser("gate", help="free tier: which sentences of a stored turn can be traced (no model calls)")
     gate.add_argument("file", nargs="?", help="a stored-turn JSON file")
@@ -91,12 +117,27 @@ def build_parser() -> argparse.ArgumentParser:
     quote.add_argument("--json", action="store_true", help="print the stable JSON contract")
     quote.set_defaults(func=cmd_quote)
 
+    from provenance_api.cli.explain import register as register_explain
     from provenance_api.cli.service import register as register_service
     from provenance_api.cli.trace import register as register_trace
+    from provenance_api.cli.traces import register as register_traces
 
     register_trace(sub)
+    register_traces(sub)
+    register_explain(sub)
     register_service(sub)
+    _everywhere(sub, "--no-color", action="store_true", default=argparse.SUPPRESS,
+                help="no colour, even on a terminal (also NO_COLOR=1)")
     return parser
+
+
+def _everywhere(sub: Any, *flag: str, **options: Any) -> None:
+    """Accept ``flag`` after any subcommand too (``provenance trace … --no-color``), nested ones included;
+    ``SUPPRESS`` keeps the top-level value unless the flag is given there."""
+    for parser in set(sub.choices.values()):
+        parser.add_argument(*flag, **options)
+        for action in parser._subparsers._group_actions if parser._subparsers else ():
+            _everywhere(action, *flag, **options)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -112,13 +153,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise storage_problem(exc) from None
         return code
     except ProvenanceError as exc:
+        code = 1 if isinstance(exc, ProviderError) else 2  # the provider failed; else the input or setup did
         if getattr(args, "json", False):  # a caller that asked for JSON gets the error as JSON too
             _dump({"error": exc.to_problem()})
-            return 2
+            return code
         sys.stderr.write(f"provenance: {exc.title}: {exc.detail}\n")
         if exc.fix:
             sys.stderr.write(f"  fix: {exc.fix}\n")
-        return 2
+        return code
     except KeyboardInterrupt:
         sys.stderr.write("provenance: interrupted\n")
         return 130

@@ -1,47 +1,89 @@
-"""Human-readable renderings of the free tier and the cost gate for the terminal."""
+"""Human-readable renderings of the free tier, the cost gate and a trace for the terminal.
+
+Every number is explained where it appears: the verdict in a clause beside it, and the other terms
+shown (Γ, s(1), s(0), Δ, the roles, the judge's confidence, the five call counts) in a footnote block
+read from the glossary (``provenance explain TERM`` prints the detail). Calls are reported in the words
+the API uses: planned, made, cached, billed, failed.
+"""
 
 from __future__ import annotations
 
 import textwrap
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from estimator.cost import CostQuote
 from estimator.result_models import TraceResultModel
+from estimator.selection import Selection
 from estimator.turn import StoredTurn
 from estimator.units import Corpus
+from provenance_api.cli.style import Style, plural
+from provenance_api.core.glossary import GLOSSARY
 
 if TYPE_CHECKING:
     from provenance_api.providers.free_tier import GateView
+
+PLAIN = Style()
+_STATUS_PAINT = {"traceable": "green", "quoted": "cyan"}
+
+
+class CallCounts(Protocol):
+    """The five numbers (and the memo's) of a trace's calls: a result's account or a job's row."""
+
+    @property
+    def planned(self) -> int: ...
+    @property
+    def made(self) -> int: ...
+    @property
+    def cached(self) -> int: ...
+    @property
+    def billed(self) -> int: ...
+    @property
+    def failed(self) -> int: ...
 
 
 def _wrap(text: str, indent: str, width: int = 100) -> str:
     return textwrap.fill(" ".join(text.split()), width=width, initial_indent=indent, subsequent_indent=indent)
 
 
-def gate_text(turn: StoredTurn, view: GateView) -> str:
+def _labelled(label: str, text: str, style: Style, pad: int = 18) -> str:
+    """``label`` then ``text`` wrapped under it; the label painted after wrapping (codes have no width)."""
+    body = textwrap.fill(" ".join(text.split()), width=100, initial_indent=" " * pad, subsequent_indent=" " * pad)
+    return style.bold(label) + body[len(label):] if len(label) < pad else style.bold(label) + " " + body.lstrip()
+
+
+def sentence_line(selection: Selection, style: Style = PLAIN) -> str:
+    """The sentence being priced or traced, echoed (with its id when it was given as one)."""
+    where = f"{selection.segment_id} " if selection.segment_id else ""
+    return _labelled("Sentence", f'{where}"{selection.text}"', style) + "\n"
+
+
+def gate_text(turn: StoredTurn, view: GateView, style: Style = PLAIN) -> str:
     out: list[str] = []
     who = " · ".join(x for x in (turn.agent, turn.model, f"turn {turn.turn_id}") if x)
-    out.append(who)
-    out.append(view.report.summary.line())
+    out.append(style.dim(who))
+    out.append(style.bold(view.report.summary.line()))
     out.append("")
-    out.append("Sources")
+    out.append(style.bold("Sources"))
     for layer in view.corpus.layers_present():
         units = view.corpus.in_layer(layer)
         out.append(f"  {layer.value} ({len(units)})")
         for u in units:
             notes = [t for t in u.evidence.transformations if "truncated" in t or "current text" in t]
-            size = f"{u.evidence.tokens:,} tokens"
-            out.append(f"    {u.id:<4} {u.kind:<13} {u.label}  [{size}]")
+            size = plural(u.evidence.tokens, "token")
+            out.append(f"    {u.id:<4} {u.kind:<13} {u.label}  {style.dim(f'[{size}]')}")
             for note in notes:
-                out.append(f"         ! {note}")
+                out.append(style.warn(f"         ! {note}"))
     for name in view.corpus.unscorable:
         out.append(f"  unscorable: attachment {name!r} (bytes not kept)")
     for ex in view.corpus.excluded:
         out.append(f"  excluded: {ex.label} — {ex.reason}")
     out.append("")
-    out.append("Sentences")
+    out.append(style.bold("Sentences"))
     for g in view.report.segments:
-        out.append(f"  {g.segment.id:<4} {g.status.value:<11} {g.klass.value}")
+        status = g.status.value
+        shown = style.paint(f"{status:<11}", _STATUS_PAINT[status]) if status in _STATUS_PAINT else style.dim(
+            f"{status:<11}")
+        out.append(f"  {g.segment.id:<4} {shown} {style.dim(g.klass.value)}")
         out.append(_wrap(g.segment.text, "       "))
         if g.anchors:
             out.append(_wrap("anchors: " + ", ".join(g.anchors), "       "))
@@ -53,22 +95,45 @@ def gate_text(turn: StoredTurn, view: GateView) -> str:
     return "\n".join(out) + "\n"
 
 
-def quote_text(quote: CostQuote) -> str:
-    cost = "unknown" if quote.cost_usd is None else f"~${quote.cost_usd:.3f}"
-    lines = [
+def quote_text(quote: CostQuote, style: Style = PLAIN, selection: Selection | None = None) -> str:
+    """The cost gate: the planned calls and their worst-case cost (cached answers cost $0)."""
+    planned = quote.planned_calls
+    if quote.cost_usd is None:
+        cost = "unknown (no price is known for this model)"
+    else:
+        cost = f"at most ~${quote.cost_usd:.3f}, the worst case: all {plural(planned, 'planned call')} sent and billed"
+    plan = quote.plan
+    parts = [f"round 1: {plan.round1}", f"round 2: {plan.round2}"]
+    parts += [f"redundancy: {plan.redundancy}"] if plan.redundancy else []
+    parts += [f"span checks: {plan.spans}"] + ([f"probe: {plan.probe}"] if plan.probe else [])
+    lines = [sentence_line(selection, style).rstrip("\n")] if selection is not None else []
+    lines += [
         f"Model             {quote.model}",
         f"Sources           {quote.sources}",
-        f"Model calls       {quote.planned_calls}  (round 1: {quote.plan.round1}, round 2: {quote.plan.round2}, "
-        + (f"redundancy: {quote.plan.redundancy}, " if quote.plan.redundancy else "")
-        + f"span checks: {quote.plan.spans}" + (f", probe: {quote.plan.probe}" if quote.plan.probe else "") + ")",
+        f"Model calls       up to {planned} planned ({', '.join(parts)})",
         f"Est. input tokens {quote.input_tokens:,}",
-        f"Est. cost         {cost}",
+        f"Est. cost         {style.bold(cost) if quote.cost_usd is not None else cost}",
+        "                  answers from the judgement cache cost $0 and are not counted as made",
     ]
     for w in quote.warnings:
-        lines.append(_wrap("⚠ " + w, "  ").lstrip())
+        lines.append(style.warn(_wrap("⚠ " + w, "  ").lstrip()))
     if quote.refused:
-        lines.append("REFUSED: " + quote.refused)
+        lines.append(style.bad("REFUSED: " + quote.refused))
     return "\n".join(lines) + "\n"
+
+
+def _money(cost: float | None) -> str:
+    return "unknown" if cost is None else f"${cost:.4f}"
+
+
+def calls_text(calls: CallCounts, cost_usd: float | None, *, saved: int = 0) -> str:
+    """One line in the five words every place uses: planned, made, cached, billed, failed, and the cost billed."""
+    cost = 0.0 if cost_usd is None and calls.billed == 0 else cost_usd  # nothing billed costs nothing
+    line = (f"{calls.planned} planned · {calls.made} made · {calls.cached} cached · {calls.billed} billed · "
+            f"{calls.failed} failed · cost {_money(cost)}")
+    if saved:
+        line += f" ({plural(saved, 'measurement')} answered from this trace's memo)"
+    return line
 
 
 _SUPPORT_WORDS = {
@@ -85,14 +150,45 @@ def _num(x: float | None) -> str:
     return "n/a" if x is None or x != x else f"{x:+.2f}"
 
 
-def trace_text(corpus: Corpus, result: TraceResultModel) -> str:
+def terms_used(result: TraceResultModel) -> list[str]:
+    """The glossary keys of what a trace's text shows, in the order a reader meets them."""
+    keys = ["gamma", "s_all", "s_none", "delta"]
+    roles = {layer.role for layer in result.layers} | {s.role for s in result.sources if s.role}
+    keys += [f"role.{r}" for r in ("grounds", "distractor", "irrelevant", "redundant") if r in roles]
+    if any(s.alone is not None for s in result.sources):
+        keys.append("alone")
+    supports = [s.support for s in result.sources if s.support is not None]
+    keys += [f"support.{v}" for v in ("supported", "contradicted", "silent") if any(x.verdict == v for x in supports)]
+    if supports:
+        keys.append("confidence")
+    if any(x.downgraded for x in supports):
+        keys.append("downgraded")
+    keys += ["calls.planned", "calls.made", "calls.cached", "calls.billed", "calls.failed"]
+    if result.calls.saved:
+        keys.append("calls.saved")
+    return keys
+
+
+def footnotes(keys: list[str], style: Style = PLAIN) -> str:
+    """The one-line explanations of ``keys`` (each once), and where the detail is."""
+    seen = list(dict.fromkeys(keys))
+    width = max(len(GLOSSARY[k].label) for k in seen) if seen else 0
+    out = [style.dim("What these mean (provenance explain TERM for more):")]
+    out += [style.dim(f"  {GLOSSARY[k].label:<{width}}  {GLOSSARY[k].short}") for k in seen]
+    return "\n".join(out) + "\n"
+
+
+def trace_text(corpus: Corpus, result: TraceResultModel, style: Style = PLAIN, *, explain: bool = True) -> str:
     """The layer → source → span tree of one traced claim, read from its JSON contract (a score that
-    carried no information is None there)."""
-    out = [
-        f"Verdict: {result.verdict_text}",
-        f"Γ = {_num(result.gamma)}  (s(1) = {_num(result.s_all).lstrip('+')}, "
-        f"s(0) = {_num(result.s_none).lstrip('+')})",
-    ]
+    carried no information is None there), with the verdict explained beside it and the other terms
+    in footnotes."""
+    verdict = GLOSSARY[f"verdict.{result.verdict}"]
+    painted = style.good if result.verdict == "attributed" else style.warn
+    out = [f"{style.bold('Verdict:')} {painted(result.verdict_text)} — {verdict.short}"]
+    if result.claim:
+        out.insert(0, _labelled("Claim:", f'"{result.claim}"', style, pad=7))
+    out.append(f"Γ = {_num(result.gamma)}  (s(1) = {_num(result.s_all).lstrip('+')}, "
+               f"s(0) = {_num(result.s_none).lstrip('+')})")
     if result.diagnosis:
         out.append(f"Diagnosis: {result.diagnosis}")
     if result.round2_skipped_reason:
@@ -100,7 +196,7 @@ def trace_text(corpus: Corpus, result: TraceResultModel) -> str:
     out += [_wrap("Redundancy: " + text, "  ") for text in result.redundancy]
     out.append("")
     for layer in result.layers:
-        out.append(f"{layer.layer.value}  Δ {_num(layer.delta)}  {layer.role}"
+        out.append(style.bold(f"{layer.layer.value}  Δ {_num(layer.delta)}  {layer.role}")
                    + ("  (no information)" if layer.no_information else ""))
         for src in (s for s in result.sources if s.layer == layer.layer):
             delta = "" if src.delta is None else f"  Δ {_num(src.delta)} {src.role}"
@@ -114,19 +210,18 @@ def trace_text(corpus: Corpus, result: TraceResultModel) -> str:
                 if sup.quote:
                     span = f"line {sup.line_start}" if sup.line_start == sup.line_end else \
                         f"lines {sup.line_start}–{sup.line_end}"
-                    out.append(_wrap(f'"{sup.quote}" ({span})', "      "))
+                    out.append(style.note(_wrap(f'"{sup.quote}" ({span})', "      ")))
                 note = " · downgraded: the quote could not be verified" if sup.downgraded else ""
                 confidence = "n/a" if sup.confidence is None else f"{sup.confidence:.2f}"
-                out.append(f"      {words} · confidence {confidence}{note}")
+                out.append(f"      {words} · confidence {confidence} (the judge's own rating){note}")
                 if src.diagnosis:
                     out.append(f"      → {src.diagnosis}")
             if src.layer.value == "instructions" and corpus.by_id(src.source_id).unversioned:
-                out.append("      · current text; an edit since this turn can't be detected")
+                out.append(style.dim("      · current text; an edit since this turn can't be detected"))
     for label in result.omitted:
         out.append(f"omitted: {label}")
     for w in result.warnings:
-        out.append(_wrap("⚠ " + w, "  ").lstrip())
-    c = result.calls
-    cost = "unknown" if result.cost_usd is None else f"${result.cost_usd:.4f}"
-    out.append(f"Calls: {c.made} made of {c.planned} planned · {c.saved} saved · {c.cached} cached · cost {cost}")
-    return "\n".join(out) + "\n"
+        out.append(style.warn(_wrap("⚠ " + w, "  ").lstrip()))
+    out.append(f"{style.bold('Calls:')} {calls_text(result.calls, result.cost_usd, saved=result.calls.saved)}")
+    text = "\n".join(out) + "\n"
+    return text + ("\n" + footnotes(terms_used(result), style) if explain else "")

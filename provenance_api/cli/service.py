@@ -226,11 +226,6 @@ def cmd_keys_revoke(args: argparse.Namespace) -> int:
     return 0
 
 
-def _progress(counts: Any) -> None:
-    sys.stderr.write(f"\rimporting: {counts.line()}")
-    sys.stderr.flush()
-
-
 def cmd_import(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -251,11 +246,19 @@ def cmd_import(args: argparse.Namespace) -> int:
         for path in paths:
             yield from bulk.file_items(path)
 
+    from provenance_api.cli.style import Progress
+
+    shown = Progress.for_stream(sys.stderr, args.no_color)  # redrawn on a terminal only
+
+    def progress(counts: Any) -> None:
+        if shown.live:  # redirected, the summary printed at the end says it all
+            shown.update("importing", counts.line())
+
     async def work(db: Any) -> Any:
-        return await bulk.import_items(db, tenant, settings.admin_user, items(), fmt, _progress)
+        return await bulk.import_items(db, tenant, settings.admin_user, items(), fmt, progress)
 
     counts = asyncio.run(_with_db(settings, work))
-    sys.stderr.write("\n")
+    shown.done()
     if args.json:
         sys.stdout.write(json.dumps(counts.to_dict(), indent=2, ensure_ascii=False) + "\n")
     else:

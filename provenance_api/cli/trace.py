@@ -1,12 +1,18 @@
-"""``provenance trace``: cost gate, consent, then the metered tiers against a real model.
+"""provenance trace: check the key and the endpoint, show the cost gate, ask, then trace against a real model.
 
 ``--estimator judged|expected|logprob|both`` picks the scalar: the forced-choice judge (any chat model),
 its expected digit from the top log-probabilities of its answer (a judge that offers them), the
 log-probability of the claim (a scoring-capable model: ``--local-model``, or a self-hosted server's
 ``/v1/completions`` with echo), or both (judged and logprob) with their agreement. The choice and the
-plan are ``estimator.trace``'s: this command prices, asks, and calls ``run_trace``.
+plan are ``estimator.trace``'s: this command checks, prices, asks, and calls ``run_trace``.
 ``--local-model FILE.gguf`` runs every call (judge, span checks, scoring) in this process: nothing
 leaves the machine.
+
+Before the consent prompt the key and the endpoint are checked (``cli.preflight``): a missing key or an
+endpoint that does not answer exits 1 with the setting to fix, and nothing is asked or spent. A trace whose
+every call failed exits 1 too. Repeated judgements are answered from the judgement cache in the data
+directory (``--no-cache`` to bypass), and every trace is logged there (``--no-log`` or ``PROVENANCE_NO_LOG=1``
+not to): ``provenance traces`` lists them, and the service's viewer shows them.
 """
 
 from __future__ import annotations
@@ -15,25 +21,36 @@ import argparse
 import json
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from estimator.trace import ESTIMATORS
+from provenance_api.cli.style import Progress, Style
 from provenance_api.core.errors import CostRefused, InvalidInput
+
+if TYPE_CHECKING:
+    from estimator.cost import CostQuote
+    from estimator.proxy_models import ProxyQuoteModel
+    from estimator.selection import Selection
+    from estimator.turn import StoredTurn
+    from provenance_api.providers.free_tier import GateView
 
 
 def register(sub: Any) -> None:
-    trace = sub.add_parser("trace", help="trace one sentence to its source (spends model calls after consent)")
+    trace = sub.add_parser("trace", help="trace one sentence to its source (spends model calls after consent)",
+                           description="Trace one sentence of a stored turn to the part of its context that caused "
+                                       "it. Checks the key and the endpoint, shows the cost gate, asks, then runs.")
     trace.add_argument("file", help="a stored-turn JSON file")
-    trace.add_argument("sentence", help="the sentence (or segment id) to trace; must occur in the response")
+    trace.add_argument("sentence", help="the sentence (or segment id, e.g. r3) to trace; must occur in the response")
     trace.add_argument("--model", help="litellm model string for the judge (default: the turn's own model)")
     trace.add_argument("--api-base", help="base URL of an OpenAI-compatible server (a local model, a proxy)")
     trace.add_argument("--api-key", help="API key for --api-base (default: the provider's usual variable)")
     trace.add_argument("--estimator", choices=ESTIMATORS, default="judged",
                        help="the scalar: a judged digit, the judge's expected digit (top log-probabilities), "
-                            "log p(claim) from a scoring-capable model, or both judged and logprob with their "
-                            "agreement (default: judged)")
+                            "log p(claim) from a scoring-capable model, both judged and logprob with their "
+                            "agreement, or proxy: a local scoring model (--local-model or --scorer-api-base) "
+                            "ranks the sources and the judge confirms in a few calls (default: judged)")
     trace.add_argument("--local-model", metavar="FILE.gguf",
                        help="run judge, span checks and scoring on this local model in-process (offline)")
     trace.add_argument("--scorer-api-base",
@@ -44,6 +61,10 @@ def register(sub: Any) -> None:
     trace.add_argument("--yes", action="store_true", help="do not ask before spending")
     trace.add_argument("--json", action="store_true", help="print the result as the stable JSON contract")
     trace.add_argument("--timeout", type=float, default=120.0, help="per-call timeout in seconds")
+    trace.add_argument("--no-cache", action="store_true",
+                       help="send every call, even one the judgement cache could answer for $0")
+    trace.add_argument("--no-log", action="store_true",
+                       help="do not log this trace (also PROVENANCE_NO_LOG=1); see: provenance traces")
     trace.set_defaults(func=cmd_trace)
 
 
@@ -77,17 +98,68 @@ def _fix_for(error: str, args: argparse.Namespace) -> str:
     return "check --model, --api-base and the provider's key; the error above is the provider's own"
 
 
-def _failed(args: argparse.Namespace, failure: str) -> int:
+def _failed(args: argparse.Namespace, failure: str, style: Style) -> int:
     """Report a trace whose every call failed: the cause and the setting to fix, exit status 1."""
     fix = _fix_for(failure, args)
     if args.json:
         sys.stdout.write(json.dumps({"status": "failed", "error": failure, "fix": fix}, indent=2,
                                     ensure_ascii=False) + "\n")
-    sys.stderr.write(f"provenance: trace failed: {failure}\n  fix: {fix}\n")
+    sys.stderr.write(f"provenance: {style.bad('trace failed')}: {failure}\n  fix: {fix}\n")
     return 1
 
 
+def _proxy_backends(args: argparse.Namespace, model: str) -> Backends:
+    """--estimator proxy: the judge is --model (hosted); the local model or the scoring endpoint ranks."""
+    from provenance_api.providers.llm_litellm import LiteLLMClient
+
+    llm = LiteLLMClient(model, api_base=args.api_base, api_key=args.api_key, timeout=args.timeout)
+    if not args.local_model:
+        from provenance_api.providers.scorer_completions import CompletionsScorer
+
+        name = args.scorer_model or "local"
+        return Backends(llm, CompletionsScorer(name, args.scorer_api_base, args.api_key,
+                                               timeout=max(args.timeout, 600.0)), model)
+    from provenance_api.providers.scorer_llamacpp import LlamaCppScorer, LocalModel, LocalModelUnavailable
+
+    try:
+        local = LocalModel(args.local_model, n_ctx=args.n_ctx)
+    except LocalModelUnavailable as exc:
+        raise InvalidInput(str(exc), field="--local-model",
+                           fix="pass a GGUF file; scripts/local-model.sh path prints the built one") from exc
+    return Backends(llm, LlamaCppScorer(local), model, local)
+
+
+def _proxy_quote(args: argparse.Namespace, turn: StoredTurn, view: GateView, selection: Selection,
+                 quote: CostQuote) -> ProxyQuoteModel:
+    """--estimator proxy: the scorer it needs (InvalidInput naming the setting when there is none) and both
+    sides of the cost gate, written to stderr."""
+    from estimator.proxy_cost import proxy_capability, quote_proxy
+    from provenance_api.providers import free_tier
+    from provenance_api.providers.llm_litellm import LiteLLMPricing
+
+    capability = proxy_capability(local_model=bool(args.local_model), scorer_api_base=args.scorer_api_base)
+    if not capability.can_score:
+        raise InvalidInput(f"--estimator proxy needs a local scoring model to rank the sources: {capability.reason}",
+                           field="--estimator",
+                           fix="pass --local-model FILE.gguf (scripts/local-model.sh path prints the built one) or "
+                               "--scorer-api-base URL of a /v1/completions server with echo; or --estimator judged")
+    q = quote_proxy(view.corpus, selection.text, capability, quote, query=turn.effective_query(),
+                    tokenizer=free_tier.tokenizer(), pricing=LiteLLMPricing()).to_model()
+    cost = "" if q.confirm_cost_usd is None else f", ${q.confirm_cost_usd:.4f}"
+    worst = "" if q.worst_case_cost_usd is None else f", ${q.worst_case_cost_usd:.4f}"
+    sys.stderr.write(f"Proxy ranking     {q.local_passes} local scoring passes, free "
+                     f"(~{q.local_prompt_tokens:,} prompt tokens evaluated, ~{q.local_seconds:.0f} s here at "
+                     f"{q.local_tokens_per_second:g} tokens/s)\n"
+                     f"Hosted confirm    {q.confirm_calls} calls at most (~{q.confirm_input_tokens:,} input "
+                     f"tokens{cost})\n"
+                     f"Fallback worst    {q.worst_case_calls} calls (~{q.worst_case_input_tokens:,} input tokens"
+                     f"{worst}) if the judge disagrees and the full judged search runs\n")
+    return q
+
+
 def make_backends(args: argparse.Namespace, model: str, needs_scorer: bool) -> Backends:
+    if args.estimator == "proxy":
+        return _proxy_backends(args, model)
     if args.local_model:
         from provenance_api.providers.llm_llamacpp import LlamaCppLLM
         from provenance_api.providers.scorer_llamacpp import LlamaCppScorer, LocalModel, LocalModelUnavailable
@@ -111,29 +183,51 @@ def make_backends(args: argparse.Namespace, model: str, needs_scorer: bool) -> B
     return Backends(llm, scorer, model)
 
 
+def _preflight(args: argparse.Namespace, model: str, scorer_needed: bool) -> str | None:
+    """The key and the endpoint, before the gate is shown (no model call; a ProviderError names the fix).
+    Returns the key the clients are given (a placeholder for a server of the user's own that needs none)."""
+    if args.local_model and args.estimator != "proxy":  # under proxy the judge is hosted: it is checked
+        return None
+    from provenance_api.cli import preflight
+
+    timeout = min(args.timeout, preflight.PREFLIGHT_TIMEOUT)
+    judge = preflight.endpoint_for(model, args.api_base, args.api_key)
+    preflight.check(judge, timeout=timeout)
+    if scorer_needed and args.scorer_api_base:
+        preflight.check(preflight.endpoint_for("openai/scorer", args.scorer_api_base, args.api_key),
+                        timeout=timeout)
+    return args.api_key or (preflight.client_key(judge) if args.api_base else None)
+
+
 def cmd_trace(args: argparse.Namespace) -> int:
+    from estimator.declared import audit_trace
     from estimator.ledger import CallLedger
     from estimator.params import DEFAULT_PARAMS
     from estimator.result import ProgressEvent
     from estimator.scoring_cost import quote_scoring, scoring_capability
     from estimator.trace import needs_scorer, planned_calls, run_trace
     from provenance_api.cli import render_text
+    from provenance_api.cli.trace_log import TraceLog
     from provenance_api.importers.turn_files import load_turn_file
     from provenance_api.providers import free_tier
     from provenance_api.providers.capabilities import top_logprobs_capability
 
+    err_style = Style.for_stream(sys.stderr, args.no_color)
+    out_style = Style.for_stream(sys.stdout, args.no_color)
     turn = load_turn_file(args.file)
     view = free_tier.gate_view(turn)
     selection = free_tier.require_selection(turn, view, args.sentence)
-    model = "local" if args.local_model else free_tier.resolve_model(turn, args.model)
+    proxy = args.estimator == "proxy"  # a hosted judge confirms what the local model ranked
+    model = "local" if args.local_model and not proxy else free_tier.resolve_model(turn, args.model)
     quote = free_tier.cost_quote(turn, view.corpus, selection.text, model=model)
     scorer_needed = needs_scorer(args.estimator)
+    args.api_key = _preflight(args, model, scorer_needed)
     capability = scoring_capability(model, local_model=bool(args.local_model),
                                     scorer_api_base=args.scorer_api_base, api_base=args.api_base)
     scoring = quote_scoring(view.corpus, selection.text, capability, query=turn.effective_query(),
                             tokenizer=free_tier.tokenizer())
     expected = top_logprobs_capability(model, local_model=bool(args.local_model), api_base=args.api_base)
-    sys.stderr.write(render_text.quote_text(quote))
+    sys.stderr.write(render_text.quote_text(quote, err_style, selection))
     sys.stderr.write(f"Can score         {'yes' if capability.can_score else 'no'} ({capability.reason})\n")
     if capability.can_score:
         sys.stderr.write(f"Scoring calls     {scoring.scoring_calls} prompt-only (~{scoring.prompt_tokens:,} "
@@ -141,7 +235,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
     sys.stderr.write(f"Expected digit    {'yes' if expected.offered else 'no'} ({expected.reason})\n")
     if quote.refused:
         raise CostRefused(quote.refused, field="sentence", fix="narrow the turn's corpus or raise the ceiling")
-    if scorer_needed and not capability.can_score:
+    if proxy:
+        _proxy_quote(args, turn, view, selection, quote)
+    elif scorer_needed and not capability.can_score:
         raise InvalidInput(f"--estimator {args.estimator} needs a scoring-capable model: {capability.reason}",
                            field="--estimator",
                            fix="use --local-model FILE.gguf or --scorer-api-base URL, or --estimator judged")
@@ -151,28 +247,50 @@ def cmd_trace(args: argparse.Namespace) -> int:
                            fix="use --estimator judged, or a judge that offers them (OpenAI or Azure chat "
                                "completions, vLLM, a llama.cpp server, --local-model)")
     planned = planned_calls(args.estimator, view.corpus)
-    if not args.yes and not _confirm(f"Spend up to {planned} model calls? [y/N] "):
+    if not args.yes and not _confirm(f"Spend up to {planned} model calls (cached answers cost $0)? [y/N] "):
         raise InvalidInput("not confirmed: nothing was spent", field="--yes",
                            fix="answer y at the prompt, or pass --yes to accept the quoted cost")
 
+    progress_line = Progress.for_stream(sys.stderr, args.no_color)
+    ledger = CallLedger(planned=planned, concurrency=DEFAULT_PARAMS.concurrency)
+
     def progress(event: ProgressEvent) -> None:
-        sys.stderr.write(f"\r[{event.round}] {event.calls_done}/{event.calls_planned} calls  {event.message[:60]:<60}")
-        sys.stderr.flush()
+        counts = (f"{ledger.made} made · {ledger.cached} cached · {ledger.failed} failed "
+                  f"of {event.calls_planned} planned")
+        progress_line.update(event.round, counts, event.message)
 
     backends = make_backends(args, model, scorer_needed)
-    ledger = CallLedger(planned=planned, concurrency=DEFAULT_PARAMS.concurrency)
+    log = TraceLog.open(args, turn, selection, quote, model, planned, err_style)
+    llm = log.cached(backends.llm, args) if backends.local is None or proxy else backends.llm
+    query = turn.effective_query()
+
+    async def work() -> tuple[Any, str | None]:
+        """Log the start, trace, log the end — in one event loop (the database's)."""
+        await log.start()
+        try:
+            outcome = await run_trace(args.estimator, selection.text, query, view.corpus, llm=llm,
+                                      scorer=backends.scorer, tokenizer=free_tier.tokenizer(), on_progress=progress,
+                                      ledger=ledger)
+        except BaseException as exc:
+            with anyio.CancelScope(shield=True):
+                await log.finish(ledger, None, f"stopped: {type(exc).__name__}", query, view.corpus.digest,
+                                 interrupted=True)
+            raise
+        failure = ledger.failure()
+        stored = None if failure is not None else outcome.to_model(
+            declared=audit_trace(selection.text, view.corpus, outcome.result).to_model())
+        progress_line.done()
+        await log.finish(ledger, stored, failure, query, view.corpus.digest)
+        return outcome, failure
+
     try:
-        outcome = anyio.run(lambda: run_trace(args.estimator, selection.text, turn.effective_query(), view.corpus,
-                                              llm=backends.llm, scorer=backends.scorer,
-                                              tokenizer=free_tier.tokenizer(), on_progress=progress,
-                                              ledger=ledger))
+        outcome, failure = anyio.run(work)
     finally:
+        progress_line.done()
         if backends.local is not None:
             backends.local.close()
-    sys.stderr.write("\n")
-    failure = ledger.failure()
     if failure is not None:  # the service marks the same run failed: a failure is never shown as a result
-        return _failed(args, failure)
+        return _failed(args, failure, err_style)
     result = outcome.result.to_model()  # the JSON contract: printed as is (--json) or rendered
     if outcome.logprob is not None and outcome.agreement is not None:
         agree = outcome.agreement
@@ -182,16 +300,23 @@ def cmd_trace(args: argparse.Namespace) -> int:
                    "agreement": agree.to_model().model_dump(mode="json"), "warnings": list(result.warnings)}
             sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
         else:
-            sys.stdout.write("== judged ==\n" + render_text.trace_text(view.corpus, result))
-            sys.stdout.write("\n== logprob (nats) ==\n" + render_text.trace_text(view.corpus, logprob))
+            sys.stdout.write("== judged ==\n" + render_text.trace_text(view.corpus, result, out_style, explain=False))
+            sys.stdout.write("\n== logprob (nats) ==\n"
+                             + render_text.trace_text(view.corpus, logprob, out_style, explain=False))
             rho = "n/a" if agree.spearman is None else f"{agree.spearman:+.2f}"
             sys.stdout.write(f"\nAgreement: verdict {'same' if agree.same_verdict else 'differs'} · top layer "
                              f"{'same' if agree.same_top_layer else 'differs'} · top source "
                              f"{'same' if agree.same_top_source else 'differs'} · Spearman ρ of source drops "
-                             f"{rho} over {len(agree.compared_sources)} source(s)\n")
+                             f"{rho} over {len(agree.compared_sources)} source(s)\n\n")
+            keys = render_text.terms_used(result) + render_text.terms_used(logprob) + ["estimator.logprob"]
+            sys.stdout.write(render_text.footnotes(keys, out_style))
         return 0
     if args.json:
         sys.stdout.write(json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n")
     else:
-        sys.stdout.write(render_text.trace_text(view.corpus, result))
+        sys.stdout.write(render_text.trace_text(view.corpus, result, out_style))
+        confirmation = getattr(result, "confirmation", None)
+        if confirmation:  # estimator proxy: confirmed, or the full search ran
+            sys.stdout.write(f"Proxy: {confirmation} (ranked by {getattr(result, 'proxy_model', '')}; "
+                             f"{result.calls.made} hosted calls, {result.calls.scored} local scoring passes)\n")
     return 0

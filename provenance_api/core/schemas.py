@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from estimator.answer_gate import Decision, Rule
+from estimator.proxy_models import ProxyQuoteModel
 from estimator.result_models import (
     DeclaredAuditModel,
     ProbeResultModel,
@@ -33,7 +34,9 @@ PARAMS_DESCRIPTION = (
 ESTIMATOR_DESCRIPTION = (
     "The scalar: judged (a forced-choice judge's digit, any chat model), expected (the same judge's expected "
     "digit over 1-9 from its top log-probabilities, where the model offers them), logprob (log p of the claim "
-    "from a scoring-capable model) or both (judged and logprob), with their agreement."
+    "from a scoring-capable model) or both (judged and logprob), with their agreement; proxy: a local scoring model "
+    "ranks the sources for free and the judge confirms the ranking in a few calls, running the full judged search "
+    "only when it disagrees."
 )
 
 
@@ -94,6 +97,12 @@ class TurnStored(_Out):
     created: bool = Field(description="false when the same content was already stored (idempotent replay)")
 
 
+TurnSort = Literal["stored_at", "-stored_at", "created_at", "-created_at", "model", "-model", "traceable",
+                   "-traceable"]
+"""The turn list's orders: a field, ascending, or ``-field``, descending. Turns without the value (no
+``created_at``, no ``model``) come last either way; equal values are ordered by ``turn_id``."""
+
+
 class TurnSummary(_Out):
     turn_id: str
     digest: str
@@ -101,11 +110,16 @@ class TurnSummary(_Out):
     agent: str | None
     created_at: datetime | None
     stored_at: datetime
+    traceable: int = Field(description="sentences of the response the free tier says can be traced (counted when "
+                           "the turn was stored; 0 for a turn that can no longer be read)")
+    traces: int = Field(description="traces run on the turn (any status; probes are not counted)")
 
 
 class TurnList(_Out):
     items: list[TurnSummary]
-    next_cursor: str | None = Field(description="pass as ?cursor= for the next page; null on the last page")
+    total: int = Field(description="turns matching q and the filters, on every page (the cursor is ignored)")
+    next_cursor: str | None = Field(description="pass as ?cursor= for the next page, with the same q, filters "
+                                    "and sort; null on the last page")
 
 
 class TurnOut(_Out):
@@ -283,6 +297,9 @@ class QuoteOut(_Out):
     estimator: EstimatorChoice = Field("judged", description=ESTIMATOR_DESCRIPTION)
     expected_digit: ExpectedDigitOut | None = Field(None, description="whether the judge offers top "
                                                     "log-probabilities, for estimator expected")
+    proxy: ProxyQuoteModel | None = Field(None, description="estimator proxy: the hosted calls, tokens and price of "
+                                          "the confirmation and of the fallback's worst case (planned_calls and "
+                                          "cost_usd are the worst case), the local passes and estimated seconds")
     scoring: ScoringOut | None = Field(None, description="whether the model can score (log p of a supplied "
                                        "claim) and what a logprob trace's scoring costs; null for a probe")
 
@@ -347,9 +364,11 @@ say why in ``reason`` and keep the calls already billed."""
 class JobCalls(_Out):
     """The calls block of a job (a trace or a probe), and of a verification's traces together."""
 
-    planned: int = Field(description="the quoted worst case, reserved from the caller's budget")
-    made: int
-    billed: int = Field(description="calls the provider charged for, failed ones included")
+    planned: int = Field(description="the cost gate's worst case, reserved from the caller's budget")
+    made: int = Field(description="calls sent to the provider, failed ones included; never answers from the cache")
+    cached: int = Field(0, description="measurements answered from the judgement cache: not sent, not billed, $0")
+    billed: int = Field(description="calls the provider charged for (answered ones, plus failed ones it billed)")
+    failed: int = Field(0, description="sent calls that failed")
 
 
 TraceCalls = JobCalls  # the same type, by its older name
@@ -374,14 +393,48 @@ class TraceOut(_Out):
     result: TraceJobResultModel | None = Field(description="the trace result, only when status is succeeded")
 
 
+TraceSort = Literal["-created_at", "created_at", "cost", "-cost"]
+"""The trace list's orders (``-created_at``, newest first, by default); traces without a cost come last
+either way; equal values are ordered by ``trace_id``."""
+
+
+class TraceSummary(_Out):
+    """One trace in the list across turns (``GET /v1/traces``)."""
+
+    trace_id: str
+    turn_id: str
+    claim: str
+    status: JobStatus
+    verdict: Verdict | None = Field(description="the verdict, only when status is succeeded")
+    estimator: EstimatorChoice | None = Field(description="the estimator the trace was started with; null when its "
+                                              "quote is no longer kept")
+    model: str = Field(description="the judge model")
+    calls: JobCalls
+    cost_usd: float | None = Field(description="USD the provider billed, from the result; null until the trace "
+                                   "succeeded or when the model has no known price")
+    created_at: datetime
+    finished_at: datetime | None
+    source: Literal["api", "cli"] = Field(description="api: started through the API or the viewer; cli: run by "
+                                          "`provenance trace` and stored here")
+
+
+class TraceList(_Out):
+    items: list[TraceSummary]
+    total: int = Field(description="traces matching the filters, on every page (the cursor is ignored)")
+    next_cursor: str | None = Field(description="pass as ?cursor= for the next page, with the same filters and "
+                                    "sort; null on the last page")
+
+
 class ProgressOut(_Out):
     """The data of one ``progress`` server-sent event."""
 
     trace_id: str
     status: JobStatus
-    calls_done: int
+    calls_done: int = Field(description="calls made so far (sent to the provider, failed ones included)")
     calls_planned: int
     calls_billed: int
+    calls_cached: int = Field(0, description="measurements answered from the judgement cache so far ($0)")
+    calls_failed: int = Field(0, description="sent calls that failed so far")
     round: str | None
     message: str | None
     layer_scores: dict[str, float | None]

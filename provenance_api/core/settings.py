@@ -53,6 +53,15 @@ def _model_list(value: Any) -> Any:
     return value
 
 
+class OtlpTarget(BaseModel):
+    """Where finished traces export their OpenTelemetry spans: the OTLP/HTTP traces URL and the headers sent."""
+
+    model_config = ConfigDict(frozen=True)
+
+    traces_url: str
+    headers: tuple[tuple[str, str], ...] = Field((), repr=False)  # credentials (PROVENANCE_OTLP_HEADERS)
+
+
 class Settings(BaseSettings):
     """Configuration of one service instance (env prefix ``PROVENANCE_``)."""
 
@@ -148,6 +157,36 @@ class Settings(BaseSettings):
         description="History stores the API may import from, as JSON: name → {\"url\", \"format\"} (format: "
         "openai-agents-session, langgraph-sqlite or langgraph-postgres); POST /v1/imports/sources/{name}.",
     )
+    # OpenTelemetry (docs: README "Traces in Langfuse or Phoenix"); never read from OTEL_EXPORTER_OTLP_ENDPOINT
+    otlp_endpoint: str | None = Field(
+        None, description="An OTLP/HTTP endpoint (its base URL, /v1/traces appended, or the full …/v1/traces URL): "
+        "each finished trace exports its spans there (GenAI conventions); unset: nothing is exported.",
+    )
+    otlp_headers: dict[str, SecretStr] = Field(
+        default_factory=dict, description="Headers of each export, as JSON (e.g. {\"Authorization\": \"Basic …\"}); "
+        "empty: OTEL_EXPORTER_OTLP_TRACES_HEADERS or OTEL_EXPORTER_OTLP_HEADERS apply.",
+    )
+
+    @field_validator("otlp_endpoint", mode="after")
+    @classmethod
+    def _otlp_url(cls, value: str | None) -> str | None:
+        text = (value or "").strip()
+        if not text:
+            return None
+        if not text.startswith(("http://", "https://")) or len(text.split("://", 1)[1].strip("/")) == 0:
+            raise ValueError("PROVENANCE_OTLP_ENDPOINT must be an http:// or https:// URL, e.g. "
+                             "http://localhost:6006/v1/traces or https://cloud.langfuse.com/api/public/otel")
+        return text
+
+    @property
+    def otlp_target(self) -> OtlpTarget | None:
+        """The OTLP export target, or None when no endpoint is configured (then nothing is exported)."""
+        if self.otlp_endpoint is None:
+            return None
+        base = self.otlp_endpoint.rstrip("/")
+        url = base if base.endswith("/v1/traces") else base + "/v1/traces"
+        headers = tuple(sorted((name, value.get_secret_value()) for name, value in self.otlp_headers.items()))
+        return OtlpTarget(traces_url=url, headers=headers)
 
     @field_validator("allowed_models", mode="before")
     @classmethod

@@ -19,9 +19,10 @@ from fastapi import FastAPI
 
 from provenance_api.core.observability import RequestContextMiddleware
 from provenance_api.core.settings import Settings
-from provenance_api.http import problems
+from provenance_api.http import api_docs, problems
 from provenance_api.http.body_limit import BodyLimitMiddleware
-from provenance_api.http.routes import health, imports, probes, quotes, sources, traces, turns, ui
+from provenance_api.http.routes import calls as trace_calls
+from provenance_api.http.routes import glossary, health, imports, probes, quotes, sources, traces, turns, ui
 from provenance_api.jobs.runner import LLMFactory, ScorerFactory
 from provenance_api.wiring import build_services, start_services, stop_services
 
@@ -56,12 +57,16 @@ def create_app(settings: Settings | None = None, llm_factory: LLMFactory | None 
             await stop_services(services)
 
     app = FastAPI(
-        title="Response-provenance service", version=_version(), description=DESCRIPTION, lifespan=lifespan
+        title="Response-provenance service", version=_version(), description=DESCRIPTION, lifespan=lifespan,
+        docs_url=None, redoc_url=None,  # served from packaged assets by api_docs (no CDN)
     )
     app.state.services = services
     problems.install(app)
     for module in (turns, quotes, traces, probes, health, imports, sources):
         app.include_router(module.router)
+    app.include_router(glossary.router)  # GET /v1/glossary: what each number means
+    app.include_router(api_docs.router)  # /docs and /redoc, offline
+    app.include_router(trace_calls.router)  # GET /v1/traces/{id}/calls: each model call of a trace
     ui.install(app)  # the viewer at / (and its session cookie accepted by the API)
     # Outermost last: request id and access log → body limit → guard for unexpected errors → routes.
     app.add_middleware(problems.UnexpectedErrorGuard)

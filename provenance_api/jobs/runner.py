@@ -40,9 +40,10 @@ from estimator.trace import needs_scorer, run_trace
 from estimator.units import Corpus
 from provenance_api.core.errors import ProvenanceError
 from provenance_api.core.observability import Metrics, log_fields, redact, trace_id_var
+from provenance_api.core.settings import OtlpTarget
 from provenance_api.providers import free_tier
 from provenance_api.providers.llm_cache import CachingLLM
-from provenance_api.storage import crud_traces, crud_turns
+from provenance_api.storage import crud_calls, crud_traces, crud_turns
 from provenance_api.storage.crud_traces import JobRecord, Progress
 from provenance_api.storage.limits import Limiter, Reservation
 from provenance_api.storage.session import Database
@@ -121,6 +122,7 @@ class _Meter:
     ledger: CallLedger | None = None
     progress: Progress = field(default_factory=lambda: Progress(0, 0))
     price: tuple[float, float] | None = None  # the judge's USD per input / output token, when known
+    job: JobRecord | None = None  # the job, once read (its model calls are kept with it when it ends)
 
     @property
     def made(self) -> int:
@@ -131,7 +133,12 @@ class _Meter:
         return self.ledger.billed if self.ledger is not None else 0
 
     def snapshot(self) -> Progress:
-        return replace(self.progress, calls_made=self.made, calls_billed=self.billed)
+        """The latest progress with the ledger's counts: made, billed, cached and failed, as the result reports them."""
+        ledger = self.ledger
+        if ledger is None:
+            return replace(self.progress, calls_made=0, calls_billed=0)
+        return replace(self.progress, calls_made=ledger.made, calls_billed=ledger.billed,
+                       calls_cached=ledger.cached, calls_failed=ledger.failed)
 
     def billed_usd(self, reservation: Reservation) -> float | None:
         """What the job's billed calls cost: the tokens the provider reported at the judge's price (the
@@ -160,6 +167,7 @@ class TraceContext:
     api_base: str | None
     scorer_factory: ScorerFactory | None = None
     pricing: Pricing | None = None  # the judge's price, for settling the money budget at the billed cost
+    otlp: OtlpTarget | None = None  # where a finished job's OpenTelemetry spans go (jobs.trace_spans); None: nowhere
 
 
 def _digest(text: str) -> str:
@@ -211,10 +219,28 @@ async def run_trace_job(ctx: TraceContext, job_id: str, reservation: Reservation
             usd_billed=billed_usd,
             usd_reserved=reservation.cost_usd,
         )
+        if ctx.otlp is not None:  # the exporter is imported only when an endpoint is configured
+            from provenance_api.jobs.trace_spans import export_finished_job
+
+            await export_finished_job(ctx.db, ctx.otlp, job_id, meter.ledger.calls() if meter.ledger else [],
+                                      billed_usd)
 
 
 async def _finish_unsuccessful(ctx: TraceContext, job_id: str, meter: _Meter, status: Any, reason: str) -> None:
+    await _keep_calls(ctx, meter)
     await crud_traces.finish_unsuccessful(ctx.db, job_id, status, reason, meter.snapshot())
+
+
+async def _keep_calls(ctx: TraceContext, meter: _Meter) -> None:
+    """Keep the job's model calls (``crud_calls``) before its end is written, so a reader who sees the end
+    finds them; whatever the outcome, a failed trace's calls are the evidence of why. Keeping them never
+    fails the job: a write that fails is logged."""
+    if meter.ledger is None or meter.job is None:
+        return
+    try:
+        await crud_calls.keep_calls(ctx.db, meter.job, meter.ledger.calls(), price=meter.price)
+    except Exception as exc:
+        log_fields(log, logging.WARNING, "the trace's model calls were not kept", error=type(exc).__name__)
 
 
 async def _execute(ctx: TraceContext, job: JobRecord, meter: _Meter) -> str:
@@ -252,11 +278,13 @@ async def _execute(ctx: TraceContext, job: JobRecord, meter: _Meter) -> str:
 
     ledger = CallLedger(planned=job.calls_planned, concurrency=params.concurrency, on_call=on_call)
     meter.ledger = ledger
+    meter.job = job
     meter.price = ctx.pricing.price(job.model) if ctx.pricing is not None else None
 
     def on_progress(event: ProgressEvent) -> None:
         meter.progress = Progress(calls_made=ledger.made, calls_billed=ledger.billed, round=event.round,
-                                  message=event.message, layer_scores=dict(event.layer_scores))
+                                  message=event.message, layer_scores=dict(event.layer_scores),
+                                  calls_cached=ledger.cached, calls_failed=ledger.failed)
         ctx.hub.publish(job.id, meter.progress)
 
     estimator: EstimatorChoice = "judged"
@@ -274,6 +302,7 @@ async def _execute(ctx: TraceContext, job: JobRecord, meter: _Meter) -> str:
     work = _KINDS[job.kind]
     done = await work(_Run(job, llm, ledger, corpus, query, params, on_progress, estimator, scorer))
     final = meter.snapshot()
+    await _keep_calls(ctx, meter)
     failure = ledger.failure()
     if failure is not None:
         reason = redact(failure)[:400]

@@ -84,7 +84,8 @@ class ImportCounts:
 
     def line(self) -> str:
         return (
-            f"{self.conversations} conversations: {self.imported} imported, {self.unchanged} unchanged, "
+            f"{self.conversations} conversation{'' if self.conversations == 1 else 's'}: {self.imported} imported, "
+            f"{self.unchanged} unchanged, "
             f"{self.conflicting} conflicting, {self.rejected} rejected, {len(self.notes)} noted"
         )
 
@@ -364,7 +365,8 @@ class GatingReport:
     def totals_text(self) -> str:
         data = self.totals_dict()
         totals = data["totals"]
-        out = [f"\n{totals['turns']} turns · {totals['sentences']} sentences: "
+        turns, sentences = totals["turns"], totals["sentences"]
+        out = [f"\n{turns} turn{'' if turns == 1 else 's'} · {sentences} sentence{'' if sentences == 1 else 's'}: "
                + ", ".join(f"{totals[k]} {k}" for k in SUMMARY_KEYS)]
         if data["top_quoted_sources"]:
             out.append("most quoted sources:")

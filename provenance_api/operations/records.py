@@ -6,9 +6,10 @@ Routes call these, never storage; each is scoped to the caller's tenant. Storage
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import anyio
 
 from estimator.turn import StoredTurn
+from provenance_api.operations import listing
 from provenance_api.operations.auth import Principal
 from provenance_api.operations.services import Services
 from provenance_api.storage import crud_traces, crud_turns
@@ -20,7 +21,6 @@ __all__ = [
     "Deleted",
     "JobKind",
     "JobRecord",
-    "TurnPage",
     "TurnRecord",
     "TurnSummary",
     "delete_import_batch",
@@ -29,34 +29,18 @@ __all__ = [
     "get_turn",
     "store_turn",
     "traces_of_turn",
-    "turn_page",
 ]
 
 
 async def store_turn(services: Services, caller: Principal, turn: StoredTurn) -> tuple[TurnRecord, bool]:
-    """Store ``turn`` for the caller's tenant: (record, created); the same content again is not created."""
-    return await crud_turns.put_turn(services.db, caller.tenant, caller.user, turn)
+    """Store ``turn`` for the caller's tenant, with the free tier's count of its traceable sentences: (record,
+    created); the same content again is not created."""
+    traceable = await anyio.to_thread.run_sync(listing.traceable_count, turn, services.settings.base_params)
+    return await crud_turns.put_turn(services.db, caller.tenant, caller.user, turn, traceable=traceable)
 
 
 async def get_turn(services: Services, caller: Principal, turn_id: str) -> TurnRecord:
     return await crud_turns.get_turn(services.db, caller.tenant, turn_id)
-
-
-@dataclass(frozen=True)
-class TurnPage:
-    """One page of the tenant's turns and the cursor of the next page (None on the last)."""
-
-    items: list[TurnSummary]
-    next_cursor: str | None
-
-
-async def turn_page(services: Services, caller: Principal, q: str, limit: int, cursor: str | None) -> TurnPage:
-    """The tenant's turns after ``cursor`` (those matching ``q`` when it is not blank), ``limit`` at most."""
-    after = await crud_turns.cursor_position(services.db, caller.tenant, cursor)
-    rows = await crud_turns.find_turns(services.db, caller.tenant, q, limit=limit + 1, after=after)
-    page = rows[:limit]
-    more = len(rows) > limit and bool(page)
-    return TurnPage(page, crud_turns.encode_cursor(page[-1].turn_id) if more else None)
 
 
 async def get_job(services: Services, caller: Principal, job_id: str, kind: JobKind) -> JobRecord:

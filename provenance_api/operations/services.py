@@ -40,4 +40,5 @@ class Services:
             api_base=self.settings.judge_api_base,
             scorer_factory=self.scorer_factory,
             pricing=model_policy.pricing(self.settings),
+            otlp=self.settings.otlp_target,
         )

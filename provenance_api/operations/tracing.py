@@ -12,6 +12,8 @@ import anyio.to_thread
 
 from estimator.cost import Pricing
 from estimator.params import Params
+from estimator.proxy_cost import proxy_capability, quote_proxy
+from estimator.proxy_models import ProxyQuoteModel
 from estimator.result_models import CostQuoteModel, ProbeResultModel, ScoringQuoteModel, TraceJobResultModel
 from estimator.scoring_cost import EstimatorChoice, ScoringCapability, quote_scoring, scoring_capability
 from estimator.trace import needs_scorer, planned_calls
@@ -164,6 +166,14 @@ def _price(
     if capability is not None:
         out["scoring"] = quote_scoring(view.corpus, selection.text, capability, query=record.turn.effective_query(),
                                        params=params, tokenizer=free_tier.tokenizer()).to_dict()
+    if estimator == "proxy" and capability is not None:  # both sides; the budget reserves the fallback's worst case
+        from provenance_api.providers.llm_litellm import LiteLLMPricing  # the price cost_quote uses by default
+
+        proxy = quote_proxy(view.corpus, selection.text, capability, quote, query=record.turn.effective_query(),
+                            params=params, tokenizer=free_tier.tokenizer(),
+                            pricing=pricing or LiteLLMPricing()).to_model()
+        out["proxy"] = proxy.model_dump(mode="json")
+        out["cost_usd"] = proxy.worst_case_cost_usd
     planned = quote.planned_calls if probe else planned_calls(estimator, view.corpus, params)
     return selection.text, selection.segment_id, out, planned
 
@@ -187,6 +197,17 @@ async def make_quote(
     choice = judge_model(record.turn, model, services, caller.tenant)
     judge = choice.model
     capability = None if probe else model_scoring(services, judge)
+    if estimator == "proxy" and capability is not None:  # the hosted judge confirms; a separate scorer ranks
+        capability = proxy_capability(local_model=services.local_model,
+                                      scorer_api_base=services.settings.scorer_api_base)
+        if not capability.can_score:
+            raise InvalidInput(
+                f"estimator 'proxy' needs a local scoring model to rank the sources: {capability.reason}",
+                field="estimator",
+                fix="set PROVENANCE_SCORER_API_BASE (and PROVENANCE_SCORER_MODEL) to a scoring endpoint with "
+                "/v1/completions echo, such as a llama.cpp server, or start the service with serve --local-model "
+                "FILE.gguf; or use estimator judged",
+            )
     if capability is not None and needs_scorer(estimator) and not capability.can_score:
         raise InvalidInput(
             f"estimator {estimator!r} needs a scoring-capable model: {capability.reason}",
@@ -253,6 +274,7 @@ def quote_out(q: QuoteRecord) -> QuoteOut:
         estimator=d.get("estimator", "judged"),
         scoring=ScoringQuoteModel.model_validate(d["scoring"]) if d.get("scoring") else None,
         expected_digit=ExpectedDigitOut(**d["expected_digit"]) if d.get("expected_digit") else None,
+        proxy=ProxyQuoteModel.model_validate(d["proxy"]) if d.get("proxy") else None,
     )
 
 
@@ -378,6 +400,12 @@ async def launch(
     return job
 
 
+def job_calls(job: JobRecord) -> TraceCalls:
+    """A job's calls in the five words every place uses: planned, made, cached, billed, failed."""
+    return TraceCalls(planned=job.calls_planned, made=job.calls_made, cached=job.calls_cached,
+                      billed=job.calls_billed, failed=job.calls_failed)
+
+
 def trace_out(job: JobRecord) -> TraceOut:
     return TraceOut(
         trace_id=job.id,
@@ -387,7 +415,7 @@ def trace_out(job: JobRecord) -> TraceOut:
         claim=job.claim,
         segment_id=job.segment_id,
         model=job.model,
-        calls=TraceCalls(planned=job.calls_planned, made=job.calls_made, billed=job.calls_billed),
+        calls=job_calls(job),
         round=job.round,
         message=job.message,
         layer_scores=dict(job.layer_scores),
@@ -402,13 +430,17 @@ def trace_out(job: JobRecord) -> TraceOut:
 def progress_out(job: JobRecord, services: Services) -> ProgressOut:
     """The job's progress: the live snapshot while it runs in this process, else the stored row."""
     live = services.hub.live.get(job.id) if not job.terminal else None
-    made, billed = (live.calls_made, live.calls_billed) if live else (job.calls_made, job.calls_billed)
+    made, billed, cached, failed = (
+        (live.calls_made, live.calls_billed, live.calls_cached, live.calls_failed) if live
+        else (job.calls_made, job.calls_billed, job.calls_cached, job.calls_failed))
     return ProgressOut(
         trace_id=job.id,
         status=job.status,
         calls_done=made,
         calls_planned=job.calls_planned,
         calls_billed=billed,
+        calls_cached=cached,
+        calls_failed=failed,
         round=live.round if live else job.round,
         message=live.message if live else job.message,
         layer_scores=dict(live.layer_scores if live else job.layer_scores),
@@ -425,7 +457,7 @@ def probe_out(job: JobRecord) -> ProbeOut:
         segment_id=job.segment_id,
         source_id=job.source_id or "",
         model=job.model,
-        calls=TraceCalls(planned=job.calls_planned, made=job.calls_made, billed=job.calls_billed),
+        calls=job_calls(job),
         message=job.message,
         reason=job.reason,
         created_at=job.created_at,

@@ -163,6 +163,7 @@ async def verify_turn(services: Services, caller: Principal, turn_id: str, body:
         model_reason=choice.reason,
         quoted_cost_usd=round(sum(q.cost_usd or 0.0 for q in quotes), 6), max_cost_usd=body.max_cost_usd,
         calls=TraceCalls(planned=sum(j.calls_planned for j in jobs), made=sum(j.calls_made for j in jobs),
-                         billed=sum(j.calls_billed for j in jobs)),
+                         cached=sum(j.calls_cached for j in jobs), billed=sum(j.calls_billed for j in jobs),
+                         failed=sum(j.calls_failed for j in jobs)),
         sentences=rows,
     )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -53,8 +54,9 @@ class LocalModel:
             raise LocalModelUnavailable(f"no model file at {model_path}")
         llama_cpp = load_llama_cpp()
         try:
+            threads = n_threads or os.cpu_count() or 1  # prompt evaluation too (llama.cpp's n_threads_batch)
             self.llama: Any = llama_cpp.Llama(model_path=str(model_path), n_ctx=n_ctx, logits_all=True,
-                                              n_threads=n_threads or os.cpu_count() or 1, seed=seed,
+                                              n_threads=threads, n_threads_batch=threads, seed=seed,
                                               verbose=False)
         except (ValueError, RuntimeError) as exc:
             raise LocalModelUnavailable(f"cannot load {model_path.name}: {exc}") from exc
@@ -77,10 +79,13 @@ class LocalModel:
 class LlamaCppScorer:
     """``estimator.scorer.Scorer`` over a ``LocalModel``; see the module docstring."""
 
-    def __init__(self, model: LocalModel, *, prepend_bos: bool = True) -> None:
+    def __init__(self, model: LocalModel, *, prepend_bos: bool = True, reuse_prefix: bool = True) -> None:
         self.local = model
         self.prepend_bos = prepend_bos and not model.adds_bos and model.template.bos_text is not None
+        self.reuse_prefix = reuse_prefix  # off: every scoring evaluates its whole prompt (for measurement)
         self.evaluated_tokens = 0  # tokens actually run through the model (prefix reuse saves the rest)
+        self.scored_tokens = 0  # tokens of every prompt scored: what no prefix reuse would evaluate
+        self.eval_seconds = 0.0  # time spent evaluating
 
     @property
     def model(self) -> str:
@@ -110,14 +115,17 @@ class LlamaCppScorer:
                 if a != b:
                     break
                 common += 1
-            common = min(common, len(full) - 1)  # always evaluate at least the last token
+            common = min(common, len(full) - 1) if self.reuse_prefix else 0  # at least the last token
             llama.n_tokens = common
+            started = time.perf_counter()
             try:
                 llama.eval(full[common:])
             except Exception as exc:
                 llama.reset()
                 raise ScorerError(f"the local model failed to evaluate the prompt: {exc}") from exc
+            self.eval_seconds += time.perf_counter() - started
             self.evaluated_tokens += len(full) - common
+            self.scored_tokens += len(full)
             if hasattr(llama, "_requires_eval"):
                 llama._requires_eval = True
             rows = np.asarray(llama.scores[len(head) - 1: len(full) - 1], dtype=np.float64)

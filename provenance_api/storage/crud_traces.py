@@ -23,6 +23,7 @@ from provenance_api.storage.models import ERASE_TURN_RESULTS, QuoteRow, TraceJob
 from provenance_api.storage.session import Database
 
 JobKind = Literal["trace", "probe"]
+JobSource = Literal["api", "cli"]
 _PREFIX: dict[str, str] = {"trace": "tr", "probe": "pr"}
 TERMINAL: frozenset[str] = frozenset({"succeeded", "failed", "interrupted"})
 
@@ -157,6 +158,9 @@ class JobRecord:
     result: dict[str, Any] | None = field(default=None)
     kind: JobKind = "trace"
     source_id: str | None = None
+    calls_cached: int = 0  # answered from the judgement cache: not sent, not billed
+    calls_failed: int = 0  # sent, and failed
+    source: JobSource = "api"  # 'cli': a trace ``provenance trace`` ran and stored
 
     @property
     def terminal(self) -> bool:
@@ -191,6 +195,9 @@ def _job(row: TraceJobRow, result: dict[str, Any] | None = None) -> JobRecord:
         result=result,
         kind="probe" if row.kind == "probe" else "trace",
         source_id=row.source_id,
+        calls_cached=row.calls_cached,
+        calls_failed=row.calls_failed,
+        source="cli" if row.source == "cli" else "api",
     )
 
 
@@ -202,10 +209,11 @@ async def create_job(
     kind: JobKind = "trace",
     source_id: str | None = None,
     reservation: dict[str, Any] | None = None,
+    source: JobSource = "api",
 ) -> JobRecord:
     """Consume ``quote`` and create its job (a trace, or a probe of ``source_id``), atomically, keeping the
     budget ``reservation`` it holds (settled at startup if the job is found interrupted). RecordConflict if
-    the quote was already used."""
+    the quote was already used. ``source``: ``cli`` for a trace the command line ran (and records here)."""
     now = utcnow()
     if quote.expires_at <= now:
         raise RecordExpired(
@@ -239,6 +247,9 @@ async def create_job(
             calls_planned=quote.planned_calls,
             calls_made=0,
             calls_billed=0,
+            calls_cached=0,
+            calls_failed=0,
+            source=source,
             round=None,
             message=None,
             layer_scores={},
@@ -293,6 +304,13 @@ class Progress:
     round: str | None = None
     message: str | None = None
     layer_scores: dict[str, Any] = field(default_factory=dict)
+    calls_cached: int = 0
+    calls_failed: int = 0
+
+    def counts(self) -> dict[str, int]:
+        """The job row's call counts, as one set (made, billed, cached, failed)."""
+        return {"calls_made": self.calls_made, "calls_billed": self.calls_billed,
+                "calls_cached": self.calls_cached, "calls_failed": self.calls_failed}
 
 
 async def record_progress(db: Database, job_id: str, progress: Progress) -> None:
@@ -301,8 +319,7 @@ async def record_progress(db: Database, job_id: str, progress: Progress) -> None
             update(TraceJobRow)
             .where(TraceJobRow.id == job_id, TraceJobRow.status == "running")
             .values(
-                calls_made=progress.calls_made,
-                calls_billed=progress.calls_billed,
+                **progress.counts(),
                 round=progress.round,
                 message=progress.message,
                 layer_scores=progress.layer_scores,
@@ -351,8 +368,7 @@ async def finish_succeeded(db: Database, job: JobRecord, audit: ResultAudit, pro
             .values(
                 status="succeeded",
                 reason=None,
-                calls_made=progress.calls_made,
-                calls_billed=progress.calls_billed,
+                **progress.counts(),
                 round=progress.round,
                 message=progress.message,
                 layer_scores=progress.layer_scores,
@@ -373,8 +389,7 @@ async def finish_unsuccessful(
             .values(
                 status=status,
                 reason=reason,
-                calls_made=progress.calls_made,
-                calls_billed=progress.calls_billed,
+                **progress.counts(),
                 round=progress.round,
                 message=progress.message,
                 finished_at=now,
@@ -429,12 +444,31 @@ async def trace_ids_of_turn(db: Database, tenant: str, turn_id: str, limit: int)
         return list((await session.execute(query)).scalars())
 
 
+async def recent_jobs(db: Database, tenant: str, *, source: JobSource | None, limit: int,
+                      kind: JobKind = "trace") -> list[JobRecord]:
+    """The tenant's jobs of ``kind`` (those ``source`` ran, when given), newest first, each with its result
+    when it succeeded (``provenance traces``)."""
+    query = (
+        select(TraceJobRow, TraceResultRow.result)
+        .outerjoin(TraceResultRow, TraceResultRow.job_id == TraceJobRow.id)
+        .where(TraceJobRow.tenant == tenant, TraceJobRow.kind == kind)
+        .order_by(TraceJobRow.created_at.desc(), TraceJobRow.id.desc())
+        .limit(limit)
+    )
+    if source is not None:
+        query = query.where(TraceJobRow.source == source)
+    async with db.session() as session:
+        rows = (await session.execute(query)).all()
+    return [_job(row, result if row.status == "succeeded" else None) for row, result in rows]
+
+
 async def running_jobs(db: Database) -> list[tuple[str, int, int]]:
-    """(id, calls made, calls billed) of every job marked running, in any tenant (for the queue's reaper)."""
+    """(id, calls made, calls billed) of every job marked running, in any tenant (for the queue's reaper). A job
+    the command line runs holds no lease and is not the queue's: it is left out."""
     async with db.session() as session:
         rows = await session.execute(
             select(TraceJobRow.id, TraceJobRow.calls_made, TraceJobRow.calls_billed).where(
-                TraceJobRow.status == "running"
+                TraceJobRow.status == "running", TraceJobRow.source == "api"
             )
         )
         return [(job_id, int(made), int(billed)) for job_id, made, billed in rows.all()]
@@ -446,7 +480,8 @@ async def requeue_unbilled(db: Database, job_id: str) -> bool:
         moved = await session.execute(
             update(TraceJobRow)
             .where(TraceJobRow.id == job_id, TraceJobRow.status == "running", TraceJobRow.calls_billed == 0)
-            .values(status="queued", started_at=None, calls_made=0, updated_at=utcnow())
+            .values(status="queued", started_at=None, calls_made=0, calls_cached=0, calls_failed=0,
+                    updated_at=utcnow())
         )
     return getattr(moved, "rowcount", 0) == 1
 

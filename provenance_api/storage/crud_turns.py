@@ -9,7 +9,6 @@ different content under the same id is a conflict that names the fields that dif
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from collections.abc import AsyncIterator, Callable
@@ -23,7 +22,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from estimator.turn import StoredTurn
-from provenance_api.storage import crud_traces, search_index
+from provenance_api.storage import crud_calls, crud_traces, search_index
 from provenance_api.storage.errors import RecordConflict, RecordInvalid, RecordMissing, RecordUnreadable
 from provenance_api.storage.models import StoredTurnRow, utcnow
 from provenance_api.storage.session import Database
@@ -114,10 +113,11 @@ def _conflict(row: StoredTurnRow, body: str, digest: str) -> RecordConflict:
 
 
 async def put_turn(db: Database, tenant: str, user: str, turn: StoredTurn, *, batch: str | None = None,
-                   max_bytes: int | None = None) -> tuple[TurnRecord, bool]:
+                   max_bytes: int | None = None, traceable: int | None = None) -> tuple[TurnRecord, bool]:
     """Store ``turn`` for ``tenant``. Returns (record, created). Raises RecordConflict on different content,
     RecordInvalid (record ``turn_body``) for a turn whose stored form is over ``max_bytes``. ``batch``: the
-    import that stores it (kept on the row when this call creates it)."""
+    import that stores it (kept on the row when this call creates it). ``traceable``: the free tier's count of
+    its traceable sentences (None: counted when its tenant's turns are next listed)."""
     body, digest = canonical(turn)
     size = len(body.encode("utf-8"))
     if max_bytes is not None and size > max_bytes:
@@ -144,6 +144,7 @@ async def put_turn(db: Database, tenant: str, user: str, turn: StoredTurn, *, ba
             stored_at=utcnow(),
             stored_by=user,
             import_batch=batch,
+            traceable=traceable,
         )
         session.add(row)
         try:
@@ -179,6 +180,7 @@ class TurnSummary:
     created_at: datetime | None
     stored_at: datetime
     seq: int
+    traceable: int | None = None  # None until counted (``lists.uncounted_turns``)
 
 
 async def list_turns(db: Database, tenant: str, *, limit: int, after: int | None,
@@ -208,43 +210,12 @@ async def list_turns(db: Database, tenant: str, *, limit: int, after: int | None
     ]
 
 
-def encode_cursor(turn_id: str) -> str:
-    """A page cursor: the last listed turn's id, opaque to clients. It says nothing about other tenants
-    (a global sequence number would show how much they store)."""
-    return base64.urlsafe_b64encode(turn_id.encode("utf-8")).decode("ascii").rstrip("=")
-
-
 async def search_turns(db: Database, tenant: str, query: str, *, limit: int,
                        after: int | None) -> list[TurnSummary]:
     """The tenant's turns whose id, agent, model, query or response contain ``query`` (case and spacing
     ignored), in storage order, from the search index."""
     seqs = await search_index.search(db, tenant, query, after=after, limit=limit)
     return await list_turns(db, tenant, limit=limit, after=after, seqs=seqs) if seqs else []
-
-
-async def find_turns(db: Database, tenant: str, query: str, *, limit: int, after: int | None) -> list[TurnSummary]:
-    """A page of the tenant's turns: those matching ``query`` (from the search index) when it is not blank,
-    else all of them, in storage order."""
-    if query.strip():
-        return await search_turns(db, tenant, query, limit=limit, after=after)
-    return await list_turns(db, tenant, limit=limit, after=after)
-
-
-async def cursor_position(db: Database, tenant: str, cursor: str | None) -> int | None:
-    """The storage position a cursor stands for within ``tenant``; RecordInvalid for a cursor that is not one
-    of this tenant's (or whose turn is gone)."""
-    if not cursor:
-        return None
-    try:
-        turn_id = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("utf-8")
-    except (ValueError, UnicodeDecodeError):
-        turn_id = None
-    if turn_id:
-        async with db.session() as session:
-            row = await _find(session, tenant, turn_id)
-        if row is not None:
-            return row.seq
-    raise RecordInvalid("the cursor is not valid here", record="cursor", field="query.cursor")
 
 
 async def iter_turns(db: Database, tenant: str, *, batch: int = 200,
@@ -313,6 +284,7 @@ async def delete_turns(db: Database, tenant: str, *, turn_id: str | None = None,
             chunk = rows[start:start + DELETE_CHUNK]
             ids = [str(r[1]) for r in chunk]
             erased = await crud_traces.erase_for_turns(session, tenant, ids)
+            await crud_calls.erase_for_turns(session, tenant, ids)  # the traces' kept model calls
             quotes, jobs, results = quotes + erased[0], jobs + erased[1], results + erased[2]
             seqs = [int(r[0]) for r in chunk]
             await search_index.unindex(session, seqs)

@@ -92,6 +92,12 @@ class StoredTurnRow(Base):
     __table_args__ = (
         UniqueConstraint("tenant", "turn_id", name="uq_stored_turns_tenant_turn"),
         Index("ix_stored_turns_tenant_batch", "tenant", "import_batch"),
+        # the turn list's sorts and filters (0011): each sort key with turn_id, its tie-breaker
+        Index("ix_stored_turns_tenant_stored", "tenant", "stored_at", "turn_id"),
+        Index("ix_stored_turns_tenant_created", "tenant", "turn_created_at", "turn_id"),
+        Index("ix_stored_turns_tenant_model", "tenant", "model", "turn_id"),
+        Index("ix_stored_turns_tenant_traceable", "tenant", "traceable", "turn_id"),
+        Index("ix_stored_turns_tenant_agent", "tenant", "agent"),
     )
 
     seq: Mapped[int] = mapped_column(SeqInt, primary_key=True, autoincrement=True)
@@ -105,6 +111,8 @@ class StoredTurnRow(Base):
     stored_at: Mapped[datetime]
     stored_by: Mapped[str] = mapped_column(String(128))
     import_batch: Mapped[str | None] = mapped_column(String(40))  # the import that created it (``ib_…``)
+    # sentences the free tier marks traceable (0011): counted at store, or at the tenant's next list when null
+    traceable: Mapped[int | None] = mapped_column(Integer)
 
 
 class QuoteRow(Base):
@@ -131,7 +139,13 @@ class QuoteRow(Base):
 
 class TraceJobRow(Base):
     __tablename__ = "trace_jobs"
-    __table_args__ = (Index("ix_trace_jobs_status", "status"), Index("ix_trace_jobs_tenant", "tenant"))
+    __table_args__ = (
+        Index("ix_trace_jobs_status", "status"),
+        Index("ix_trace_jobs_tenant", "tenant"),
+        # the trace list (newest first, per tenant) and a turn's traces (0011)
+        Index("ix_trace_jobs_tenant_kind_created", "tenant", "kind", "created_at", "id"),
+        Index("ix_trace_jobs_tenant_turn", "tenant", "turn_id"),
+    )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     kind: Mapped[str] = mapped_column(String(16), default="trace", server_default="trace")
@@ -149,6 +163,10 @@ class TraceJobRow(Base):
     calls_planned: Mapped[int] = mapped_column(Integer)
     calls_made: Mapped[int] = mapped_column(Integer, default=0)
     calls_billed: Mapped[int] = mapped_column(Integer, default=0)
+    # answered from the judgement cache (not sent, not billed) and sent but failed (0012)
+    calls_cached: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    calls_failed: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    source: Mapped[str] = mapped_column(Text, default="api", server_default="api")  # 'api' or 'cli' (0012)
     round: Mapped[str | None] = mapped_column(String(16))
     message: Mapped[str | None] = mapped_column(Text)
     layer_scores: Mapped[dict[str, Any]]
@@ -187,6 +205,38 @@ class TraceResultRow(Base):
     output_tokens: Mapped[int] = mapped_column(Integer)
     cost_usd: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime]
+
+
+class ModelCallRow(Base):
+    """One model call of a job (``crud_calls``): its mask, prompt as sent (capped), reply, parsed value,
+    timing, tokens, cost and outcome; ``trace_calls`` is how many calls the job made in all."""
+
+    __tablename__ = "model_calls"
+    __table_args__ = (
+        UniqueConstraint("tenant", "trace_id", "call_index", name="uq_model_calls_trace_index"),
+        Index("ix_model_calls_tenant_turn", "tenant", "turn_id"),
+    )
+
+    id: Mapped[int] = mapped_column(SeqInt, primary_key=True, autoincrement=True)
+    tenant: Mapped[str] = mapped_column(String(128))
+    trace_id: Mapped[str] = mapped_column(String(40))
+    turn_id: Mapped[str] = mapped_column(String(256))
+    call_index: Mapped[int] = mapped_column(Integer)
+    trace_calls: Mapped[int] = mapped_column(Integer)
+    stage: Mapped[str] = mapped_column(String(16))
+    mask: Mapped[str] = mapped_column(Text)
+    kind: Mapped[str] = mapped_column(String(8))
+    outcome: Mapped[str] = mapped_column(String(16))
+    prompt: Mapped[list[Any]]
+    prompt_truncated: Mapped[bool] = mapped_column(Boolean)
+    reply: Mapped[str | None] = mapped_column(Text)
+    parsed: Mapped[float | None] = mapped_column(Float)
+    started_at: Mapped[datetime]
+    seconds: Mapped[float] = mapped_column(Float)
+    input_tokens: Mapped[int] = mapped_column(Integer)
+    output_tokens: Mapped[int] = mapped_column(Integer)
+    cost_usd: Mapped[float | None] = mapped_column(Float)
+    error: Mapped[str | None] = mapped_column(Text)
 
 
 class AppendOnlyViolation(RuntimeError):

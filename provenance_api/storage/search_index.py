@@ -11,8 +11,9 @@ at startup (``backfill``).
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, text
+from sqlalchemy import Integer, bindparam, column, text
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql.selectable import TextualSelect
 
 from estimator.turn import StoredTurn
 from estimator.verify import normalise
@@ -73,6 +74,20 @@ async def search(db: Database, tenant: str, query: str, *, after: int | None, li
                    f"AND text LIKE :pattern ESCAPE '\\' ORDER BY {seq} LIMIT :limit")
         rows = (await session.execute(text(sql), params)).all()
     return [int(r[0]) for r in rows]
+
+
+def matching(dialect: str, tenant: str, query: str) -> TextualSelect:
+    """The sequence numbers of the tenant's turns whose searchable text contains ``query`` (normalised), as a
+    subquery a list composes with its filters, order and count (``seq IN (…)``)."""
+    needle = normalise(query)
+    seq = "rowid" if dialect == "sqlite" else "seq"
+    if seq == "rowid" and len(needle) >= 3:
+        sql = text("SELECT rowid FROM turn_search WHERE turn_search MATCH :ts_phrase AND tenant = :ts_tenant")
+        sql = sql.bindparams(ts_phrase='"' + needle.replace('"', '""') + '"', ts_tenant=tenant)
+    else:
+        sql = text(f"SELECT {seq} FROM turn_search WHERE tenant = :ts_tenant AND text LIKE :ts_pattern ESCAPE '\\'")
+        sql = sql.bindparams(ts_tenant=tenant, ts_pattern=_like_pattern(needle))
+    return sql.columns(column(seq, Integer))
 
 
 async def backfill(db: Database) -> int:

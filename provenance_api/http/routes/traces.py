@@ -10,9 +10,11 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Response, status
 from fastapi.responses import StreamingResponse
 
-from provenance_api.core.schemas import TraceIn, TraceOut, problem_responses
+from estimator.result_models import Verdict
+from estimator.scoring_cost import EstimatorChoice
+from provenance_api.core.schemas import JobStatus, TraceIn, TraceList, TraceOut, TraceSort, problem_responses
 from provenance_api.http.deps import Caller, Svc
-from provenance_api.operations import records
+from provenance_api.operations import export, listing, records
 from provenance_api.operations import tracing as operations
 from provenance_api.operations.auth import Principal
 from provenance_api.operations.records import JobKind
@@ -41,6 +43,56 @@ async def start_trace(svc: Svc, caller: Caller, body: TraceIn, response: Respons
     response.headers["X-RateLimit-Limit"] = str(state.limit)
     response.headers["X-RateLimit-Remaining"] = str(state.remaining)
     return operations.trace_out(job)
+
+
+@router.get("", response_model=TraceList, summary="List traces across turns")
+async def list_traces(
+    svc: Svc,
+    caller: Caller,
+    turn_id: Annotated[str | None, Query(max_length=256, description="keep the traces of this turn")] = None,
+    verdict: Annotated[Verdict | None, Query(description="keep succeeded traces with this verdict")] = None,
+    model: Annotated[str | None, Query(max_length=256, description="keep traces judged by exactly this model")] = None,
+    status: Annotated[JobStatus | None, Query(description="keep traces in this status")] = None,
+    estimator: Annotated[EstimatorChoice | None, Query(description="keep traces started with this estimator")] = None,
+    sort: Annotated[TraceSort, Query(description="created_at or cost, descending with a leading '-'; traces "
+                                     "without a cost come last either way")] = "-created_at",
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: Annotated[str | None, Query(max_length=1400, description="next_cursor of the previous page (opaque); "
+                                        "valid only with the same filters and sort")] = None,
+) -> TraceList:
+    """The tenant's traces (probes are not listed), newest first unless `sort` says otherwise, with `total`
+    (the matches on all pages), each with its verdict (when succeeded), estimator, judge model, calls, cost,
+    times and `source` (`api`, or `cli` for a trace `provenance trace` ran)."""
+    query = listing.TraceQuery(turn_id=turn_id, verdict=verdict, model=model, status=status, estimator=estimator,
+                               sort=sort)
+    return await listing.trace_list(svc, caller, query, limit, cursor)
+
+
+@router.get(
+    "/{trace_id}/export",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "The trace as a file (Content-Disposition: attachment): `json`, exactly the body of "
+            "GET /v1/traces/{id}; `markdown`, a citation block (claim, verdict in words, sources with verified "
+            "quotes and line ranges, model, estimator, calls, cost, prompt versions, trace id and date).",
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/TraceOut"}},
+                        "text/markdown": {"schema": {"type": "string"}}},
+        },
+        **problem_responses(404),
+    },
+    summary="Export a trace as JSON or as a Markdown citation block",
+)
+async def export_trace(
+    svc: Svc,
+    caller: Caller,
+    trace_id: TraceId,
+    format: Annotated[export.ExportFormat, Query(description="json or markdown")] = "json",
+) -> Response:
+    """A trace that is not `succeeded` exports its status and reason, never a verdict."""
+    exported = await export.export_trace(svc, caller, trace_id, format)
+    return Response(exported.body, media_type=exported.media_type,
+                    headers={"Content-Disposition": f'attachment; filename="{exported.filename}"'})
 
 
 @router.get(
@@ -89,7 +141,7 @@ async def _events(
                 f"{kind}_id": job.id,
                 "status": job.status,
                 "reason": job.reason,
-                "calls": {"planned": job.calls_planned, "made": job.calls_made, "billed": job.calls_billed},
+                "calls": operations.job_calls(job).model_dump(),
             }
             yield _sse("end", json.dumps(end))
             return

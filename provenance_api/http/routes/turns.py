@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -17,14 +18,14 @@ from provenance_api.core.schemas import (
     SourcesOut,
     TurnList,
     TurnOut,
+    TurnSort,
     TurnStored,
-    TurnSummary,
     VerifyIn,
     VerifyOut,
     problem_responses,
 )
 from provenance_api.http.deps import Caller, FreeTierCaller, Svc
-from provenance_api.operations import records, verify
+from provenance_api.operations import listing, records, verify
 from provenance_api.operations import tracing as operations
 
 router = APIRouter(prefix="/v1/turns", tags=["turns"], responses=problem_responses(401, 422))
@@ -94,28 +95,29 @@ async def list_turns(
     caller: FreeTierCaller,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[
-        str | None, Query(max_length=1400, description="next_cursor of the previous page (opaque)")
+        str | None, Query(max_length=4096, description="next_cursor of the previous page (opaque); valid only with "
+                          "the same q, filters and sort")
     ] = None,
     q: Annotated[
         str, Query(max_length=200, description="keep turns whose id, agent, model, query or response contain "
                    "this text (case and spacing ignored); answered from the search index")
     ] = "",
+    model: Annotated[str | None, Query(max_length=256, description="keep turns of exactly this model")] = None,
+    agent: Annotated[str | None, Query(max_length=256, description="keep turns of exactly this agent")] = None,
+    since: Annotated[datetime | None, Query(description="keep turns dated at or after this time (ISO 8601; "
+                                            "without a zone, UTC). A turn's date is its created_at, else when "
+                                            "it was stored")] = None,
+    until: Annotated[datetime | None, Query(description="keep turns dated before this time (exclusive)")] = None,
+    min_traceable: Annotated[int | None, Query(ge=0, le=100_000, description="keep turns with at least this many "
+                                               "sentences the free tier can trace")] = None,
+    sort: Annotated[TurnSort, Query(description="field to sort on, descending with a leading '-'; turns without "
+                                    "the value (no created_at, no model) come last either way")] = "-stored_at",
 ) -> TurnList:
-    page = await records.turn_page(svc, caller, q, limit, cursor)
-    return TurnList(
-        items=[
-            TurnSummary(
-                turn_id=r.turn_id,
-                digest=r.digest,
-                model=r.model,
-                agent=r.agent,
-                created_at=r.created_at,
-                stored_at=r.stored_at,
-            )
-            for r in page.items
-        ],
-        next_cursor=page.next_cursor,
-    )
+    """The tenant's turns matching `q` and every filter given, newest first unless `sort` says otherwise, with
+    `total` (the matches on all pages) and per turn its `traceable` sentences and its `traces`."""
+    query = listing.TurnQuery(q=q, model=model, agent=agent, since=since, until=until, min_traceable=min_traceable,
+                              sort=sort)
+    return await listing.turn_list(svc, caller, query, limit, cursor)
 
 
 @router.get(

@@ -1,14 +1,15 @@
 """The provenance viewer: the page at ``/``, its assets at ``/static/*``, cookie sign-in, and the few
 reads the page needs that ``/v1`` does not offer.
 
-The page is plain HTML, CSS and JavaScript shipped in the package (``provenance_api/http/static``): no
-build step, no CDN, it works offline. Sign-in posts the API key once (``POST /ui/session``); the key
-is then kept in an HttpOnly cookie that ``ui_auth`` accepts wherever a Bearer header is accepted.
+The page is plain HTML, CSS and JavaScript modules shipped in the package (``provenance_api/http/static``,
+the modules in ``static/js``): no build step, no CDN, it works offline. Sign-in posts the API key once
+(``POST /ui/session``); the key is then kept in an HttpOnly cookie that ``ui_auth`` accepts wherever a
+Bearer header is accepted.
 
 Viewer-only reads, tenant-scoped like every ``/v1`` read (another tenant's ids are 404):
 
-- ``GET /ui/api/turns?q=`` — stored turns with agent, model, date and the free-tier summary line,
-  filtered by text;
+- ``GET /ui/api/turns`` — the turn list of ``GET /v1/turns`` (search, filters, sort, total, cursor) with
+  each turn's free-tier summary line, question and response excerpt;
 - ``GET /ui/api/turns/{turn_id}/sources/{source_id}`` — one source's full text as lines, so a
   verified quote can be shown at its line numbers;
 - ``GET /ui/api/turns/{turn_id}/traces`` — the turn's past traces, newest first.
@@ -36,9 +37,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from estimator.params import Params
 from estimator.turn import StoredTurn
 from provenance_api.core.errors import NotFound, Unauthorized
+from provenance_api.core.schemas import TurnSort, TurnSummary
 from provenance_api.http import ui_auth
 from provenance_api.http.deps import FreeTierCaller, Svc
-from provenance_api.operations import records
+from provenance_api.operations import listing, records
 from provenance_api.operations.auth import (
     authenticate,
     close_viewer_session,
@@ -46,6 +48,7 @@ from provenance_api.operations.auth import (
     rotate_viewer_session,
     session_principal,
 )
+from provenance_api.operations.tracing import job_calls
 from provenance_api.providers import free_tier
 
 router = APIRouter(include_in_schema=False)
@@ -71,6 +74,7 @@ _MEDIA_TYPES = {
     ".png": "image/png",
 }
 _ASSET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}\.(html|js|css|svg|png)$")
+_FOLDERS = ("", "js")  # static/ itself and its JavaScript modules; static/vendor is served by api_docs
 MAX_TRACES_LISTED = 100
 EXCERPT_CHARS = 160
 
@@ -79,11 +83,12 @@ EXCERPT_CHARS = 160
 
 
 @lru_cache(maxsize=64)
-def _asset(name: str) -> tuple[bytes, str, str] | None:
-    """(content, media type, ETag) of a shipped asset, or None."""
-    if not _ASSET_NAME.match(name):
+def _asset(name: str, folder: str = "") -> tuple[bytes, str, str] | None:
+    """(content, media type, ETag) of a shipped asset in ``static/`` or one of its folders, or None."""
+    if folder not in _FOLDERS or not _ASSET_NAME.match(name):
         return None
-    path = resources.files("provenance_api.http").joinpath("static", name)
+    base = resources.files("provenance_api.http").joinpath("static")
+    path = base.joinpath(folder, name) if folder else base.joinpath(name)
     if not path.is_file():
         return None
     content = path.read_bytes()
@@ -92,8 +97,8 @@ def _asset(name: str) -> tuple[bytes, str, str] | None:
     return content, _MEDIA_TYPES[suffix], etag
 
 
-def _serve(request: Request, name: str) -> Response:
-    asset = _asset(name)
+def _serve(request: Request, name: str, folder: str = "") -> Response:
+    asset = _asset(name, folder)
     if asset is None:
         raise NotFound(f"no asset {name!r}", field="path", fix="open / for the viewer")
     content, media_type, etag = asset
@@ -111,6 +116,12 @@ async def index(request: Request) -> Response:
 @router.get("/static/{name}")
 async def static_asset(request: Request, name: str) -> Response:
     return _serve(request, name)
+
+
+@router.get("/static/js/{name}")
+async def static_module(request: Request, name: str) -> Response:
+    """One of the page's JavaScript modules (``<script type="module">`` and its imports, same origin)."""
+    return _serve(request, name, "js")
 
 
 @router.get("/favicon.ico")
@@ -253,7 +264,7 @@ def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
 
 
-def _turn_item(record: records.TurnRecord, summary: str) -> dict[str, Any]:
+def _turn_item(record: records.TurnRecord, summary: str, listed: TurnSummary) -> dict[str, Any]:
     turn = record.turn
     return {
         "turn_id": turn.turn_id,
@@ -264,7 +275,16 @@ def _turn_item(record: records.TurnRecord, summary: str) -> dict[str, Any]:
         "summary": summary,
         "query": _excerpt(turn.effective_query()),
         "excerpt": _excerpt(turn.response),
+        "traceable": listed.traceable,
+        "traces": listed.traces,
     }
+
+
+def _unreadable_item(row: TurnSummary, exc: Exception) -> dict[str, Any]:
+    return {"turn_id": row.turn_id, "agent": row.agent, "model": row.model,
+            "created_at": _iso(row.created_at), "stored_at": _iso(row.stored_at),
+            "summary": f"cannot be read ({type(exc).__name__}): delete and store it again",
+            "query": "", "excerpt": "", "unreadable": True, "traceable": row.traceable, "traces": row.traces}
 
 
 @router.get("/ui/api/turns")
@@ -272,27 +292,32 @@ async def ui_turns(
     svc: Svc,
     caller: FreeTierCaller,  # deps.get_principal accepts the session cookie here (ui_auth.accept_cookie)
     q: Annotated[str, Query(max_length=200)] = "",
+    model: Annotated[str | None, Query(max_length=256)] = None,
+    agent: Annotated[str | None, Query(max_length=256)] = None,
+    since: Annotated[datetime | None, Query()] = None,
+    until: Annotated[datetime | None, Query()] = None,
+    min_traceable: Annotated[int | None, Query(ge=0, le=100_000)] = None,
+    sort: Annotated[TurnSort, Query()] = "-stored_at",
     limit: Annotated[int, Query(ge=1, le=100)] = 25,
-    cursor: Annotated[str | None, Query(max_length=1400)] = None,
+    cursor: Annotated[str | None, Query(max_length=4096)] = None,
 ) -> Response:
-    """The tenant's stored turns in storage order, with the free-tier summary line; ``q`` keeps the
-    turns whose id, agent, model, question or response contain it (case and spacing ignored), answered
-    from the search index. A turn that cannot be read or rendered is listed, flagged, never a 500."""
+    """``GET /v1/turns`` (the same search, filters, sort, total and cursor) with what the page shows of each
+    turn: the free-tier summary line, the question and the start of the response. A turn that cannot be read
+    or rendered is listed, flagged, never a 500."""
     params = svc.settings.base_params
-    page = await records.turn_page(svc, caller, q, limit, cursor)
+    query = listing.TurnQuery(q=q, model=model, agent=agent, since=since, until=until, min_traceable=min_traceable,
+                              sort=sort)
+    page = await listing.turn_list(svc, caller, query, limit, cursor)
     items: list[dict[str, Any]] = []
     for row in page.items:
         try:
             record = await records.get_turn(svc, caller, row.turn_id)
             line = await anyio.to_thread.run_sync(_summary_line, record.turn, record.digest, params)
         except (ValueError, RecursionError) as exc:
-            items.append({"turn_id": row.turn_id, "agent": row.agent, "model": row.model,
-                          "created_at": _iso(row.created_at), "stored_at": _iso(row.stored_at),
-                          "summary": f"cannot be read ({type(exc).__name__}): delete and store it again",
-                          "query": "", "excerpt": "", "unreadable": True})
+            items.append(_unreadable_item(row, exc))
             continue
-        items.append(_turn_item(record, line))
-    return _no_store(JSONResponse({"items": items, "next_cursor": page.next_cursor}))
+        items.append(_turn_item(record, line, row))
+    return _no_store(JSONResponse({"items": items, "total": page.total, "next_cursor": page.next_cursor}))
 
 
 # --------------------------------------------------------------------------- one source's text
@@ -345,7 +370,7 @@ def _trace_summary(job: records.JobRecord) -> dict[str, Any]:
         "model": job.model,
         "created_at": _iso(job.created_at),
         "finished_at": _iso(job.finished_at),
-        "calls": {"planned": job.calls_planned, "made": job.calls_made, "billed": job.calls_billed},
+        "calls": job_calls(job).model_dump(),
         "reason": job.reason,
         "verdict": None if result is None else result.get("verdict"),
         "verdict_text": None if result is None else result.get("verdict_text"),

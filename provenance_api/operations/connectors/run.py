@@ -57,14 +57,19 @@ class SourceImport:
             },
         }
 
+    @property
+    def nouns(self) -> str:
+        """The reader's noun (``threads``) in the number of ``total``: 1 thread, 2 threads."""
+        return self.noun.removesuffix("s") if self.total == 1 else self.noun
+
     def line(self) -> str:
         where = f"{self.source.name} ({self.source.format})"
         if self.since is None:
-            head = f"{where}: first import, {self.changed} of {self.total} {self.noun} read"
+            head = f"{where}: first import, {self.changed} of {self.total} {self.nouns} read"
         elif not self.changed:
-            return f"{where}: nothing new since the last import (position {self.since}); {self.total} {self.noun}"
+            return f"{where}: nothing new since the last import (position {self.since}); {self.total} {self.nouns}"
         else:
-            head = (f"{where}: {self.changed} of {self.total} {self.noun} changed since the last import "
+            head = (f"{where}: {self.changed} of {self.total} {self.nouns} changed since the last import "
                     f"(position {self.since} → {self.position})")
         return f"{head}; {self.counts.line()}"
 

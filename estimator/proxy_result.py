@@ -1,0 +1,161 @@
+"""The result of a proxy-first trace: the proxy's ranking confirmed by the hosted judge, or the full judged
+search after a disagreement — with both rankings where both were measured, and the line that says which.
+
+Confirmed, the scores are the proxy's log-probabilities (nats) and the span checks are the hosted judge's
+for the top source(s); after a fallback, the scores are the judge's digits of the full search and the
+proxy's ranking is kept beside them. ``calls`` counts hosted model calls (``made``, …) and, as ``scored``,
+the local scoring passes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from pydantic import Field
+
+from .assembly import describe_mask
+from .diagnosis import attribution_level, claim_diagnosis, diagnose
+from .proxy_confirm import Confirmation
+from .proxy_models import CONFIRMED_LINE, FALLBACK_LINE, HostedCheckModel, ProxyReportModel, RankedModel
+from .result import CallAccount, SourceScore, SupportVerdict, TraceResult
+from .result_models import (
+    CallAccountModel,
+    LogprobThresholdsModel,
+    Score,
+    TraceResultModel,
+)
+from .units import Corpus
+
+__all__ = ["ProxyCallAccount", "ProxyTraceResult", "ProxyTraceResultModel", "hosted_check", "layer_ranking",
+           "source_ranking", "with_supports"]
+
+NO_SPANS = "No span checks were made"
+
+
+def _absent(value: object) -> bool:
+    return value is None
+
+
+class ProxyTraceResultModel(TraceResultModel):
+    """A proxy trace: the trace's fields, its log-probability fields when the proxy's scores are shown
+    (confirmed), and the proxy's own."""
+
+    units: Literal["nats"] | None = Field(None, exclude_if=_absent)
+    thresholds: LogprobThresholdsModel | None = Field(None, exclude_if=_absent)
+    claim_tokens: int | None = Field(None, exclude_if=_absent)
+    claim_token_logprobs: list[Score] | None = Field(None, exclude_if=_absent)
+    scorer_model: str | None = Field(None, exclude_if=_absent)
+    proxy_model: str
+    confirmed: bool
+    confirmation: str
+    proxy: ProxyReportModel
+
+
+@dataclass(frozen=True)
+class ProxyCallAccount(CallAccount):
+    """Hosted model calls, and ``scored``: the local scoring passes of the proxy's ranking."""
+
+    scored: int = 0
+
+    def to_model(self) -> CallAccountModel:
+        return CallAccountModel.model_validate(self)
+
+
+@dataclass(frozen=True)
+class ProxyTraceResult(TraceResult):
+    """A TraceResult with ``estimator == "proxy"``; see the module docstring. The log-probability fields are
+    the proxy's (shown when it was confirmed)."""
+
+    tau_nats: float = math.nan
+    tau_gamma_nats: float = math.nan
+    claim_tokens: int = 0
+    claim_token_logprobs: tuple[float, ...] = ()
+    scorer_model: str = ""
+    proxy_model: str = ""
+    confirmed: bool = False
+    report: ProxyReportModel | None = None
+
+    @property
+    def confirmation(self) -> str:
+        return CONFIRMED_LINE if self.confirmed else FALLBACK_LINE
+
+    def to_model(self) -> ProxyTraceResultModel:
+        base = dict(TraceResultModel.model_validate(self))
+        nats: dict[str, object] = {}
+        if self.confirmed:
+            nats = {"units": "nats", "scorer_model": self.scorer_model, "claim_tokens": self.claim_tokens,
+                    "claim_token_logprobs": list(self.claim_token_logprobs),
+                    "thresholds": LogprobThresholdsModel(tau_nats=self.tau_nats, tau_gamma_nats=self.tau_gamma_nats)}
+        assert self.report is not None
+        return ProxyTraceResultModel(**base, **nats, proxy_model=self.proxy_model, confirmed=self.confirmed,
+                                     confirmation=self.confirmation, proxy=self.report)
+
+
+def _finite(value: float | None) -> bool:
+    return value is not None and not math.isnan(value)
+
+
+def source_ranking(result: TraceResult) -> list[RankedModel]:
+    """Every tested source's drop, largest first (ties in ordinal order)."""
+    tested = [s for s in result.sources if _finite(s.delta)]
+    return [RankedModel(id=s.source_id, drop=s.delta, role=s.role)
+            for s in sorted(tested, key=lambda s: -(s.delta or 0.0))]
+
+
+def layer_ranking(result: TraceResult) -> list[RankedModel]:
+    """Every layer's drop, largest |drop| first."""
+    return [RankedModel(id=x.layer.value, drop=x.delta, role=x.role)
+            for x in sorted(result.layers, key=lambda x: -abs(x.delta) if _finite(x.delta) else math.inf)]
+
+
+def hosted_check(conf: Confirmation, corpus: Corpus) -> HostedCheckModel:
+    tg = conf.targets
+    s1, s0 = conf.value(frozenset()), conf.value(frozenset(u.id for u in corpus.units))
+    layer_drop = source_drop = None
+    if tg.layer is not None:
+        layer_drop = s1 - conf.value(frozenset(u.id for u in corpus.in_layer(tg.layer)))
+    if tg.source is not None and frozenset({tg.source}) in conf.scores:
+        source_drop = s1 - conf.value(frozenset({tg.source}))
+    return HostedCheckModel(s_all=s1, s_none=s0, gamma=s1 - s0, top_layer=None if tg.layer is None else tg.layer.value,
+                            top_layer_drop=layer_drop, top_source=tg.source, top_source_drop=source_drop,
+                            span_checked=list(conf.supports))
+
+
+def _with_support(result: TraceResult, score: SourceScore, support: SupportVerdict, overall: str | None,
+                  ) -> SourceScore:
+    """One source with its span check and its §9 diagnosis, decided as ``assembly.score_sources`` does."""
+    layer_role = next((x.role for x in result.layers if x.layer == score.layer), None)
+    standing = score.role if score.role is not None or score.alone is None else "irrelevant"
+    level = attribution_level(verdict=result.verdict, role=standing, layer_role=layer_role)
+    diagnosis = None if level is None else diagnose(level, support)
+    if overall is not None and support.verdict == "silent":
+        diagnosis = overall
+    return replace(score, support=support, diagnosis=diagnosis)
+
+
+def with_supports(result: TraceResult, supports: Mapping[str, SupportVerdict], corpus: Corpus,
+                  conf: Confirmation) -> TraceResult:
+    """The proxy's result with the hosted judge's span checks of its top source(s) and their disclosures."""
+    overall = claim_diagnosis(result.verdict, supports.values())
+    sources = tuple(_with_support(result, s, supports[s.source_id], overall) if s.source_id in supports else s
+                    for s in result.sources)
+    warnings = [w for w in result.warnings if not w.startswith(NO_SPANS)]
+    if supports:
+        warnings.append(f"Span checks were made for the proxy's top source(s) only ({', '.join(supports)}): the "
+                        "other sources were not span-checked.")
+    else:
+        warnings.append("No span checks were made: the proxy found no source to check.")
+    for unit_id, support in supports.items():
+        if support.no_information:
+            warnings.append(f"No information from the span check of {unit_id} ({corpus.by_id(unit_id).label}): "
+                            f"{support.reason.removeprefix('no information: ')}.")
+    layers = corpus.layers_present()
+    for mask, measured in conf.scores.items():
+        if measured.failure is not None:
+            warnings.append(f"No information from the hosted judge {describe_mask(mask, corpus, layers)}: "
+                            f"{measured.failure}.")
+    return replace(result, sources=sources, warnings=tuple(warnings),
+                   diagnosis=overall if overall is not None else result.diagnosis)

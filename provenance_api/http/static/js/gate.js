@@ -1,0 +1,111 @@
+/* The cost gate: before a trace runs, the service's quote for the claim and judge model — the planned
+ * (worst-case) calls reserved from the budget, tokens and worst-case cost, with any warnings — and
+ * Accept to run it or Cancel. */
+
+import { api } from './api.js';
+import { announce, byId, h, restoreFocus, showError } from './dom.js';
+import { clip, fmtCost, fmtInt } from './format.js';
+import { explain, warningList } from './glossary.js';
+import { state } from './state.js';
+import { startRun } from './trace.js';
+
+let gateReturn = null;
+let gateQuote = null;
+
+function modelOptions() {
+  const seen = new Set();
+  const out = [];
+  const push = (m) => { if (m && !seen.has(m)) { seen.add(m); out.push(m); } };
+  push(state.turn.turn.model);
+  push(state.session && state.session.default_model);
+  for (const t of state.turn.pastTraces || []) push(t.model);
+  return out;
+}
+
+export function openGate(sentence, claimText, returnTo) {
+  const dialog = byId('gate');
+  gateReturn = returnTo || document.activeElement;
+  gateQuote = null;
+  const modelInput = h('input', { id: 'gate-model', type: 'text', list: 'gate-models', autocomplete: 'off', spellcheck: 'false', value: state.turn.turn.model || '', 'aria-describedby': 'gate-model-hint' });
+  const datalist = h('datalist', { id: 'gate-models' }, modelOptions().map((m) => h('option', { value: m })));
+  const reprice = h('button', { type: 'button', class: 'button', id: 'gate-reprice' }, 'Price with this model');
+  const figures = h('div', { id: 'gate-figures', 'aria-live': 'polite' }, h('p', { class: 'muted' }, 'Pricing…'));
+  const accept = h('button', { type: 'button', class: 'button primary', id: 'gate-accept', disabled: true }, 'Accept and run');
+  const cancel = h('button', { type: 'button', class: 'button', id: 'gate-cancel' }, 'Cancel');
+  const errorBox = h('div', { id: 'gate-error', role: 'alert' });
+  dialog.replaceChildren(
+    h('h2', { id: 'gate-title' }, 'Cost gate: trace this claim?'),
+    h('blockquote', { class: 'claim', id: 'gate-claim' }, clip(claimText, 700)),
+    h('div', { class: 'field' },
+      h('label', { for: 'gate-model' }, 'Judge model'),
+      h('span', { id: 'gate-model-hint', class: 'hint' }, 'Defaults to the model that produced this turn, so the result is about that model.'),
+      h('div', { class: 'row' }, modelInput, reprice), datalist),
+    figures, errorBox,
+    h('div', { class: 'dialog-actions' }, cancel, accept));
+  const price = async () => {
+    accept.disabled = true;
+    errorBox.replaceChildren();
+    figures.replaceChildren(h('p', { class: 'muted' }, 'Pricing…'));
+    const body = { turn_id: state.turn.turn_id, sentence };
+    const model = modelInput.value.trim();
+    if (model) body.model = model;
+    try {
+      gateQuote = await api('/v1/quotes', { method: 'POST', body });
+    } catch (err) {
+      gateQuote = null;
+      figures.replaceChildren();
+      showError(err, errorBox);
+      return;
+    }
+    if (!modelInput.value.trim()) modelInput.value = gateQuote.model;
+    renderQuote(gateQuote, figures);
+    accept.disabled = gateQuote.refused !== null;
+    announce(gateQuote.refused ? 'The cost gate refuses this trace.' : 'Priced: ' + gateQuote.planned_calls + ' model calls, ' + fmtCost(gateQuote.cost_usd) + '.');
+  };
+  reprice.addEventListener('click', price);
+  modelInput.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') { ev.preventDefault(); price(); } });
+  modelInput.addEventListener('change', price);
+  cancel.addEventListener('click', () => dialog.close());
+  accept.addEventListener('click', async () => {
+    if (!gateQuote || gateQuote.refused) return;
+    accept.disabled = true;
+    try {
+      const job = await api('/v1/traces', { method: 'POST', body: { quote_id: gateQuote.quote_id } });
+      const quote = gateQuote;
+      dialog.close();
+      startRun(job, quote);
+    } catch (err) {
+      showError(err, errorBox);
+      accept.disabled = true;
+    }
+  });
+  dialog.onclose = () => {
+    const back = gateReturn;
+    gateReturn = null;
+    if (!state.run) restoreFocus(back);
+  };
+  dialog.showModal();
+  modelInput.focus();
+  price();
+}
+
+function renderQuote(q, target) {
+  const items = [];
+  if (q.refused) {
+    items.push(h('p', { id: 'gate-refused', class: 'notice bad', role: 'alert' }, 'Refused: ' + q.refused));
+  }
+  const calls = q.calls;
+  const stages = [['layers', calls.round1], ['sources', calls.round2], ['redundancy checks', calls.redundancy], ['span checks', calls.spans], ['probe', calls.probe]];
+  const breakdown = stages.filter(([, n]) => n).map(([words, n]) => words + ' ' + n).join(' · ');
+  items.push(h('dl', { class: 'figures' },
+    h('dt', null, 'Sources'), h('dd', { id: 'gate-sources' }, String(q.sources)),
+    h('dt', null, 'Planned model calls (worst case)'),
+    h('dd', null, h('span', { id: 'gate-calls' }, String(q.planned_calls)), ' ', h('span', { class: 'breakdown' }, '(' + breakdown + ')'), explain('calls.planned')),
+    h('dt', null, 'Est. input tokens'), h('dd', { id: 'gate-tokens' }, fmtInt(q.input_tokens)),
+    h('dt', null, 'Worst-case cost'),
+    h('dd', null, h('span', { id: 'gate-cost' }, fmtCost(q.cost_usd)),
+      h('span', { class: 'hint block' }, 'If every planned call is sent and billed. Answers from the judgement cache cost $0, so the bill is often lower.')),
+    h('dt', null, 'Judge model'), h('dd', { id: 'gate-judge', class: 'mono' }, q.model)));
+  if (q.warnings.length) items.push(warningList(q.warnings, { id: 'gate-warnings' }));
+  target.replaceChildren(...items);
+}

@@ -1,0 +1,91 @@
+/* Every trace of the tenant across turns (GET /v1/traces): verdict, model, cost, time, claim, where it was
+ * run (api or cli), with filters, sort and a total kept in the address (#/traces?verdict=attributed). */
+
+import { api, query } from './api.js';
+import { focusHeading, h, showError, view } from './dom.js';
+import { fillDatalist, filterForm } from './filters.js';
+import { clip, fmtBilled, fmtDate, plural } from './format.js';
+import { callsSentence } from './numbers.js';
+import { turnHash } from './routes.js';
+import { state } from './state.js';
+import { VERDICT_TITLES } from './words.js';
+
+const PAGE = 25;
+
+const FIELDS = [
+  { key: 'verdict', label: 'Verdict', type: 'select', options: [['', 'Any verdict'], ...Object.entries(VERDICT_TITLES)] },
+  { key: 'status', label: 'Status', type: 'select', options: [['', 'Any status'], ['succeeded', 'Succeeded'], ['failed', 'Failed'], ['interrupted', 'Interrupted'], ['running', 'Running'], ['queued', 'Queued']] },
+  { key: 'model', label: 'Judge model', type: 'text', list: 'trace-models' },
+  { key: 'estimator', label: 'Scores', type: 'select', options: [['', 'Any'], ['judged', 'Judge’s 1–9 score'], ['expected', 'Expected score'], ['logprob', 'Log-probability'], ['both', 'Both']] },
+  { key: 'turn_id', label: 'Turn id', type: 'text' },
+  { key: 'sort', label: 'Sort', type: 'select', options: [['', 'Newest first'], ['created_at', 'Oldest first'], ['-cost', 'Most expensive first'], ['cost', 'Cheapest first']] },
+];
+
+let generation = 0;
+
+function outcome(t) {
+  if (t.status === 'succeeded') return VERDICT_TITLES[t.verdict] || t.verdict || 'succeeded';
+  return t.status;
+}
+
+function traceRow(t) {
+  const facts = [
+    t.model,
+    'cost ' + fmtBilled(t.cost_usd),
+    'calls: ' + callsSentence(t.calls),
+    fmtDate(t.created_at),
+    'run from the ' + (t.source === 'cli' ? 'command line' : 'API'),
+  ];
+  return h('li', null,
+    h('a', { class: 'trace-link', href: turnHash(t.turn_id, t.trace_id), dataset: { traceId: t.trace_id, nav: 'item', source: t.source } },
+      h('span', { class: 'title' }, clip(t.claim, 160)),
+      h('span', { class: 'badge verdict-badge ' + (t.status === 'succeeded' ? t.verdict || '' : 'status-' + t.status), dataset: { verdict: t.verdict || '', status: t.status } }, outcome(t)),
+      h('span', { class: 'meta' }, facts.join(' · ')),
+      h('span', { class: 'meta' }, 'turn ' + t.turn_id + ' · ' + t.trace_id)));
+}
+
+export async function showTraces(params) {
+  state.turn = null;
+  const filters = filterForm('traces', FIELDS, params, { id: 'trace-filters', 'aria-label': 'Filter traces' });
+  const models = h('datalist', { id: 'trace-models' });
+  const list = h('ul', { id: 'trace-list', class: 'turn-list trace-list', 'aria-labelledby': 'traces-title' });
+  const count = h('p', { id: 'trace-count', class: 'count-line', 'aria-live': 'polite' });
+  const more = h('div', { class: 'row' });
+  view().replaceChildren(
+    h('h1', { id: 'traces-title' }, 'Traces'),
+    filters.form, models, count, list, more);
+  let cursor = null;
+  let shown = 0;
+  async function load(reset) {
+    const mine = reset ? ++generation : generation;
+    if (reset) { cursor = null; shown = 0; }
+    count.textContent = 'Loading…';
+    const values = filters.values();
+    let page;
+    try {
+      page = await api('/v1/traces' + query(Object.assign({}, values, { limit: PAGE, cursor })));
+    } catch (err) {
+      if (mine !== generation) return;
+      count.textContent = '';
+      if (reset) list.replaceChildren();
+      showError(err, more);
+      return;
+    }
+    if (mine !== generation) return;
+    if (reset) { list.replaceChildren(); more.replaceChildren(); }
+    for (const t of page.items) list.append(traceRow(t));
+    fillDatalist(models, page.items.map((t) => t.model));
+    shown += page.items.length;
+    cursor = page.next_cursor;
+    const filtered = FIELDS.some((f) => f.key !== 'sort' && values[f.key]);
+    count.dataset.total = String(page.total);
+    count.textContent = page.total === 0
+      ? (filtered ? 'No trace matches these filters.' : 'No traces yet: open a turn and click a dotted sentence to price one.')
+      : plural(page.total, 'trace') + (filtered ? ' match' + (page.total === 1 ? 'es' : '') : '') + (shown < page.total ? ' · ' + shown + ' shown' : '');
+    more.replaceChildren();
+    if (cursor) more.append(h('button', { type: 'button', class: 'button', id: 'traces-more', onclick: () => load(false) }, 'Show more traces'));
+  }
+  filters.onChange(() => load(true));
+  await load(true);
+  focusHeading();
+}

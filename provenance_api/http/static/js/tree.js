@@ -1,0 +1,103 @@
+/* Where the claim comes from: layers, then their sources, each with its drop and role, its span check
+ * (what it says about the claim, the verified quote shown readably with the quoted words marked, the
+ * judge's self-reported confidence), its diagnosis, and the probe beside a grounding source. */
+
+import { h } from './dom.js';
+import { readableQuote } from './evidence.js';
+import { fmtDrop, lineSpan } from './format.js';
+import { explain, termHelp } from './glossary.js';
+import { kindIcon, kindName, LAYER_NAMES } from './icons.js';
+import { probeControl } from './probe.js';
+import { loadSource, openSource } from './sources.js';
+import { state } from './state.js';
+import { diagnosisWords, isAlarm, ROLE_WORDS, verdictWords } from './words.js';
+
+function roleWords(role) {
+  return termHelp('role.' + role, ROLE_WORDS[role] || role);
+}
+
+function howToRead() {
+  const parts = ['role.grounds', 'role.distractor', 'role.irrelevant', 'role.redundant', 'support.supported',
+    'support.contradicted', 'support.silent', 'confidence'].map((key) => explain(key)).filter(Boolean);
+  if (!parts.length) return null;
+  return h('details', { class: 'how-to-read', id: 'how-to-read' },
+    h('summary', null, 'How to read this: roles, what a source says, confidence'), h('div', { class: 'explains' }, parts));
+}
+
+export function renderTree(r) {
+  const tree = h('ul', { class: 'tree', id: 'tree', 'aria-labelledby': 'tree-title' });
+  const layerOrder = r.layers.map((l) => l.layer);
+  for (const s of r.sources) if (!layerOrder.includes(s.layer)) layerOrder.push(s.layer);
+  for (const layerName of layerOrder) {
+    const layer = r.layers.find((l) => l.layer === layerName);
+    const sources = r.sources.filter((s) => s.layer === layerName);
+    const head = h('div', { class: 'layer-head' },
+      (LAYER_NAMES[layerName] || layerName) + ' (' + sources.length + ')',
+      layer ? h('span', { class: 'role' }, ' · Δ ' + fmtDrop(layer.delta) + ' · ', layer.no_information ? 'no information' : roleWords(layer.role)) : null);
+    const children = h('ul');
+    for (const s of sources) children.append(renderSourceNode(s, r.diagnosis));
+    tree.append(h('li', { dataset: { layer: layerName } }, head, children));
+  }
+  const guide = howToRead();
+  return guide ? h('div', null, guide, tree) : tree;
+}
+
+let quoteSerial = 0;
+
+/** The quote box: the quote at once, then (when its source is loaded) the readable view with the span
+ * marked; below it the button that opens the source at the quote. */
+function quoteBox(s, v) {
+  quoteSerial += 1;
+  const id = 'quote-' + quoteSerial;
+  const text = h('span', { class: 'quote-text', id }, '“' + v.quote + '”');
+  const button = h('button', {
+    type: 'button', class: 'quote-button link-like ' + v.verdict, 'aria-describedby': id,
+    dataset: { sourceId: s.source_id, lineStart: String(v.line_start), lineEnd: String(v.line_end), quote: v.quote },
+  }, lineSpan(v.line_start, v.line_end) + ' — open the source here', h('span', { class: 'visually-hidden' }, ' (' + s.label + ')'));
+  button.addEventListener('click', () => openSource(s.source_id, v.line_start, v.line_end, button, v.quote));
+  const box = h('div', { class: 'quote-box ' + v.verdict, dataset: { sourceId: s.source_id } }, text, button);
+  loadSource(s.source_id).then((src) => {
+    const readable = readableQuote(src.lines.join('\n'), v.quote);
+    if (readable) {
+      text.replaceChildren(readable);
+      box.dataset.evidence = readable.dataset.format;
+    }
+  }).catch(() => { /* the plain quote stays */ });
+  return box;
+}
+
+function spanCheck(s, v) {
+  const span = [];
+  if (v.quote) span.push(quoteBox(s, v));
+  const words = h('span', { class: 'words' }, verdictWords(s.layer, v));
+  span.push(h('p', { class: 'verdict-words' },
+    v.no_information ? words : termHelp('support.' + v.verdict, words),
+    v.no_information ? '' : h('span', { class: 'confidence' }, ' · ',
+      termHelp('confidence', "judge's own confidence " + (v.confidence === null ? '—' : v.confidence.toFixed(2))))));
+  if (v.no_information && v.reason) span.push(h('span', { class: 'note' }, v.reason));
+  else if (v.reason) span.push(h('span', { class: 'note' }, 'Judge: ' + v.reason));
+  if (v.downgraded) span.push(h('span', { class: 'note warn' }, '⚠ Downgraded: the quoted text could not be found in the source, so this verdict was lowered to “silent”.'));
+  return span;
+}
+
+function renderSourceNode(s, claimDiagnosis) {
+  const known = state.turn.sourceById[s.source_id] || {};
+  const head = h('div', { class: 'src-head' }, kindIcon(s.kind),
+    h('span', null, s.label,
+      h('span', { class: 'role' }, ' · ' + s.source_id + ' · ' + kindName(s.kind) + (s.delta !== null ? ' · Δ ' + fmtDrop(s.delta) : ''),
+        s.delta !== null && s.role ? [' · ', roleWords(s.role)] : null)));
+  const node = h('li', { class: 'src-node', dataset: { sourceId: s.source_id } }, head);
+  const v = s.support;
+  if (s.role === 'grounds' || (v && v.verdict === 'supported' && v.quote && !v.downgraded)) node.append(probeControl(s));
+  const span = h('div', { class: 'span-node' });
+  if (!v) span.append(h('p', { class: 'note' }, 'Not span-checked.'));
+  else span.append(...spanCheck(s, v));
+  if (s.diagnosis && s.diagnosis !== claimDiagnosis) {
+    const alarm = isAlarm(s.diagnosis);
+    span.append(h('span', { class: 'diag' + (alarm ? ' alarm' : ''), dataset: { diagnosis: s.diagnosis } }, (alarm ? '⚠ ' : '') + diagnosisWords(s.diagnosis)));
+  }
+  if (known.unversioned) span.append(h('span', { class: 'note warn' }, 'current text; an edit since this turn can\'t be detected'));
+  if (known.truncated_for_span_check) span.append(h('span', { class: 'note' }, 'Only the first part of this source was checked for a quote.'));
+  node.append(span);
+  return node;
+}

@@ -1,0 +1,145 @@
+"""A trace as a Markdown citation block: what to paste into a pull request or an audit ticket.
+
+The claim as a blockquote, the verdict in words, the sources that carry it with their verified quotes and line
+ranges, then how it was measured: the judge model, the estimator, the calls (planned, made, cached, billed,
+failed), the cost, the prompt versions, the trace id and its date. Every number says its unit and what it means.
+A trace that did not succeed says so and why; it never shows a verdict it does not have.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from estimator.result_models import SourceScoreModel, TraceJobResultModel
+from provenance_api.core.glossary import GLOSSARY
+from provenance_api.core.schemas import TraceOut
+
+TOP_SOURCES = 3
+_CARRIES = ("grounds", "redundant")
+_INLINE = re.compile(r"([\\`*_\[\]<>|])")
+_LINE_START = re.compile(r"^(\s*)([#+\-=]|\d+[.)])", re.MULTILINE)
+
+
+def escape(text: str) -> str:
+    """Text shown as written: Markdown's emphasis, links, HTML and line-start markers escaped."""
+    return _LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), _INLINE.sub(r"\\\1", text))
+
+
+def blockquote(text: str) -> str:
+    return "\n".join("> " + line if line.strip() else ">" for line in escape(text).splitlines() or [""])
+
+
+def _words(key: str, fallback: str) -> tuple[str, str]:
+    """(label, one-line meaning) of a glossary term."""
+    term = GLOSSARY.get(key)
+    return (term.label, term.short) if term else (fallback, "")
+
+
+def _when(at: datetime | None) -> str:
+    return "—" if at is None else at.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _number(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.2f}"
+
+
+def _cost(cost: float | None, billed: int) -> str:
+    if cost is None:
+        return f"not priced: no price is known for this model ({billed} billed calls)"
+    shown = f"{cost:.4f}" if cost >= 0.01 or cost == 0 else f"{cost:.6f}"
+    return f"${shown} USD, what the provider billed for this trace"
+
+
+def _calls(planned: int, made: int, cached: int, billed: int, failed: int) -> str:
+    return (f"{planned} planned (the cost gate's worst case, reserved from the budget) · {made} made (sent to the "
+            f"provider) · {cached} cached (answered from the judgement cache, not sent, $0) · {billed} billed "
+            f"(charged by the provider) · {failed} failed (sent, no usable answer)")
+
+
+def _unit(result: TraceJobResultModel) -> tuple[str, str]:
+    """(unit, scale in words) of the trace's scores."""
+    if result.units == "nats" or result.estimator == "logprob":
+        return "nats", "log-probability of the claim's words, in nats"
+    return "points", "on the judge's 1–9 scale of how likely the sources make the claim"
+
+
+def _source(index: int, source: SourceScoreModel, unit: str) -> list[str]:
+    role = source.role or "not tested"
+    drop = (f"removing it lowers the claim's score by {_number(source.delta)} {unit} (Δ)"
+            if source.delta is not None else "its drop was not measured")
+    lines = [f"{index}. **{escape(source.label)}** (`{source.source_id}`, {source.layer} layer) — {role}: {drop}."]
+    support = source.support
+    if support is not None and support.quote and support.line_start is not None:
+        end = support.line_end if support.line_end is not None else support.line_start
+        where = f"line {support.line_start}" if end == support.line_start else f"lines {support.line_start}–{end}"
+        label, _ = _words(f"support.{support.verdict}", support.verdict)
+        lines.append(f"   Verified quote ({label}), {where} of the source:")
+        lines.extend("   " + line for line in blockquote(support.quote).splitlines())
+    else:
+        lines.append("   No quote of this source was verified for the claim.")
+    return lines
+
+
+def _result_block(trace: TraceOut, result: TraceJobResultModel) -> list[str]:
+    label, meaning = _words(f"verdict.{result.verdict}", result.verdict_text)
+    unit, scale = _unit(result)
+    out = [f"**Verdict: {label}** — {meaning}", ""]
+    out.append(f"**Γ = {_number(result.gamma)} {unit}** ({scale}): the claim's score with every source, "
+               f"s(1) = {_number(result.s_all)}, minus its score with none, s(0) = {_number(result.s_none)} — how "
+               "much the context raises it.")
+    carrying = sorted((s for s in result.sources if s.role in _CARRIES),
+                      key=lambda s: -(s.delta if s.delta is not None else float("-inf")))[:TOP_SOURCES]
+    out.append("")
+    if carrying:
+        out.append("**Sources that carry it**")
+        out.append("")
+        for i, source in enumerate(carrying, 1):
+            out.extend(_source(i, source, unit))
+    else:
+        out.append("**No single source carries it** (no source's removal lowered the score by the threshold τ).")
+    if result.redundancy:
+        out += ["", "Carried alone by: " + "; ".join(escape(r) for r in result.redundancy)]
+    if result.warnings:
+        out += ["", "**Warnings**", ""] + [f"- {escape(w)}" for w in result.warnings]
+    calls = result.calls
+    estimator_label, estimator_meaning = _words(f"estimator.{result.estimator}", result.estimator)
+    cost = _cost(result.cost_usd, calls.billed)
+    out += [
+        "", "**How it was measured**", "",
+        f"- Judge model: `{result.model}`",
+        f"- Estimator: {estimator_label} — {estimator_meaning}",
+        f"- Calls: {_calls(calls.planned, calls.made, calls.cached, calls.billed, calls.failed)}",
+        f"- Cost: {cost}",
+        f"- Tokens: {result.usage.input_tokens:,} input, {result.usage.output_tokens:,} output (sent and received)",
+        "- Prompt versions: " + ", ".join(f"`{v}`" for v in sorted(result.prompt_versions.values())),
+        f"- Trace `{trace.trace_id}` of turn `{trace.turn_id}`, finished {_when(trace.finished_at)}",
+    ]
+    return out
+
+
+def _unfinished_block(trace: TraceOut) -> list[str]:
+    if trace.status in ("queued", "running"):
+        head = f"**Status: {trace.status}** — not finished yet: no verdict. Export it again when it has ended."
+    else:
+        head = f"**Status: {trace.status}** — no result: a trace that did not succeed has no verdict."
+    out = [head]
+    if trace.reason:
+        out += ["", f"Reason: {escape(trace.reason)}"]
+    c = trace.calls
+    out += [
+        "", "**What it spent**", "",
+        f"- Judge model: `{trace.model}`",
+        f"- Calls: {_calls(c.planned, c.made, c.cached, c.billed, c.failed)}",
+        f"- Trace `{trace.trace_id}` of turn `{trace.turn_id}`, started {_when(trace.created_at)}"
+        + (f", ended {_when(trace.finished_at)}" if trace.finished_at else ""),
+    ]
+    return out
+
+
+def citation_markdown(trace: TraceOut) -> str:
+    """The trace as a Markdown citation block."""
+    result = trace.result if trace.status == "succeeded" else None
+    title = "### Provenance of a claim" + ("" if result is not None else f" — trace {trace.status}")
+    body = _result_block(trace, result) if result is not None else _unfinished_block(trace)
+    return "\n".join([title, "", blockquote(trace.claim), "", *body]) + "\n"
