@@ -29,7 +29,7 @@ e-fold change in probability), not a quantisation floor as for the judge's digit
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -85,14 +85,19 @@ def thresholds(gamma: float, n_tokens: int, lp: LogprobParams = DEFAULT_LOGPROB_
     return Thresholds(tau=tau, tau_gamma=tau_gamma)
 
 
-def build_messages(corpus: Corpus, query: str, mask: Mask, texts: Mapping[str, str]) -> tuple[Message, ...]:
+def build_messages(corpus: Corpus, query: str, mask: Mask, texts: Mapping[str, str],
+                   order: Sequence[str] | None = None) -> tuple[Message, ...]:
     """The chat the claim is scored against, for the sources ``mask`` leaves present.
 
     The instructions layer is the system message (absent: the model's own default system prompt);
     every other present source is a fenced ``[id] label`` block of one user message, in ordinal order,
     followed by the fenced query. The marker derives from the query, so masks of one trace share the
     longest possible prefix; fence-like markers are neutralised in the system message too."""
-    ordered = sorted(corpus.units, key=lambda u: u.ordinal)
+    if order is None:  # ``order``: source ids in the order to show them (the proxy's shared-prefix order)
+        ordered = sorted(corpus.units, key=lambda u: u.ordinal)
+    else:
+        by_id = {u.id: u for u in corpus.units}
+        ordered = [by_id[uid] for uid in order]
     present = [u for u in ordered if u.id not in mask]
     fenced = Fence.for_inputs(query)
     system = [neutralise(texts[u.id]) for u in present if u.layer == Layer.INSTRUCTIONS]

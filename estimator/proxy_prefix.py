@@ -27,13 +27,12 @@ from typing import Literal, TypeVar
 
 import anyio
 
-from .fence import Fence, neutralise
 from .judge import Mask
 from .llm import Message
-from .logprob import CONTEXT_HEADING, QUESTION_HEADING, LogprobScalar
+from .logprob import LogprobScalar, build_messages
 from .scorer import ScoredTarget, Scorer
 from .tokens import Tokenizer
-from .units import PROVENANCE_LAYER_ORDER, Corpus, Layer
+from .units import PROVENANCE_LAYER_ORDER, Corpus
 
 __all__ = ["BlockOrder", "OrderedLogprobScalar", "PrefixOrderedScorer", "block_order", "evaluated", "next_index",
            "ordered_messages"]
@@ -61,24 +60,8 @@ def block_order(corpus: Corpus, texts: Mapping[str, str], tokenizer: Tokenizer, 
 
 def ordered_messages(corpus: Corpus, query: str, mask: Mask, texts: Mapping[str, str],
                      order: Sequence[str]) -> tuple[Message, ...]:
-    """``logprob.build_messages`` with the sources in ``order``: the instructions as the system message,
-    every other present source a fenced ``[id] label`` block, then the fenced question."""
-    by_id = {u.id: u for u in corpus.units}
-    present = [by_id[uid] for uid in order if uid not in mask]
-    fenced = Fence.for_inputs(query)
-    system = [neutralise(texts[u.id]) for u in present if u.layer == Layer.INSTRUCTIONS]
-    blocks = [fenced.block(u.id, u.label, texts[u.id]) for u in present if u.layer != Layer.INSTRUCTIONS]
-    parts: list[str] = []
-    if blocks:
-        parts.append(CONTEXT_HEADING + "\n\n" + "\n\n".join(blocks))
-    if query.strip():
-        asked = fenced.wrap(query.strip())
-        parts.append(f"{QUESTION_HEADING}\n{asked}" if blocks else asked)
-    messages: list[Message] = []
-    if system:
-        messages.append(Message("system", "\n\n".join(system)))
-    messages.append(Message("user", "\n\n".join(parts)))
-    return tuple(messages)
+    """``logprob.build_messages`` with the sources in ``order``."""
+    return build_messages(corpus, query, mask, texts, order)
 
 
 @dataclass
