@@ -10,8 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from .judge import build_judge_request, cut_to_budget
+from .llm import LLMRequest
 from .params import DEFAULT_PARAMS, Params
 from .result_models import CostQuoteModel, DumpsAsModel, QuoteCallsModel
+from .support import build_support_request, support_body
 from .tokens import ApproxTokenizer, Tokenizer
 from .units import Corpus
 
@@ -118,7 +121,31 @@ class CostQuote(DumpsAsModel):
 # Output tokens per call kind: a judge answers one digit, a span check a short JSON object.
 JUDGE_OUTPUT_TOKENS = 2
 SUPPORT_OUTPUT_TOKENS = 160
-PROMPT_OVERHEAD_TOKENS = 220  # instructions, data-only rule, headings and fences of one call
+PROMPT_OVERHEAD_TOKENS = 220  # instructions and headings of a probe or scoring prompt (not rendered here)
+MESSAGE_OVERHEAD_TOKENS = 4  # a chat message's role and separators, as providers count them
+
+
+def request_tokens(request: LLMRequest, tok: Tokenizer) -> int:
+    """Input tokens of one request: its messages as sent, with each message's overhead."""
+    return sum(tok.count(m.content) + MESSAGE_OVERHEAD_TOKENS for m in request.messages)
+
+
+def judge_call_tokens(corpus: Corpus, claim: str, query: str, params: Params, tok: Tokenizer) -> int:
+    """Input tokens of the largest judge call of a trace: the rendered prompt of s(1), every source shown and
+    cut to the scoring window (every other mask shows a subset of them)."""
+    units = sorted(corpus.units, key=lambda u: u.ordinal)
+    shown = [(u.id, u.label, cut_to_budget(u.shown, params.source_token_cap, tok)[0]) for u in units]
+    return request_tokens(build_judge_request(claim, query, shown), tok)
+
+
+def span_check_tokens(corpus: Corpus, claim: str, params: Params, tok: Tokenizer) -> list[int]:
+    """Input tokens of each source's span check with its one retry (the rendered prompts), largest first."""
+    out = []
+    for unit in corpus.units:
+        body = support_body(unit, params=params, tokenizer=tok)[0]
+        out.append(sum(request_tokens(build_support_request(claim, unit, params=params, tokenizer=tok, retry=retry,
+                                                            body=body), tok) for retry in (False, True)))
+    return sorted(out, reverse=True)
 
 
 def quote_cost(corpus: Corpus, claim: str, *, model: str, params: Params = DEFAULT_PARAMS,
@@ -134,13 +161,12 @@ def quote_cost(corpus: Corpus, claim: str, *, model: str, params: Params = DEFAU
 
     sizes = {u.id: tok.count(u.shown) for u in corpus.units}
     ablation_corpus = sum(min(n, params.source_token_cap) for n in sizes.values())
-    support_each = sorted((min(n, params.support_token_cap) for n in sizes.values()), reverse=True)
-    support_corpus = sum(support_each[: plan.span_targets])
 
+    # Every judge call at the size of the largest (s(1)); span checks: the largest targets, each with the
+    # retry the plan allows for it. Both counted on the prompts as rendered.
     judge_calls = plan.ablation
-    input_tokens = judge_calls * (ablation_corpus + claim_tokens + query_tokens + PROMPT_OVERHEAD_TOKENS)
-    # Span checks: each target once, plus the retry the plan allows for it.
-    input_tokens += 2 * (support_corpus + plan.span_targets * (claim_tokens + PROMPT_OVERHEAD_TOKENS))
+    input_tokens = judge_calls * judge_call_tokens(corpus, claim, query, params, tok)
+    input_tokens += sum(span_check_tokens(corpus, claim, params, tok)[: plan.span_targets])
     output_tokens = judge_calls * JUDGE_OUTPUT_TOKENS + plan.spans * SUPPORT_OUTPUT_TOKENS
     if plan.probe:
         input_tokens += plan.probe * (ablation_corpus + query_tokens + PROMPT_OVERHEAD_TOKENS)

@@ -13,8 +13,9 @@ The rule (``disagreements``), with the judged thresholds τ and τ_Γ of ``Param
 * *attributed*: the judge gives the top layer the proxy's role for it (|Δ| ≥ τ, same sign), and the top
   source (when it grounds the claim for the proxy) a drop ≥ τ; and the share of Γ the top source carries
   for the judge is at most ``share_margin`` below its share for the proxy;
-* *attributed* where the proxy found no source of its top layer that grounds the claim or carries it alone:
-  the judge measures the likeliest one (``_likeliest``), and a drop ≥ τ there is a source the proxy missed;
+* *attributed* where no single source grounds the claim for the proxy: the judge measures its top source
+  all the same (the one that carries the claim alone with the highest score, else the likeliest one of the
+  top layer, ``_likeliest``), and a drop ≥ τ there is a source the proxy did not single out;
 * *redundant*: no single layer's removal moves the judge by τ (the top layer's drop < τ);
 * a measurement without information, or a proxy without a verdict, cannot confirm anything.
 
@@ -122,7 +123,8 @@ def targets(proxy: TraceResult, corpus: Corpus, pp: ProxyParams) -> Targets:
     source = grounding or (alone[0].source_id if alone else likeliest)
     if source is not None and source not in span:
         span = (source, *span[: pp.span_sources - 1])
-    return Targets(layer, source, grounding is not None, span, measured=grounding is not None or likeliest is not None)
+    measured = source is not None and proxy.verdict == "attributed"  # grounds, carries it alone, or likeliest
+    return Targets(layer, source, grounding is not None, span, measured=measured)
 
 
 @dataclass
@@ -219,8 +221,8 @@ def disagreements(proxy: TraceResult, conf: Confirmation, corpus: Corpus, params
         delta = drop(s1, conf.value(frozenset({tg.source})))
         if delta >= params.tau:
             out.append(f"removing {tg.source} moves the hosted judge by {delta:+.2f} ≥ τ = {params.tau:g}: it "
-                       f"grounds the claim for the judge, while the proxy found no single source of the "
-                       f"{tg.layer.value if tg.layer else ''} layer that does")
+                       "grounds the claim for the judge, while for the proxy no single source does (removing "
+                       "one changes less than τ)")
     return out
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .cost import JUDGE_OUTPUT_TOKENS, PROMPT_OVERHEAD_TOKENS, SUPPORT_OUTPUT_TOKENS, CostQuote, Pricing
+from .cost import JUDGE_OUTPUT_TOKENS, SUPPORT_OUTPUT_TOKENS, CostQuote, Pricing, judge_call_tokens, span_check_tokens
 from .judge import Mask
 from .loo import layer_mask
 from .params import DEFAULT_PARAMS, Params
@@ -138,16 +138,14 @@ def quote_proxy(corpus: Corpus, claim: str, capability: ScoringCapability, judge
     """Both sides of one proxy trace; ``judged`` is the cost gate's quote of the full judged trace (the
     fallback)."""
     tok = tokenizer or ApproxTokenizer()
-    per_judge = (sum(min(tok.count(u.shown), params.source_token_cap) for u in corpus.units) + tok.count(claim)
-                 + tok.count(query) + PROMPT_OVERHEAD_TOKENS)
-    largest = sorted((min(tok.count(u.shown), params.support_token_cap) for u in corpus.units), reverse=True)
-    per_span = [n + tok.count(claim) + PROMPT_OVERHEAD_TOKENS for n in largest[: pp.span_sources]]
-    confirm_in = 4 * per_judge + 2 * sum(per_span)
+    per_judge = judge_call_tokens(corpus, claim, query, params, tok)  # the largest judge prompt, as rendered
+    per_span = span_check_tokens(corpus, claim, params, tok)[: pp.span_sources]  # each with its retry
+    confirm_in = 4 * per_judge + sum(per_span)
     confirm_out = 4 * JUDGE_OUTPUT_TOKENS + 2 * len(per_span) * SUPPORT_OUTPUT_TOKENS
     worst = planned_proxy_calls(corpus, params, pp)
     unreused = worst - judged.plan.total  # calls of the confirmation the fallback may not reuse
     spans_unreused = max(unreused - 1, 0)
-    worst_in = judged.input_tokens + min(unreused, 1) * per_judge + (sum(per_span) * 2 if spans_unreused else 0)
+    worst_in = judged.input_tokens + min(unreused, 1) * per_judge + (sum(per_span) if spans_unreused else 0)
     worst_out = (judged.output_tokens + min(unreused, 1) * JUDGE_OUTPUT_TOKENS
                  + spans_unreused * SUPPORT_OUTPUT_TOKENS)
     evaluated_tokens, without = local_prompt_tokens(corpus, claim, query, params=params, pp=pp, tokenizer=tok)

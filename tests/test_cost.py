@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 
+import pytest
+
+from estimator.attribution import trace_claim
 from estimator.corpus import build_corpus
 from estimator.cost import plan_calls, quote_cost
+from estimator.llm import LLMRequest, LLMResponse, ScriptedLLM, Usage
 from estimator.params import DEFAULT_PARAMS
 from estimator.tokens import ApproxTokenizer
 from estimator.turn import StoredTurn
@@ -119,7 +124,9 @@ def test_selection_length_multiplies_by_call_count() -> None:
     extra = tok.count(longer_claim) - tok.count("It says so.")
     judge_calls = short.plan.round1 + short.plan.round2 + short.plan.redundancy
     span_calls = short.plan.spans
-    assert long.input_tokens - short.input_tokens == extra * (judge_calls + span_calls)
+    calls = judge_calls + span_calls
+    # every call carries the selection once (the rendered prompt counts a few tokens more around it)
+    assert extra * calls <= long.input_tokens - short.input_tokens < 1.2 * extra * calls
 
 
 def test_price_comes_from_the_pricing_and_counts_output() -> None:
@@ -144,3 +151,36 @@ def test_the_probe_alone_plans_2k_calls_at_the_output_cap() -> None:
     assert alone.to_dict()["calls"] == {"round1": 0, "round2": 0, "redundancy": 0, "spans": 0, "probe": 2 * k}
     assert alone.output_tokens == 2 * k * DEFAULT_PARAMS.causal_max_output
     assert alone.cost_usd == alone.input_tokens * 1e-6 + alone.output_tokens * 2e-6
+
+
+def _counting_judge(tok: ApproxTokenizer) -> ScriptedLLM:
+    """Any digit (drawn from the request, so masks differ) and silent span checks; usage counted with ``tok``
+    on the messages as sent, as a provider bills them."""
+
+    def answer(request: LLMRequest) -> LLMResponse:
+        text = (str(1 + zlib.crc32(request.prompt_text.encode()) % 9) if request.purpose == "judge" else
+                '{"verdict": "silent", "evidence_quote": "", "confidence": 0.5, "reason": "-"}')
+        return LLMResponse(text=text, usage=Usage(input_tokens=sum(tok.count(m.content) for m in request.messages),
+                                                  output_tokens=1), model="m")
+
+    return ScriptedLLM(answer)
+
+
+@pytest.mark.parametrize("sources", [["ok"], ["order 4471 ships Thursday", "refund 12.50", "no", "yes"],
+                                     ["word " * 900, "short"]])
+async def test_the_quoted_input_tokens_bound_what_a_trace_sends(sources: list[str]) -> None:
+    """The judge's instructions and each source's fence are most of a small turn's prompt: the quote counts
+    the prompts as rendered, so no trace sends more input tokens than it quoted."""
+    tok = ApproxTokenizer()
+    turn = StoredTurn.model_validate({
+        "turn_id": "t", "response": "It says so.", "system_prompt": "Be brief.",
+        "response_payload": {"tool_calls": [{"name": f"tool_{i}", "arguments": {}, "response": text}
+                                            for i, text in enumerate(sources)]},
+        "request_payload": {"messages": [{"role": "user", "content": "what do the tools say?"}]}})
+    corpus = build_corpus(turn, tokenizer=tok)
+    quote = quote_cost(corpus, "It says so.", model="m", tokenizer=tok, query="what do the tools say?")
+    llm = _counting_judge(tok)
+    result = await trace_claim(llm, "It says so.", "what do the tools say?", corpus, tokenizer=tok)
+    assert result.calls.made == len(llm.calls) > 0
+    sent = sum(tok.count(m.content) for r in llm.calls for m in r.messages)
+    assert result.usage.input_tokens == sent <= quote.input_tokens

@@ -133,6 +133,17 @@ async def test_a_source_the_proxy_could_not_single_out_is_checked_by_the_judge()
     assert top_source(result) == messages[0]
 
 
+async def test_a_source_the_proxy_found_redundant_is_checked_by_the_judge() -> None:
+    """Each of two tool returns carries the claim alone for the proxy (a look-alike); only s0 does for the judge."""
+    corpus = make_corpus(["the original record", "a look-alike of it"], system=None)
+    scorer = ScriptedScorer(lambda m, t: -70.0 + (40.0 if {"s0", "s1"} & shown_ids(m) else 0.0))
+    llm = judge_of(lambda shown: "9" if "s0" in shown else "2")
+    result = await trace_proxy(scorer, llm, CLAIM, QUERY, corpus)
+    assert result.report is not None and result.report.proxy_verdict == "attributed"
+    assert {s.role for s in result.report.proxy_ranking} == {"redundant"}
+    assert not result.confirmed and top_source(result) == "s0"
+
+
 async def test_internal_knowledge_is_confirmed_by_gamma_alone() -> None:
     llm = judge_of(lambda shown: "8")
     result = await trace_proxy(ScriptedScorer(lambda m, t: -12.0), llm, CLAIM, QUERY, standard_corpus())

@@ -10,6 +10,9 @@
 * ``claim_ids`` — for turns without a planted cause (τ-bench, fixtures): holds while a shown source holds
   one of the claim's identifiers (tokens with a digit or an underscore, else its longest word), as in
   ``bench/calls_per_claim.py``; its span check quotes the identifier.
+
+Each reports its usage in tokens of the service's tokenizer (``counted``), so hosted input tokens compare
+with the cost gate's quote.
 """
 
 from __future__ import annotations
@@ -19,10 +22,25 @@ import json
 from collections.abc import Callable, Sequence
 
 from estimator.fence import split_fenced
-from estimator.llm import LLMRequest, ScriptedLLM
+from estimator.llm import LLMRequest, LLMResponse, ScriptedLLM, Usage
+from provenance_api.providers import free_tier
 
 SILENT = json.dumps({"verdict": "silent", "evidence_quote": "", "confidence": 0.8, "reason": "-"})
 JUDGES = ("knowing", "opposite", "random")
+
+
+def counted(script: Callable[[LLMRequest], str]) -> ScriptedLLM:
+    """A judge whose usage is the request's tokens counted with the service's tokenizer, as the cost gate
+    counts them (``ScriptedLLM`` alone reports a quarter of the characters)."""
+    tok = free_tier.tokenizer()
+
+    def answer(request: LLMRequest) -> LLMResponse:
+        text = script(request)
+        usage = Usage(input_tokens=sum(tok.count(m.content) for m in request.messages),
+                      output_tokens=max(1, tok.count(text)))
+        return LLMResponse(text=text, usage=usage, model="scripted-judge")
+
+    return ScriptedLLM(answer)
 
 
 def _data(request: LLMRequest) -> str:
@@ -53,7 +71,7 @@ def _judge(holds: Callable[[str], float], keys: Sequence[str], *, invert: bool =
                                "reason": "-"})
         return SILENT
 
-    return ScriptedLLM(script)
+    return counted(script)
 
 
 def _carried(causes: Sequence[str], together: bool) -> Callable[[str], float]:
@@ -81,7 +99,7 @@ def random_judge(seed: str) -> ScriptedLLM:
         digest = hashlib.sha256((seed + request.prompt_text).encode("utf-8")).digest()
         return str(1 + digest[0] % 9)
 
-    return ScriptedLLM(script)
+    return counted(script)
 
 
 def claim_ids(claim: str) -> list[str]:

@@ -45,9 +45,11 @@ from report import report
 from estimator.agreement import top_source
 from estimator.attribution import trace_claim
 from estimator.corpus import build_corpus
+from estimator.cost import quote_cost
 from estimator.llm import ScriptedLLM
 from estimator.params import DEFAULT_PARAMS
 from estimator.proxy import Ranking, rank, trace_proxy
+from estimator.proxy_cost import proxy_capability, quote_proxy
 from estimator.result import TraceResult
 from estimator.turn import StoredTurn
 from provenance_api.providers import free_tier
@@ -110,6 +112,19 @@ def summary(result: TraceResult) -> dict[str, Any]:
             "saved": result.calls.saved, "refused": result.calls.refused}
 
 
+def gate(item: Item) -> dict[str, Any]:
+    """What the cost gate quoted for this claim before anything ran (the proxy's two sides)."""
+    tok = free_tier.tokenizer()
+    c = item.claim
+    judged = quote_cost(c.corpus, c.claim, model=JUDGE_MODEL, tokenizer=tok, query=c.query)
+    q = quote_proxy(c.corpus, c.claim, proxy_capability(local_model=True, scorer_api_base=None), judged,
+                    query=c.query, tokenizer=tok)
+    return {"confirm_calls": q.confirm_calls, "confirm_input_tokens": q.confirm_input_tokens,
+            "worst_case_calls": q.worst_case_calls,
+            "worst_case_input_tokens": q.worst_case_input_tokens, "local_passes": q.local_passes,
+            "local_prompt_tokens": q.local_prompt_tokens}
+
+
 def make_judge(item: Item, name: str) -> ScriptedLLM:
     if name == "claim_ids":
         return by_claim_ids(item.claim.claim)
@@ -137,6 +152,7 @@ async def run_item(item: Item, scorer: Any, judges: Sequence[str], cache: Path |
     c = item.claim
     before = load()
     ranking = await ranked(item, scorer, cache)
+    quoted = gate(item)
     rows = []
     for name in judges:
         full = await trace_claim(make_judge(item, name), c.claim, c.query, c.corpus, tokenizer=tok)
@@ -153,6 +169,7 @@ async def run_item(item: Item, scorer: Any, judges: Sequence[str], cache: Path |
                       "proxy_top": top_source(ranking.result), "proxy_verdict": ranking.result.verdict,
                       "disagreements": report_.disagreements},
             "local_seconds": round(ranking.seconds, 2), "evaluated_tokens": ranking.evaluated_tokens,
+            "gate": quoted,
             "load": before,
         })
     return rows

@@ -314,9 +314,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n")
     else:
-        sys.stdout.write(render_text.trace_text(view.corpus, result, out_style))
-        confirmation = getattr(result, "confirmation", None)
-        if confirmation:  # estimator proxy: confirmed, or the full search ran
-            sys.stdout.write(f"Proxy: {confirmation} (ranked by {getattr(result, 'proxy_model', '')}; "
-                             f"{result.calls.made} hosted calls, {result.calls.scored} local scoring passes)\n")
+        from provenance_api.cli import render_proxy  # a proxy trace: its block between the tree and footnotes
+
+        sys.stdout.write(render_proxy.result_text(view.corpus, result, out_style))
     return 0

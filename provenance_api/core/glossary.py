@@ -11,6 +11,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from estimator.params import DEFAULT_PARAMS as _P
+from estimator.proxy_confirm import DEFAULT_PROXY_PARAMS as _PP
 
 __all__ = ["GLOSSARY", "GlossaryOut", "Term", "find", "glossary_out", "short"]
 
@@ -209,6 +210,49 @@ _TERMS: tuple[Term, ...] = (
        """The log-probability leave-one-out runs on a local scoring model, then the hosted judge measures
        Γ and the top layer and source; if they disagree, the full judged search runs and the result says
        so."""),
+    # ------------------------------------------------------------------ a proxy-first trace
+    _t("calls.scored", "scored",
+       "Local scoring passes of a proxy trace: free, never billed, and not counted in made.",
+       """Each pass asks the proxy's scoring model (a local model, or a scoring server of your own) how
+       probable the claim's exact words are with some sources removed: the log-probability leave-one-out.
+       They cost no money and never reach the hosted provider, so they are counted apart from the hosted
+       calls: planned, made, cached and billed count the hosted judge's calls only."""),
+    _t("proxy.confirmed", "confirmed",
+       "The hosted judge agreed with the proxy's ranking: its checks fell where the proxy said, within the margin.",
+       """The hosted judge measured s(1) and s(0) (so Γ), the drop when the proxy's top layer is removed and
+       the drop when its top source is removed, and span-checked the top source. Confirmed means each of
+       these agrees with the proxy: Γ on the same side of τΓ as the proxy's verdict, the top layer with the
+       proxy's role for it, the top source with a drop of at least τ, and the share of Γ the top source
+       carries no more than the share margin below the proxy's. The scores shown are then the proxy's (nats)
+       and the span check is the judge's."""),
+    _t("proxy.fallback", "fallback",
+       "The hosted judge disagreed with the proxy, so the full judged search ran: the result is the judge's.",
+       """At least one of the judge's checks (Γ, the top layer's drop, the top source's drop or its share of Γ)
+       did not agree with the proxy's ranking; the reasons are listed. The full judged search then ran
+       (reusing the checks already made) and its verdict, tree and digits are the result. The proxy's ranking
+       is shown beside it, for comparison only."""),
+    _t("proxy.share_margin", "share margin",
+       "How much smaller a share of Γ the judge may give the proxy's top source before the two disagree.",
+       f"""The proxy's top source carries a share of Γ for the proxy (its drop over Γ, in nats) and a share for
+       the hosted judge (its drop over the judge's Γ, in digits). The proxy is confirmed only when the
+       judge's share is at most this margin below the proxy's (default {_PP.share_margin:g} of Γ). The
+       judge's digits are coarse, so a smaller share still names the same source; a much smaller one is a
+       different ranking."""),
+    _t("proxy.drops", "nats vs digits",
+       "The proxy's drops are in nats, the judge's in digits 1–9: compare their order and sign, not their size.",
+       """A drop Δ is how far the claim's score falls when a source is removed. The proxy measures log
+       p(claim) in nats; the hosted judge answers a digit from 1 to 9. The two scales do not convert into each
+       other, so a source ranks the same when it comes first (with the same sign) in both, whatever the
+       numbers. "Not measured" means that side did not remove this source: the judge checks only the proxy's
+       top source unless the full search ran."""),
+    _t("proxy.seconds", "proxy seconds",
+       "Wall time of the proxy's ranking on the local scoring model (the hosted calls are not included).",
+       """Measured around the local scoring passes only. It depends on the machine and on what else runs on
+       it; the quote estimated it beforehand from the prompt tokens to evaluate."""),
+    _t("proxy.evaluated_tokens", "evaluated tokens",
+       "Prompt tokens the local scorer actually evaluated; reusing a shared prompt prefix saves the rest.",
+       """Successive scoring passes share the start of their prompts, and a scorer that keeps it evaluates
+       only what changed. Shown when the scorer reports it; a remote scoring endpoint may not."""),
 )
 
 GLOSSARY: dict[str, Term] = {term.key: term for term in _TERMS}

@@ -5,7 +5,9 @@
 followed by the target: the log-softmax of the logits at position i−1, read at token i, for every
 target token. Consecutive scorings share their longest common token prefix in the KV cache (the
 masks of one trace differ only from the first removed source on), so only the changed suffix is
-evaluated. The chat adapter over the same model is ``llm_llamacpp.LlamaCppLLM``.
+evaluated; and only the target's rows of logits are computed and copied (the prompt's are not read: on
+this CPU that makes a pass 1.1× faster with the 1.5B model and 1.6× with the 0.5B one, whose vocabulary
+is most of its work). The chat adapter over the same model is ``llm_llamacpp.LlamaCppLLM``.
 
 The quantity is the one ``CompletionsScorer`` reads from a llama.cpp server's echo: the template's BOS
 text (``<|endoftext|>`` for Qwen, whose tokenizer adds none) is prepended, as the server's off-by-one
@@ -96,6 +98,13 @@ class LlamaCppScorer:
             raise ScorerError("nothing to score: the target is empty")
         return await anyio.to_thread.run_sync(self._score_sync, tuple(messages), target)
 
+    def _eval(self, tokens: list[int], *, logits: bool) -> None:
+        """Evaluate ``tokens`` after the cached ones; with ``logits`` off, only the last row of each batch
+        is computed and none is copied (llama-cpp-python's ``eval`` reads ``_logits_all`` per call)."""
+        if tokens:
+            self.local.llama._logits_all = logits
+            self.local.llama.eval(tokens)
+
     def _score_sync(self, messages: tuple[Message, ...], target: str) -> ScoredTarget:
         import numpy as np
 
@@ -115,14 +124,18 @@ class LlamaCppScorer:
                 if a != b:
                     break
                 common += 1
-            common = min(common, len(full) - 1) if self.reuse_prefix else 0  # at least the last token
+            # the last prompt token and the target are always evaluated: their logits are read below
+            common = min(common, len(head) - 1) if self.reuse_prefix else 0
             llama.n_tokens = common
             started = time.perf_counter()
             try:
-                llama.eval(full[common:])
+                self._eval(full[common: len(head) - 1], logits=False)
+                self._eval(full[len(head) - 1:], logits=True)
             except Exception as exc:
                 llama.reset()
                 raise ScorerError(f"the local model failed to evaluate the prompt: {exc}") from exc
+            finally:
+                llama._logits_all = True
             self.eval_seconds += time.perf_counter() - started
             self.evaluated_tokens += len(full) - common
             self.scored_tokens += len(full)

@@ -10,6 +10,7 @@ import { exportActions } from './export.js';
 import { fmtBilled, fmtDate, fmtScore } from './format.js';
 import { explain, termHelp, warningList } from './glossary.js';
 import { callsFigures, callsSentence } from './numbers.js';
+import { renderProxy } from './proxy.js';
 import { state } from './state.js';
 import { renderTree } from './tree.js';
 import { diagnosisWords, ESTIMATOR_WORDS, isAlarm, VERDICT_TITLES, verdictExplanation } from './words.js';
@@ -29,6 +30,7 @@ export function renderResult(t) {
   state.resultTrace = t;
   const wrap = h('div', { class: 'panel', id: 'result-panel' });
   const estimator = r.estimator || 'judged';
+  const scores = estimator === 'proxy' && r.confirmed === false ? 'judged' : estimator;  // after a fallback: the judge's
   wrap.append(
     h('h2', { id: 'result-title', tabindex: '-1' }, 'Result'),
     h('blockquote', { class: 'claim' }, t.claim),
@@ -42,6 +44,7 @@ export function renderResult(t) {
       r.diagnosis ? h('p', null, h('span', { id: 'claim-diagnosis', class: 'diag' + (isAlarm(r.diagnosis) ? ' alarm' : ' neutral'), dataset: { diagnosis: r.diagnosis } }, diagnosisWords(r.diagnosis))) : null,
       r.round2_skipped_reason ? h('p', { class: 'note' }, 'Per-source round skipped: ' + r.round2_skipped_reason) : null),
     h('div', { class: 'result-actions', id: 'result-actions' }, callsButton(t), exportActions(t)));
+  if (estimator === 'proxy') wrap.append(renderProxy(r, t));
 
   wrap.append(h('h3', { id: 'chart-title' }, 'What removing each part did'));
   wrap.append(renderChart(r));
@@ -60,6 +63,6 @@ export function renderResult(t) {
     h('p', { class: 'calls-line', id: 'result-calls' },
       callsSentence(t.calls) + ' · cost ' + fmtBilled(r.cost_usd) + ' · judge ' + r.model + ' · ' + fmtDate(t.finished_at)),
     h('p', { class: 'calls-line', id: 'result-estimator' }, 'Scores: ',
-      termHelp('estimator.' + estimator, ESTIMATOR_WORDS[estimator] || estimator)));
+      termHelp('estimator.' + scores, ESTIMATOR_WORDS[scores] || scores)));
   return wrap;
 }

@@ -65,3 +65,9 @@ export const ESTIMATOR_WORDS = {
   logprob: 'log-probability of the claim (nats)',
   proxy: 'log-probability from a proxy model (nats)',
 };
+
+/** A proxy trace's outcome in one word or two (the line beside it is the result's own `confirmation`). */
+export const PROXY_WORDS = {
+  confirmed: 'Confirmed',
+  fallback: 'Not confirmed',
+};
