@@ -50,13 +50,19 @@ from .support import check_support, support_body
 from .tokens import ApproxTokenizer, Tokenizer
 from .units import Corpus
 
-__all__ = ["DEFAULT_PROXY_PARAMS", "ProxyParams", "Ranking", "confirm_calls", "planned_proxy_calls", "rank",
-           "trace_proxy"]
+__all__ = ["DEFAULT_PROXY_PARAMS", "ProxyParams", "Ranking", "confirm_calls", "confirm_judge_calls",
+           "planned_proxy_calls", "rank", "trace_proxy"]
 
 
-def confirm_calls(pp: ProxyParams = DEFAULT_PROXY_PARAMS) -> int:
-    """Hosted calls of a confirmation, worst case: four judge calls and each span check retried once."""
-    return 4 + 2 * pp.span_sources
+def confirm_judge_calls(corpus: Corpus | None = None) -> int:
+    """Judge calls of a confirmation at most: s(1), s(0) and the removals of the top layer and source — or,
+    under a *redundant* ranking, of every layer of ``corpus`` (when given)."""
+    return 2 + max(2, len(corpus.layers_present()) if corpus is not None else 0)
+
+
+def confirm_calls(pp: ProxyParams = DEFAULT_PROXY_PARAMS, corpus: Corpus | None = None) -> int:
+    """Hosted calls of a confirmation, worst case: its judge calls and each span check retried once."""
+    return confirm_judge_calls(corpus) + 2 * pp.span_sources
 
 
 def planned_proxy_calls(corpus: Corpus, params: Params = DEFAULT_PARAMS, pp: ProxyParams = DEFAULT_PROXY_PARAMS,

@@ -16,7 +16,8 @@ The rule (``disagreements``), with the judged thresholds τ and τ_Γ of ``Param
 * *attributed* where no single source grounds the claim for the proxy: the judge measures its top source
   all the same (the one that carries the claim alone with the highest score, else the likeliest one of the
   top layer, ``_likeliest``), and a drop ≥ τ there is a source the proxy did not single out;
-* *redundant*: no single layer's removal moves the judge by τ (the top layer's drop < τ);
+* *redundant*: no single layer's removal moves the judge by τ — the judge measures every layer's removal
+  (all of round 1: checking only the proxy's top layer would let a layer the proxy got wrong pass unseen);
 * a measurement without information, or a proxy without a verdict, cannot confirm anything.
 
 Any reason is a disagreement, and the full judged search runs.
@@ -66,9 +67,10 @@ class ProxyParams(BaseModel):
     order: BlockOrder = Field("size", description="Source order in the proxy's prompts: size (grouped by layer, "
                               "largest first: the most prefix reuse) or ordinal (as in the turn).")
     local_tokens_per_second: float = Field(
-        25.0, gt=0, le=100_000,
-        description="Prompt tokens per second of the local scorer, for the quote's seconds: measured with "
-        "Qwen2.5-Coder-1.5B Q4_K_M in-process on a 2-core CPU shared with other work (bench/proxy).")
+        55.0, gt=0, le=100_000,
+        description="Prompt tokens per second of the local scorer, for the quote's seconds: Qwen2.5-Coder-1.5B "
+        "Q4_K_M in-process evaluates 55–65 on an idle 2-core CPU and about half that when the CPU is shared "
+        "(bench/proxy/speed.py); a faster machine or the 0.5B model makes the estimate high.")
 
 
 DEFAULT_PROXY_PARAMS = ProxyParams()
@@ -86,6 +88,8 @@ class Targets:
     source_grounds: bool
     span: tuple[str, ...]
     measured: bool = False
+    every_layer: bool = False
+    """Under a *redundant* ranking: the judge measures the removal of every layer, not only the top one."""
 
 
 def _likeliest(proxy: TraceResult, layer: Layer) -> str | None:
@@ -124,7 +128,8 @@ def targets(proxy: TraceResult, corpus: Corpus, pp: ProxyParams) -> Targets:
     if source is not None and source not in span:
         span = (source, *span[: pp.span_sources - 1])
     measured = source is not None and proxy.verdict == "attributed"  # grounds, carries it alone, or likeliest
-    return Targets(layer, source, grounding is not None, span, measured=measured)
+    return Targets(layer, source, grounding is not None, span, measured=measured,
+                   every_layer=proxy.verdict == "redundant")
 
 
 @dataclass
@@ -145,8 +150,8 @@ async def confirm(llm: LLM, ledger: CallLedger, claim: str, query: str, corpus: 
     """s(1), s(0), s(1 − top layer), s(1 − top source) and the span checks, all at once, on ``ledger``."""
     judge = JudgedDigit(llm, ledger, claim, query, corpus, texts)
     masks: dict[Mask, Stage] = {frozenset(): "gamma", frozenset(u.id for u in corpus.units): "gamma"}
-    if tg.layer is not None:
-        masks.setdefault(layer_mask(corpus, tg.layer), "round1")
+    for layer in corpus.layers_present() if tg.every_layer else (tg.layer,) if tg.layer is not None else ():
+        masks.setdefault(layer_mask(corpus, layer), "round1")
     if tg.source is not None and tg.measured:
         masks.setdefault(frozenset({tg.source}), "round2")
     out = Confirmation(tg)
@@ -204,6 +209,16 @@ def disagreements(proxy: TraceResult, conf: Confirmation, corpus: Corpus, params
         elif proxy.verdict == "attributed" and role_of(delta, params.tau) != proxy_role:
             out.append(f"removing the {tg.layer.value} layer moves the hosted judge by {delta:+.2f}: "
                        f"{role_of(delta, params.tau)} to it, {proxy_role} to the proxy")
+    if proxy.verdict == "redundant" and tg.every_layer:
+        for layer in corpus.layers_present():
+            if layer == tg.layer:
+                continue  # said above
+            delta = drop(s1, conf.value(layer_mask(corpus, layer)))
+            if math.isnan(delta):
+                out.append(f"the hosted judge gave no information without the {layer.value} layer")
+            elif role_of(delta, params.tau) != "irrelevant":
+                out.append(f"removing the {layer.value} layer moves the hosted judge by {delta:+.2f} (|Δ| ≥ τ = "
+                           f"{params.tau:g}), while the proxy found no single layer matters")
     if proxy.verdict == "attributed" and tg.source is not None and tg.source_grounds:
         without = conf.value(frozenset({tg.source}))
         delta = drop(s1, without)

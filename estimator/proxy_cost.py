@@ -1,8 +1,9 @@
 """The cost gate's view of a proxy trace: both sides priced before anything is spent.
 
-* Hosted: the confirmation's calls and tokens (four judge calls and the span checks of the top source(s),
-  each retried once at worst), and the fallback's worst case — the full judged plan plus what the
-  confirmation measured that the fallback cannot reuse (``proxy.planned_proxy_calls``) — with their price.
+* Hosted: the confirmation's calls and tokens (four judge calls — under a *redundant* ranking, s(1), s(0)
+  and every layer's removal — and the span checks of the top source(s), each retried once at worst), and
+  the fallback's worst case — the full judged plan plus what the confirmation measured that the fallback
+  cannot reuse (``proxy.planned_proxy_calls``) — with their price.
   The budget reserves the worst case.
 * Local: the scoring passes (the ablation plan's count, free) and the prompt tokens they evaluate with the
   prefixes shared (simulated on the planned masks with the same ordering the scorer uses,
@@ -21,7 +22,7 @@ from .cost import JUDGE_OUTPUT_TOKENS, SUPPORT_OUTPUT_TOKENS, CostQuote, Pricing
 from .judge import Mask
 from .loo import layer_mask
 from .params import DEFAULT_PARAMS, Params
-from .proxy import confirm_calls, planned_proxy_calls
+from .proxy import confirm_calls, confirm_judge_calls, planned_proxy_calls
 from .proxy_confirm import DEFAULT_PROXY_PARAMS, ProxyParams
 from .proxy_models import ProxyQuoteModel
 from .proxy_prefix import block_order, evaluated
@@ -140,8 +141,9 @@ def quote_proxy(corpus: Corpus, claim: str, capability: ScoringCapability, judge
     tok = tokenizer or ApproxTokenizer()
     per_judge = judge_call_tokens(corpus, claim, query, params, tok)  # the largest judge prompt, as rendered
     per_span = span_check_tokens(corpus, claim, params, tok)[: pp.span_sources]  # each with its retry
-    confirm_in = 4 * per_judge + sum(per_span)
-    confirm_out = 4 * JUDGE_OUTPUT_TOKENS + 2 * len(per_span) * SUPPORT_OUTPUT_TOKENS
+    judges = confirm_judge_calls(corpus)
+    confirm_in = judges * per_judge + sum(per_span)
+    confirm_out = judges * JUDGE_OUTPUT_TOKENS + 2 * len(per_span) * SUPPORT_OUTPUT_TOKENS
     worst = planned_proxy_calls(corpus, params, pp)
     unreused = worst - judged.plan.total  # calls of the confirmation the fallback may not reuse
     spans_unreused = max(unreused - 1, 0)
@@ -150,5 +152,5 @@ def quote_proxy(corpus: Corpus, claim: str, capability: ScoringCapability, judge
                  + spans_unreused * SUPPORT_OUTPUT_TOKENS)
     evaluated_tokens, without = local_prompt_tokens(corpus, claim, query, params=params, pp=pp, tokenizer=tok)
     prices = pricing.price(judged.model) if pricing is not None else None
-    return ProxyQuote(capability, confirm_calls(pp), confirm_in, confirm_out, judged.plan.total, worst, worst_in,
-                      worst_out, judged.plan.ablation, evaluated_tokens, without, pp, prices)
+    return ProxyQuote(capability, confirm_calls(pp, corpus), confirm_in, confirm_out, judged.plan.total, worst,
+                      worst_in, worst_out, judged.plan.ablation, evaluated_tokens, without, pp, prices)

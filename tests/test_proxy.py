@@ -144,6 +144,27 @@ async def test_a_source_the_proxy_found_redundant_is_checked_by_the_judge() -> N
     assert not result.confirmed and top_source(result) == "s0"
 
 
+async def test_a_redundant_ranking_is_checked_on_every_layer_not_only_its_top_one() -> None:
+    """For the proxy a tool return and a message each carry the claim (no single layer matters), the message
+    a little more, so its top layer is history. For the judge only the tool return does: removing history
+    changes nothing for it, removing the tools does. Checking the top layer alone would confirm."""
+    corpus = make_corpus(["the carrier record", "unrelated weather data"], history=("the carrier again", "ok"))
+    tool = corpus.in_layer(Layer.TOOLS)[0].id
+    message = next(u.id for u in corpus.in_layer(Layer.HISTORY) if "carrier" in u.text)
+
+    def logp(messages: Sequence[Message], target: str) -> float:
+        shown = shown_ids(messages)
+        return -70.0 + (40.0 if {tool, message} & shown else 0.0) + (3.0 if message in shown else 0.0)
+
+    llm = judge_of(lambda shown: "9" if tool in shown else "2")
+    result = await trace_proxy(ScriptedScorer(logp), llm, CLAIM, QUERY, corpus)
+    report = result.report
+    assert report is not None and report.proxy_verdict == "redundant" and report.hosted.top_layer == "history"
+    assert not result.confirmed and result.verdict == "attributed" and top_source(result) == tool
+    assert any("removing the tools layer moves the hosted judge" in d for d in report.disagreements)
+    assert result.calls.made <= planned_proxy_calls(corpus)
+
+
 async def test_internal_knowledge_is_confirmed_by_gamma_alone() -> None:
     llm = judge_of(lambda shown: "8")
     result = await trace_proxy(ScriptedScorer(lambda m, t: -12.0), llm, CLAIM, QUERY, standard_corpus())
@@ -195,7 +216,7 @@ def test_the_gates_worst_case_covers_what_either_path_makes(n_tools: int, n_hist
     assert len(llm.calls) == result.calls.made <= planned == result.calls.planned
     assert result.calls.refused == 0
     if result.confirmed:
-        assert result.calls.made <= confirm_calls()
+        assert result.calls.made <= confirm_calls(corpus=corpus)
     quote = quote_proxy(corpus, CLAIM, proxy_capability(local_model=True, scorer_api_base=None),
                         quote_cost(corpus, CLAIM, model="m", params=params), params=params).to_model()
     assert quote.worst_case_calls == planned >= quote.fallback_calls == plan_calls(corpus, params).total
@@ -236,7 +257,7 @@ def test_the_quote_prices_both_sides() -> None:
     judged = quote_cost(corpus, CLAIM, model="m", pricing=Flat(), query=QUERY)
     q = quote_proxy(corpus, CLAIM, proxy_capability(local_model=True, scorer_api_base=None), judged, query=QUERY,
                     pricing=Flat()).to_model()
-    assert q.confirm_calls == confirm_calls() < q.worst_case_calls == planned_calls("proxy", corpus)
+    assert q.confirm_calls == confirm_calls(corpus=corpus) < q.worst_case_calls == planned_calls("proxy", corpus)
     assert q.confirm_cost_usd is not None and q.worst_case_cost_usd is not None and judged.cost_usd is not None
     assert q.confirm_cost_usd < judged.cost_usd <= q.worst_case_cost_usd
     assert 0 < q.local_prompt_tokens < q.local_prompt_tokens_without_reuse

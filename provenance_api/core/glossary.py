@@ -220,10 +220,12 @@ _TERMS: tuple[Term, ...] = (
     _t("proxy.confirmed", "confirmed",
        "The hosted judge agreed with the proxy's ranking: its checks fell where the proxy said, within the margin.",
        """The hosted judge measured s(1) and s(0) (so Γ), the drop when the proxy's top layer is removed and
-       the drop when its top source is removed, and span-checked the top source. Confirmed means each of
-       these agrees with the proxy: Γ on the same side of τΓ as the proxy's verdict, the top layer with the
-       proxy's role for it, the top source with a drop of at least τ, and the share of Γ the top source
-       carries no more than the share margin below the proxy's. The scores shown are then the proxy's (nats)
+       the drop when its top source is removed (when the proxy found no single layer matters: the drop
+       when each layer is removed), and span-checked the top source. Confirmed means each of these agrees
+       with the proxy: Γ on the same side of τΓ as the proxy's verdict, the top layer with the proxy's role
+       for it (every layer's drop under τ, when the proxy found none matters), the top source with a drop of
+       at least τ, and the share of Γ the top source carries no more than the share margin below the
+       proxy's. The scores shown are then the proxy's (nats)
        and the span check is the judge's."""),
     _t("proxy.fallback", "fallback",
        "The hosted judge disagreed with the proxy, so the full judged search ran: the result is the judge's.",
