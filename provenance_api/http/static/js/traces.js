@@ -2,10 +2,11 @@
  * run (api or cli), with filters, sort and a total kept in the address (#/traces?verdict=attributed). */
 
 import { api, query } from './api.js';
-import { focusHeading, h, showError, view } from './dom.js';
+import { focusHeading, h, view } from './dom.js';
 import { fillDatalist, filterForm } from './filters.js';
-import { clip, fmtBilled, fmtDate, plural } from './format.js';
+import { clip, fmtBilled, fmtDate } from './format.js';
 import { callsSentence } from './numbers.js';
+import { pagedList } from './pager.js';
 import { turnHash } from './routes.js';
 import { state } from './state.js';
 import { VERDICT_TITLES } from './words.js';
@@ -20,8 +21,6 @@ const FIELDS = [
   { key: 'turn_id', label: 'Turn id', type: 'text' },
   { key: 'sort', label: 'Sort', type: 'select', options: [['', 'Newest first'], ['created_at', 'Oldest first'], ['-cost', 'Most expensive first'], ['cost', 'Cheapest first']] },
 ];
-
-let generation = 0;
 
 function outcome(t) {
   if (t.status === 'succeeded') return VERDICT_TITLES[t.verdict] || t.verdict || 'succeeded';
@@ -54,37 +53,13 @@ export async function showTraces(params) {
   view().replaceChildren(
     h('h1', { id: 'traces-title' }, 'Traces'),
     filters.form, models, count, list, more);
-  let cursor = null;
-  let shown = 0;
-  async function load(reset) {
-    const mine = reset ? ++generation : generation;
-    if (reset) { cursor = null; shown = 0; }
-    count.textContent = 'Loading…';
-    const values = filters.values();
-    let page;
-    try {
-      page = await api('/v1/traces' + query(Object.assign({}, values, { limit: PAGE, cursor })));
-    } catch (err) {
-      if (mine !== generation) return;
-      count.textContent = '';
-      if (reset) list.replaceChildren();
-      showError(err, more);
-      return;
-    }
-    if (mine !== generation) return;
-    if (reset) { list.replaceChildren(); more.replaceChildren(); }
-    for (const t of page.items) list.append(traceRow(t));
-    fillDatalist(models, page.items.map((t) => t.model));
-    shown += page.items.length;
-    cursor = page.next_cursor;
-    const filtered = FIELDS.some((f) => f.key !== 'sort' && values[f.key]);
-    count.dataset.total = String(page.total);
-    count.textContent = page.total === 0
-      ? (filtered ? 'No trace matches these filters.' : 'No traces yet: open a turn and click a dotted sentence to price one.')
-      : plural(page.total, 'trace') + (filtered ? ' match' + (page.total === 1 ? 'es' : '') : '') + (shown < page.total ? ' · ' + shown + ' shown' : '');
-    more.replaceChildren();
-    if (cursor) more.append(h('button', { type: 'button', class: 'button', id: 'traces-more', onclick: () => load(false) }, 'Show more traces'));
-  }
+  const load = pagedList({
+    list, count, more, filters, row: traceRow, noun: 'trace', moreId: 'traces-more',
+    fetchPage: (values, cursor) => api('/v1/traces' + query(Object.assign({}, values, { limit: PAGE, cursor }))),
+    onItems: (items) => fillDatalist(models, items.map((t) => t.model)),
+    filtered: (values) => FIELDS.some((f) => f.key !== 'sort' && values[f.key]),
+    empty: (filtered) => (filtered ? 'No trace matches these filters.' : 'No traces yet: open a turn and click a dotted sentence to price one.'),
+  });
   filters.onChange(() => load(true));
   await load(true);
   focusHeading();

@@ -3,9 +3,10 @@
  * restored with Back. */
 
 import { api, query } from './api.js';
-import { focusHeading, h, showError, view } from './dom.js';
+import { focusHeading, h, view } from './dom.js';
 import { fillDatalist, filterForm } from './filters.js';
 import { fmtDate, plural } from './format.js';
+import { pagedList } from './pager.js';
 import { turnHash } from './routes.js';
 import { state } from './state.js';
 
@@ -31,8 +32,6 @@ const FIELDS = [
   { key: 'min_traceable', label: 'Sentences to trace, at least', type: 'number' },
   { key: 'sort', label: 'Sort', type: 'select', options: SORTS },
 ];
-
-let generation = 0;
 
 /** The day after an ISO date (YYYY-MM-DD), as the API's exclusive `until`. */
 function dayAfter(day) {
@@ -62,41 +61,16 @@ export async function showTurns(params) {
     h('h1', { id: 'turns-title' }, 'Stored turns'),
     filters.form, models, agents, count, list, more);
 
-  let cursor = null;
-  let shown = 0;
-  async function load(reset) {
-    const mine = reset ? ++generation : generation;
-    if (reset) { cursor = null; shown = 0; }
-    count.textContent = 'Loading…';
-    const values = filters.values();
-    let page;
-    try {
-      page = await api('/ui/api/turns' + query(Object.assign(apiFilters(values), { limit: PAGE, cursor })));
-    } catch (err) {
-      if (mine !== generation) return;
-      count.textContent = '';
-      if (reset) list.replaceChildren();
-      showError(err, more);
-      return;
-    }
-    if (mine !== generation) return; // a newer filter was asked for meanwhile
-    if (reset) { list.replaceChildren(); more.replaceChildren(); }
-    for (const item of page.items) list.append(turnRow(item));
-    fillDatalist(models, page.items.map((i) => i.model));
-    fillDatalist(agents, page.items.map((i) => i.agent));
-    shown += page.items.length;
-    cursor = page.next_cursor;
-    const filtered = FIELDS.some((f) => f.key !== 'sort' && values[f.key]);
-    const total = typeof page.total === 'number' ? page.total : shown;
-    count.dataset.total = String(total);
-    if (total === 0) {
-      count.textContent = filtered ? 'No stored turn matches these filters.' : 'No turns are stored yet: store one with POST /v1/turns or provenance import.';
-    } else {
-      count.textContent = plural(total, 'turn') + (filtered ? ' match' + (total === 1 ? 'es' : '') : '') + (shown < total ? ' · ' + shown + ' shown' : '');
-    }
-    more.replaceChildren();
-    if (cursor) more.append(h('button', { type: 'button', class: 'button', id: 'turns-more', onclick: () => load(false) }, 'Show more turns'));
-  }
+  const load = pagedList({
+    list, count, more, filters, row: turnRow, noun: 'turn', moreId: 'turns-more',
+    fetchPage: (values, cursor) => api('/ui/api/turns' + query(Object.assign(apiFilters(values), { limit: PAGE, cursor }))),
+    onItems: (items) => {
+      fillDatalist(models, items.map((i) => i.model));
+      fillDatalist(agents, items.map((i) => i.agent));
+    },
+    filtered: (values) => FIELDS.some((f) => f.key !== 'sort' && values[f.key]),
+    empty: (filtered) => (filtered ? 'No stored turn matches these filters.' : 'No turns are stored yet: store one with POST /v1/turns or provenance import.'),
+  });
   filters.onChange(() => load(true));
   await load(true);
   focusHeading();
