@@ -104,6 +104,10 @@ class CostQuote(DumpsAsModel):
     warnings: tuple[str, ...] = ()
     refused: str | None = None
     truncated_sources: tuple[str, ...] = field(default=())
+    judge_call_tokens: int = 0
+    """Input tokens of the largest judge call (s(1), as rendered): every judge call is priced at it."""
+    span_check_tokens: tuple[int, ...] = ()
+    """Input tokens of each source's span check with its retry, largest first."""
 
     @property
     def planned_calls(self) -> int:
@@ -165,8 +169,9 @@ def quote_cost(corpus: Corpus, claim: str, *, model: str, params: Params = DEFAU
     # Every judge call at the size of the largest (s(1)); span checks: the largest targets, each with the
     # retry the plan allows for it. Both counted on the prompts as rendered.
     judge_calls = plan.ablation
-    input_tokens = judge_calls * judge_call_tokens(corpus, claim, query, params, tok)
-    input_tokens += sum(span_check_tokens(corpus, claim, params, tok)[: plan.span_targets])
+    per_judge = judge_call_tokens(corpus, claim, query, params, tok)
+    per_span = tuple(span_check_tokens(corpus, claim, params, tok))
+    input_tokens = judge_calls * per_judge + sum(per_span[: plan.span_targets])
     output_tokens = judge_calls * JUDGE_OUTPUT_TOKENS + plan.spans * SUPPORT_OUTPUT_TOKENS
     if plan.probe:
         input_tokens += plan.probe * (ablation_corpus + query_tokens + PROMPT_OVERHEAD_TOKENS)
@@ -207,4 +212,5 @@ def quote_cost(corpus: Corpus, claim: str, *, model: str, params: Params = DEFAU
 
     return CostQuote(model=model, plan=plan, sources=len(corpus.units), input_tokens=input_tokens,
                      output_tokens=output_tokens, untruncated_tokens=untruncated, cost_usd=cost,
-                     warnings=tuple(warnings), refused=refused, truncated_sources=tuple(truncated))
+                     warnings=tuple(warnings), refused=refused, truncated_sources=tuple(truncated),
+                     judge_call_tokens=per_judge, span_check_tokens=per_span)

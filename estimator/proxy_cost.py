@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .cost import JUDGE_OUTPUT_TOKENS, SUPPORT_OUTPUT_TOKENS, CostQuote, Pricing, judge_call_tokens, span_check_tokens
+from .cost import JUDGE_OUTPUT_TOKENS, SUPPORT_OUTPUT_TOKENS, CostQuote, Pricing
 from .judge import Mask
 from .loo import layer_mask
 from .params import DEFAULT_PARAMS, Params
@@ -139,8 +139,8 @@ def quote_proxy(corpus: Corpus, claim: str, capability: ScoringCapability, judge
     """Both sides of one proxy trace; ``judged`` is the cost gate's quote of the full judged trace (the
     fallback)."""
     tok = tokenizer or ApproxTokenizer()
-    per_judge = judge_call_tokens(corpus, claim, query, params, tok)  # the largest judge prompt, as rendered
-    per_span = span_check_tokens(corpus, claim, params, tok)[: pp.span_sources]  # each with its retry
+    per_judge = judged.judge_call_tokens  # the largest judge prompt, as rendered
+    per_span = judged.span_check_tokens[: pp.span_sources]  # each with its retry
     judges = confirm_judge_calls(corpus)
     confirm_in = judges * per_judge + sum(per_span)
     confirm_out = judges * JUDGE_OUTPUT_TOKENS + 2 * len(per_span) * SUPPORT_OUTPUT_TOKENS
