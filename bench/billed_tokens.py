@@ -83,8 +83,9 @@ class CachingProvider:
         return LLMResponse(text=text, usage=Usage(len(ids), max(1, len(text) // 4), cached), model=self.model)
 
 
-async def run_trace(provider: CachingProvider, claim: str, turn: StoredTurn, corpus: Corpus,
-                    tok: Tokenizer) -> TraceResult:
+async def run_trace(
+    provider: CachingProvider, claim: str, turn: StoredTurn, corpus: Corpus, tok: Tokenizer
+) -> TraceResult:
     return await trace_claim(provider, claim, turn.effective_query(), corpus, tokenizer=tok)
 
 
@@ -113,21 +114,26 @@ def main() -> None:
         provider = CachingProvider(tok, key_for(turn))  # one cache per fixture: its traces share prefixes
         for gate in gates[: args.claims]:
             claim = gate.segment.text
-            estimate = quote_cost(corpus, claim, model="cached-fake", tokenizer=tok,
-                                  query=turn.effective_query()).input_tokens
+            estimate = quote_cost(
+                corpus, claim, model="cached-fake", tokenizer=tok, query=turn.effective_query()
+            ).input_tokens
             result = anyio.run(run_trace, provider, claim, turn, corpus, tok)
             sent, cached = result.usage.input_tokens, result.usage.cached_input_tokens
             billed = sent - cached + cached * args.cached_rate
             ok &= billed <= estimate
             totals = [totals[0] + estimate, totals[1] + sent, totals[2] + cached, totals[3] + billed]
-            print(f"{name} · {claim[:48]!r}: estimate {estimate:,} · sent {sent:,} · cached {cached:,} · "
-                  f"billed-equivalent {billed:,.0f} ({billed / estimate:.0%} of the estimate) · calls made "
-                  f"{result.calls.made}/{result.calls.planned}, saved {result.calls.saved}")
+            print(
+                f"{name} · {claim[:48]!r}: estimate {estimate:,} · sent {sent:,} · cached {cached:,} · "
+                f"billed-equivalent {billed:,.0f} ({billed / estimate:.0%} of the estimate) · calls made "
+                f"{result.calls.made}/{result.calls.planned}, saved {result.calls.saved}"
+            )
     est, all_sent, all_cached, all_billed = totals
-    print(f"all: estimate {est:,.0f} · sent {all_sent:,.0f} · cached {all_cached:,.0f} "
-          f"({all_cached / max(1, all_sent):.0%} of sent) · "
-          f"billed-equivalent {all_billed:,.0f} = {all_billed / max(1, est):.0%} of the estimate "
-          f"(cached rate {args.cached_rate})")
+    print(
+        f"all: estimate {est:,.0f} · sent {all_sent:,.0f} · cached {all_cached:,.0f} "
+        f"({all_cached / max(1, all_sent):.0%} of sent) · "
+        f"billed-equivalent {all_billed:,.0f} = {all_billed / max(1, est):.0%} of the estimate "
+        f"(cached rate {args.cached_rate})"
+    )
     print(("PASS" if ok else "FAIL") + ": billed input tokens ≤ the cost gate's estimate for every trace")
 
 

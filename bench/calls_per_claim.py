@@ -41,8 +41,13 @@ from estimator.turn import StoredTurn
 from estimator.units import Corpus
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ("eo_worldview_turn.json", "failures_turn.json", "fallback_path_turn.json", "ndvi_parametric_turn.json",
-            "redundant_sources_turn.json")
+FIXTURES = (
+    "eo_worldview_turn.json",
+    "failures_turn.json",
+    "fallback_path_turn.json",
+    "ndvi_parametric_turn.json",
+    "redundant_sources_turn.json",
+)
 DEFAULT_DATA = ROOT / "tests" / "data" / "tau-bench" / "airline-gpt-4o-dev.json"
 
 
@@ -95,8 +100,15 @@ def row(result: TraceResult) -> Row:
     tested = [s for s in result.sources if s.delta is not None and s.layer in grounding]
     by_layer = {layer: [s for s in tested if s.layer == layer] for layer in grounding}
     misleading = any(len(v) >= 2 and not any(s.role == "grounds" for s in v) for v in by_layer.values())
-    return Row(result.calls.planned, result.calls.made, result.calls.saved, result.calls.refused, result.verdict,
-               sum(1 for s in result.sources if s.role == "redundant"), misleading)
+    return Row(
+        result.calls.planned,
+        result.calls.made,
+        result.calls.saved,
+        result.calls.refused,
+        result.verdict,
+        sum(1 for s in result.sources if s.role == "redundant"),
+        misleading,
+    )
 
 
 async def trace_turn(turn: StoredTurn, max_claims: int, judge: str) -> list[tuple[Row, Row]]:
@@ -133,11 +145,13 @@ def summarise(name: str, pairs: list[tuple[Row, Row]]) -> bool:
     made_a = statistics.mean(r.made for r in after)
     misleading = sum(1 for b in before if b.misleading)
     resolved = sum(1 for b, a in pairs if b.misleading and a.redundant)
-    print(f"{name}: {len(pairs)} claims · planned {statistics.mean(r.planned for r in after):.1f} · made before "
-          f"{made_b:.1f} · after {made_a:.1f} · after/before {made_a / made_b:.2f} · saved after "
-          f"{statistics.mean(r.saved for r in after):.1f} · every drop zero in a grounding layer: {misleading} · "
-          f"resolved: {resolved} · redundant sources named: {sum(r.redundant for r in after)} · refused "
-          f"{sum(r.refused for r in after)} · max made−planned {max(r.made - r.planned for r in after)}")
+    print(
+        f"{name}: {len(pairs)} claims · planned {statistics.mean(r.planned for r in after):.1f} · made before "
+        f"{made_b:.1f} · after {made_a:.1f} · after/before {made_a / made_b:.2f} · saved after "
+        f"{statistics.mean(r.saved for r in after):.1f} · every drop zero in a grounding layer: {misleading} · "
+        f"resolved: {resolved} · redundant sources named: {sum(r.redundant for r in after)} · refused "
+        f"{sum(r.refused for r in after)} · max made−planned {max(r.made - r.planned for r in after)}"
+    )
     return all(r.made <= r.planned and r.refused == 0 for r in (*before, *after))
 
 

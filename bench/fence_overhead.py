@@ -86,9 +86,11 @@ def summarise(name: str, turns: Iterable[StoredTurn]) -> bool:
     if not total:
         print(f"{name}: no traceable turn")
         return True
-    print(f"{name}: {total} turns, {len(ratios)} calls: prompt tokens with the claim/query regions vs bare "
-          f"{statistics.mean(ratios):.3f}x on average (max {max(ratios):.3f}x; +{statistics.mean(added):.0f} "
-          f"tokens per call); one shared judge prefix per trace in {shared}/{total} turns")
+    print(
+        f"{name}: {total} turns, {len(ratios)} calls: prompt tokens with the claim/query regions vs bare "
+        f"{statistics.mean(ratios):.3f}x on average (max {max(ratios):.3f}x; +{statistics.mean(added):.0f} "
+        f"tokens per call); one shared judge prefix per trace in {shared}/{total} turns"
+    )
     return shared == total
 
 

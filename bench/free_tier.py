@@ -110,8 +110,11 @@ def load_labels(path: Path) -> list[Labelled]:
             data = json.loads(line)
             rows.append(Labelled(data["text"], data["label"], data["source"], data["split"]))
         except (ValueError, KeyError) as exc:
-            print(f"{path}:{n}: skipped, not a labelled sentence ({exc!r}); "
-                  "each line needs text, label, source and split", file=sys.stderr)
+            print(
+                f"{path}:{n}: skipped, not a labelled sentence ({exc!r}); "
+                "each line needs text, label, source and split",
+                file=sys.stderr,
+            )
     return rows
 
 
@@ -138,8 +141,11 @@ def statuses_of(labels: Sequence[Labelled], turns: Sequence[StoredTurn], tier: T
         turn, seg_id = found
         if turn.turn_id not in cache:
             cache[turn.turn_id] = tier.gate(build_corpus(turn), segment_response(turn.response))
-        gates = [g for g in cache[turn.turn_id].segments
-                 if (g.segment.id == seg_id if seg_id else g.segment.text == row.text)]
+        gates = [
+            g
+            for g in cache[turn.turn_id].segments
+            if (g.segment.id == seg_id if seg_id else g.segment.text == row.text)
+        ]
         if not gates or gates[0].segment.text != row.text:
             print(f"labelled sentence {i + 1}: not a segment of {row.source!r}; skipped", file=sys.stderr)
             continue
@@ -163,17 +169,21 @@ class Score:
         return self.offered_facts / self.offered if self.offered else float("nan")
 
     def line(self) -> str:
-        return (f"recall {self.recall:.2f} ({self.resolved}/{self.facts})  "
-                f"precision {self.precision:.2f} ({self.offered_facts}/{self.offered})")
+        return (
+            f"recall {self.recall:.2f} ({self.resolved}/{self.facts})  "
+            f"precision {self.precision:.2f} ({self.offered_facts}/{self.offered})"
+        )
 
 
 def score(labels: Sequence[Labelled], statuses: dict[int, str], split: str | None) -> Score:
-    rows = [(row, statuses[i]) for i, row in enumerate(labels)
-            if i in statuses and (split is None or row.split == split)]
+    rows = [
+        (row, statuses[i]) for i, row in enumerate(labels) if i in statuses and (split is None or row.split == split)
+    ]
     facts = [s for row, s in rows if row.label == "fact" and not row.text.rstrip().endswith("?")]
     offered = [row for row, s in rows if s == "traceable"]
-    return Score(len(facts), sum(s in RESOLVED for s in facts), len(offered),
-                 sum(row.label == "fact" for row in offered))
+    return Score(
+        len(facts), sum(s in RESOLVED for s in facts), len(offered), sum(row.label == "fact" for row in offered)
+    )
 
 
 # ---- BestVerbatim against difflib ----------------------------------------------------------------
@@ -223,8 +233,7 @@ def synthetic_turn(seed: int = 13, target_tokens: int = SYNTHETIC_TOKENS) -> Sto
     sources: list[str] = []
     total = 0
     while total < target_tokens:
-        lines = [" ".join(_synthetic_sentence(rng, vocab) for _ in range(rng.randint(1, 3)))
-                 for _ in range(60)]
+        lines = [" ".join(_synthetic_sentence(rng, vocab) for _ in range(rng.randint(1, 3))) for _ in range(60)]
         text = tokenizer.truncate("\n".join(lines), target_tokens - total)
         sources.append(text)
         total += tokenizer.count(text)
@@ -233,16 +242,23 @@ def synthetic_turn(seed: int = 13, target_tokens: int = SYNTHETIC_TOKENS) -> Sto
     for _ in range(3):
         source = rng.choice(sources)
         at = rng.randrange(len(source) - 60)
-        fragments.append("We note " + source[at:at + 50].replace("\n", " ").replace(".", ",") + " " +
-                         " ".join(rng.choice(vocab) for _ in range(14)) + ".")
+        fragments.append(
+            "We note "
+            + source[at : at + 50].replace("\n", " ").replace(".", ",")
+            + " "
+            + " ".join(rng.choice(vocab) for _ in range(14))
+            + "."
+        )
     fresh = [_synthetic_sentence(rng, vocab) for _ in range(6)]
     response = " ".join(picks[:2] + fragments + fresh + picks[2:])
     if len(segment_response(response)) != 13:
         raise AssertionError("the synthetic response must segment into exactly 13 sentences")
-    calls = [{"name": f"fetch_report_{i}", "arguments": {"page": i}, "response": text}
-             for i, text in enumerate(sources)]
-    return StoredTurn.model_validate({"turn_id": "synthetic-60k", "response": response,
-                                      "response_payload": {"tool_calls": calls}})
+    calls = [
+        {"name": f"fetch_report_{i}", "arguments": {"page": i}, "response": text} for i, text in enumerate(sources)
+    ]
+    return StoredTurn.model_validate(
+        {"turn_id": "synthetic-60k", "response": response, "response_payload": {"tool_calls": calls}}
+    )
 
 
 def synthetic(seed: int) -> tuple[int, int, float, float, int, int]:
@@ -273,13 +289,22 @@ def verdict(ok: bool, text: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0] if __doc__ else None)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA,
-                        help="tau-bench results JSON (default: tests/data/tau-bench/"
-                             "airline-gpt-4o-dev.json relative to the repository root)")
-    parser.add_argument("--labels", type=Path, default=DEFAULT_LABELS,
-                        help="labelled sentences, JSONL (default: tests/data/gating/labelled.jsonl)")
-    parser.add_argument("--difflib-seconds", type=float, default=60.0,
-                        help="time budget for the difflib reference on tau-bench turns")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=DEFAULT_DATA,
+        help="tau-bench results JSON (default: tests/data/tau-bench/"
+        "airline-gpt-4o-dev.json relative to the repository root)",
+    )
+    parser.add_argument(
+        "--labels",
+        type=Path,
+        default=DEFAULT_LABELS,
+        help="labelled sentences, JSONL (default: tests/data/gating/labelled.jsonl)",
+    )
+    parser.add_argument(
+        "--difflib-seconds", type=float, default=60.0, help="time budget for the difflib reference on tau-bench turns"
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--rounds", type=int, default=3, help="alternated timing rounds per free tier")
     args = parser.parse_args(argv)
@@ -308,43 +333,66 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"turns: {len(turns)}   sentences: {sentences}   corpus: {corpus_seconds:.2f} s")
     for tier in (SEED, TODAY):
         seconds = best[tier.name]
-        print(f"  {tier.name:5s} gating {seconds:.2f} s = {sentences / seconds:,.0f} sentences/s; corpus+gating "
-              f"{sentences / (corpus_seconds + seconds):,.0f} sentences/s; statuses: "
-              + ", ".join(f"{k} {v}" for k, v in statuses_by[tier.name].most_common()))
+        print(
+            f"  {tier.name:5s} gating {seconds:.2f} s = {sentences / seconds:,.0f} sentences/s; corpus+gating "
+            f"{sentences / (corpus_seconds + seconds):,.0f} sentences/s; statuses: "
+            + ", ".join(f"{k} {v}" for k, v in statuses_by[tier.name].most_common())
+        )
     total_ratio = (corpus_seconds + best["seed"]) / (corpus_seconds + best["today"])
-    print(f"throughput today / seed: gating {throughput:.2f}, corpus+gating {total_ratio:.2f} "
-          f"(best of {max(1, args.rounds)} alternated rounds)")
+    print(
+        f"throughput today / seed: gating {throughput:.2f}, corpus+gating {total_ratio:.2f} "
+        f"(best of {max(1, args.rounds)} alternated rounds)"
+    )
 
-    n_turns, n_pairs, quoted, mismatches, citation_diffs, fast, slow = compare(prepared, args.difflib_seconds,
-                                                                               args.seed)
+    n_turns, n_pairs, quoted, mismatches, citation_diffs, fast, slow = compare(
+        prepared, args.difflib_seconds, args.seed
+    )
     ratio = slow / fast if fast else float("inf")
     scope = "all" if n_turns == len(prepared) else "a seeded sample of"
-    print(f"best_verbatim vs difflib: {scope} {n_turns} turns, {n_pairs} (sentence, corpus) pairs, "
-          f"{quoted} quoted; fast {fast:.3f} s (index build included), difflib {slow:.2f} s, "
-          f"speed ratio {ratio:,.0f}x")
+    print(
+        f"best_verbatim vs difflib: {scope} {n_turns} turns, {n_pairs} (sentence, corpus) pairs, "
+        f"{quoted} quoted; fast {fast:.3f} s (index build included), difflib {slow:.2f} s, "
+        f"speed ratio {ratio:,.0f}x"
+    )
     print(f"decision mismatches: {mismatches}   citation differences: {citation_diffs}")
 
-    tokens, n_sentences, seconds, slow_synthetic, synthetic_mismatches, quoted_synthetic = synthetic(
-        args.seed)
-    print(f"synthetic: {n_sentences} sentences over a {tokens:,}-token corpus ({quoted_synthetic} quoted): "
-          f"corpus+gating {seconds:.3f} s (median of 3); difflib BestVerbatim alone {slow_synthetic:.1f} s; "
-          f"mismatches {synthetic_mismatches}")
+    tokens, n_sentences, seconds, slow_synthetic, synthetic_mismatches, quoted_synthetic = synthetic(args.seed)
+    print(
+        f"synthetic: {n_sentences} sentences over a {tokens:,}-token corpus ({quoted_synthetic} quoted): "
+        f"corpus+gating {seconds:.3f} s (median of 3); difflib BestVerbatim alone {slow_synthetic:.1f} s; "
+        f"mismatches {synthetic_mismatches}"
+    )
 
     overall = scores["today"][None]
-    print(verdict(overall.recall >= RECALL_TARGET,
-                  f"recall on fact statements ≥ {RECALL_TARGET} ({overall.recall:.2f}; held out "
-                  f"{scores['today']['held_out'].recall:.2f})"))
-    print(verdict(overall.precision >= PRECISION_TARGET,
-                  f"precision of what is offered ≥ {PRECISION_TARGET} ({overall.precision:.2f}; held out "
-                  f"{scores['today']['held_out'].precision:.2f})"))
-    print(verdict(total_ratio >= THROUGHPUT_TARGET,
-                  f"corpus+gating throughput within 10 % of the seed's free tier ({total_ratio:.2f}; "
-                  f"gating alone {throughput:.2f})"))
+    print(
+        verdict(
+            overall.recall >= RECALL_TARGET,
+            f"recall on fact statements ≥ {RECALL_TARGET} ({overall.recall:.2f}; held out "
+            f"{scores['today']['held_out'].recall:.2f})",
+        )
+    )
+    print(
+        verdict(
+            overall.precision >= PRECISION_TARGET,
+            f"precision of what is offered ≥ {PRECISION_TARGET} ({overall.precision:.2f}; held out "
+            f"{scores['today']['held_out'].precision:.2f})",
+        )
+    )
+    print(
+        verdict(
+            total_ratio >= THROUGHPUT_TARGET,
+            f"corpus+gating throughput within 10 % of the seed's free tier ({total_ratio:.2f}; "
+            f"gating alone {throughput:.2f})",
+        )
+    )
     print(verdict(mismatches + synthetic_mismatches == 0, "identical quoted / not-quoted decisions"))
-    print(verdict(ratio >= SPEED_TARGET,
-                  f"best_verbatim ≥ {SPEED_TARGET:.0f}x faster than difflib ({ratio:,.0f}x)"))
-    print(verdict(seconds < SYNTHETIC_TARGET_SECONDS, f"{n_sentences} sentences over {tokens:,} tokens in "
-                                                      f"{seconds:.3f} s (< {SYNTHETIC_TARGET_SECONDS} s)"))
+    print(verdict(ratio >= SPEED_TARGET, f"best_verbatim ≥ {SPEED_TARGET:.0f}x faster than difflib ({ratio:,.0f}x)"))
+    print(
+        verdict(
+            seconds < SYNTHETIC_TARGET_SECONDS,
+            f"{n_sentences} sentences over {tokens:,} tokens in {seconds:.3f} s (< {SYNTHETIC_TARGET_SECONDS} s)",
+        )
+    )
     return 1 if mismatches or synthetic_mismatches else 0
 
 

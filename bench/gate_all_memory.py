@@ -101,8 +101,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         results = {mode: _child(mode, db_dir, Path(tmp) / f"{mode}.json") for mode in ("before", "after")}
         reports = {mode: json.loads((Path(tmp) / f"{mode}.json").read_text(encoding="utf-8")) for mode in results}
-    same = (reports["before"]["totals"] == reports["after"]["totals"]
-            and len(reports["after"]["turns"]) == counts.imported)
+    same = (
+        reports["before"]["totals"] == reports["after"]["totals"] and len(reports["after"]["turns"]) == counts.imported
+    )
     turns = reports["after"]["totals"]["turns"]
     for mode, (peak, seconds) in results.items():
         print(f"{mode:7} {turns} turns  peak RSS {peak:8.1f} MB  {seconds:6.1f} s")

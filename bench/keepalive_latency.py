@@ -65,10 +65,14 @@ def main() -> int:
         after = _measure(_bind("127.0.0.1", 0), Path(tmp) / "after", args.requests)
     b, a = statistics.median(before), statistics.median(after)
     print(f"keep-alive GET /v1/turns, {args.requests} sequential requests on one connection")
-    print(f"  without TCP_NODELAY (protocol 0 listener): median {b * 1000:.2f} ms, "
-          f"p95 {statistics.quantiles(before, n=20)[18] * 1000:.2f} ms")
-    print(f"  with TCP_NODELAY (IPPROTO_TCP listener):   median {a * 1000:.2f} ms, "
-          f"p95 {statistics.quantiles(after, n=20)[18] * 1000:.2f} ms")
+    print(
+        f"  without TCP_NODELAY (protocol 0 listener): median {b * 1000:.2f} ms, "
+        f"p95 {statistics.quantiles(before, n=20)[18] * 1000:.2f} ms"
+    )
+    print(
+        f"  with TCP_NODELAY (IPPROTO_TCP listener):   median {a * 1000:.2f} ms, "
+        f"p95 {statistics.quantiles(after, n=20)[18] * 1000:.2f} ms"
+    )
     print(f"  ratio before/after (median): {b / a:.1f}x")
     return 0
 

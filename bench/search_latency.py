@@ -31,15 +31,20 @@ CITIES = ["JFK", "LAX", "SFO", "ORD", "SEA", "MIA", "DFW", "BOS"]
 
 def _turn(i: int) -> StoredTurn:
     city = CITIES[i % len(CITIES)]
-    return StoredTurn.model_validate({
-        "turn_id": f"bench-{i:05d}",
-        "agent": "airline support",
-        "model": "openai/gpt-4o",
-        "query": f"Can I change reservation R{i:05d} to {city}?",
-        "response": (f"Your reservation R{i:05d} to {city} is now economy, seat {i % 40}{'ABCDEF'[i % 6]}. "
-                     f"The total is ${100 + i % 900}.00" + (" and the refund was issued." if i % 7 == 0 else ".")
-                     + (" Flight HAT043 departs at 06:00." if i == 4242 else "")),
-    })
+    return StoredTurn.model_validate(
+        {
+            "turn_id": f"bench-{i:05d}",
+            "agent": "airline support",
+            "model": "openai/gpt-4o",
+            "query": f"Can I change reservation R{i:05d} to {city}?",
+            "response": (
+                f"Your reservation R{i:05d} to {city} is now economy, seat {i % 40}{'ABCDEF'[i % 6]}. "
+                f"The total is ${100 + i % 900}.00"
+                + (" and the refund was issued." if i % 7 == 0 else ".")
+                + (" Flight HAT043 departs at 06:00." if i == 4242 else "")
+            ),
+        }
+    )
 
 
 async def _scan(db: Database, tenant: str, needle: str, limit: int) -> list[str]:
@@ -75,8 +80,9 @@ async def run(url: str, n: int) -> None:
         hits = await crud_turns.search_turns(db, tenant, needle, limit=25, after=None)
         expected = await _scan(db, tenant, needle, 25)
         assert [h.turn_id for h in hits] == expected, needle  # same answer as the scan it replaces
-        index = await _time(lambda needle=needle: crud_turns.search_turns(db, tenant, needle, limit=25, after=None),
-                            repeats=9)
+        index = await _time(
+            lambda needle=needle: crud_turns.search_turns(db, tenant, needle, limit=25, after=None), repeats=9
+        )
         scan = await _time(lambda needle=needle: _scan(db, tenant, needle, 25), repeats=1)
         ratios.append(scan / index)
         print(f"{needle!r:>18} {len(hits):>8} {index * 1000:>9.1f} {scan * 1000:>9.1f} {scan / index:>9.0f}x")

@@ -26,12 +26,24 @@ def run_items(session: int, run: int) -> list[dict[str, Any]]:
     call_id = f"call_{session}_{run}"
     return [
         {"role": "user", "content": f"Status of order {session}-{run}?"},
-        {"type": "function_call", "name": "order_status", "call_id": call_id, "id": f"fc_{call_id}",
-         "arguments": json.dumps({"order": f"{session}-{run}"}), "status": "completed"},
+        {
+            "type": "function_call",
+            "name": "order_status",
+            "call_id": call_id,
+            "id": f"fc_{call_id}",
+            "arguments": json.dumps({"order": f"{session}-{run}"}),
+            "status": "completed",
+        },
         {"type": "function_call_output", "call_id": call_id, "output": f"order {session}-{run}: shipped on day {run}"},
-        {"type": "message", "role": "assistant", "id": f"msg_{call_id}", "status": "completed",
-         "content": [{"type": "output_text", "text": f"Order {session}-{run} shipped on day {run}.",
-                      "annotations": []}]},
+        {
+            "type": "message",
+            "role": "assistant",
+            "id": f"msg_{call_id}",
+            "status": "completed",
+            "content": [
+                {"type": "output_text", "text": f"Order {session}-{run} shipped on day {run}.", "annotations": []}
+            ],
+        },
     ]
 
 
@@ -71,10 +83,14 @@ async def main(sessions: int, runs: int) -> None:
             await db.dispose()
     print(f"store: {sessions} sessions x {runs} runs = {sessions * runs * 4:,} items")
     print(f"first import (baseline): {first_s:.2f} s, {first.counts.imported} turns imported")
-    print(f"second, nothing new:     {second_s * 1000:.1f} ms = {second_s / first_s:.4f} x baseline "
-          f"({second.changed} sessions read)")
-    print(f"third, 1 session new:    {third_s * 1000:.1f} ms = {third_s / first_s:.4f} x baseline "
-          f"({third.changed} session read, {third.counts.imported} imported, {third.counts.unchanged} unchanged)")
+    print(
+        f"second, nothing new:     {second_s * 1000:.1f} ms = {second_s / first_s:.4f} x baseline "
+        f"({second.changed} sessions read)"
+    )
+    print(
+        f"third, 1 session new:    {third_s * 1000:.1f} ms = {third_s / first_s:.4f} x baseline "
+        f"({third.changed} session read, {third.counts.imported} imported, {third.counts.unchanged} unchanged)"
+    )
 
 
 if __name__ == "__main__":

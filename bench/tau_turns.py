@@ -33,8 +33,13 @@ def _current_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if message.get("role") == "assistant":
             for tc in message.get("tool_calls") or []:
                 fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
-                calls.append({"name": str(fn.get("name") or tc.get("name") or "tool"),
-                              "arguments": fn.get("arguments", tc.get("arguments")), "response": None})
+                calls.append(
+                    {
+                        "name": str(fn.get("name") or tc.get("name") or "tool"),
+                        "arguments": fn.get("arguments", tc.get("arguments")),
+                        "response": None,
+                    }
+                )
                 pending.setdefault(str(tc.get("id")), []).append(len(calls) - 1)
         elif message.get("role") == "tool":
             stack = pending.get(str(message.get("tool_call_id")), [])
@@ -59,17 +64,21 @@ def conversation_turns(traj: list[dict[str, Any]], turn_prefix: str) -> list[Sto
         if message.get("role") != "assistant" or not isinstance(content, str) or not content.strip():
             continue
         before = traj[:i]
-        calls = _current_calls(before[_last_user_index(before) + 1:])
-        turns.append(StoredTurn.model_validate({
-            "turn_id": f"{turn_prefix}-m{i}",
-            "model": MODEL,
-            "agent": AGENT,
-            "response": content,
-            "system_prompt": system if isinstance(system, str) else None,
-            "system_prompt_versioned": True,
-            "request_payload": {"messages": before},
-            "response_payload": {"tool_calls": calls},
-        }))
+        calls = _current_calls(before[_last_user_index(before) + 1 :])
+        turns.append(
+            StoredTurn.model_validate(
+                {
+                    "turn_id": f"{turn_prefix}-m{i}",
+                    "model": MODEL,
+                    "agent": AGENT,
+                    "response": content,
+                    "system_prompt": system if isinstance(system, str) else None,
+                    "system_prompt_versioned": True,
+                    "request_payload": {"messages": before},
+                    "response_payload": {"tool_calls": calls},
+                }
+            )
+        )
     return turns
 
 

@@ -73,8 +73,17 @@ def settle(pids: list[int], limit: float = 120) -> None:
         before = now
 
 
-def run(workers: int, traces: int, latency: float, max_jobs: int, redis_url: str, root: Path,
-        postgres_url: str | None, warm_up: int, cold_workers: bool) -> tuple[float, int, float, dict[str, float]]:
+def run(
+    workers: int,
+    traces: int,
+    latency: float,
+    max_jobs: int,
+    redis_url: str,
+    root: Path,
+    postgres_url: str | None,
+    warm_up: int,
+    cold_workers: bool,
+) -> tuple[float, int, float, dict[str, float]]:
     """Seconds from the first submission until every trace succeeded, the provider's peak calls in flight,
     and the slowest worker's start-up (launch to its first poll)."""
     judge = KeyedJudge()
@@ -109,13 +118,15 @@ def run(workers: int, traces: int, latency: float, max_jobs: int, redis_url: str
         launched = time.monotonic()
         for n, log in enumerate(logs):
             with log.open("wb") as out:
-                procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "provenance_api.cli.main", "worker", "--max-jobs", str(max_jobs)],
-                    env={**worker_env, "PROVENANCE_DATA_DIR": str(data / f"worker{n}")},
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    cwd=REPO,
-                ))
+                procs.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "provenance_api.cli.main", "worker", "--max-jobs", str(max_jobs)],
+                        env={**worker_env, "PROVENANCE_DATA_DIR": str(data / f"worker{n}")},
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        cwd=REPO,
+                    )
+                )
 
         def check_workers() -> None:
             for proc, log in zip(procs, logs, strict=True):
@@ -142,10 +153,16 @@ def run(workers: int, traces: int, latency: float, max_jobs: int, redis_url: str
                     quotes.append(r.json()["quote_id"])
                 ready = wait_started()
                 # warm-up traces (``--warm-up`` per worker), not timed
-                wait_all(c, [c.post("/v1/traces", json={"quote_id": q}).json()["trace_id"] for q in quotes[:warm]],
-                         check_workers)
-                pids = {"workers": [p.pid for p in procs], "API": [api.proc.pid if api.proc else 0],
-                        "this process (provider, client)": [os.getpid()]}
+                wait_all(
+                    c,
+                    [c.post("/v1/traces", json={"quote_id": q}).json()["trace_id"] for q in quotes[:warm]],
+                    check_workers,
+                )
+                pids = {
+                    "workers": [p.pid for p in procs],
+                    "API": [api.proc.pid if api.proc else 0],
+                    "this process (provider, client)": [os.getpid()],
+                }
                 settle([pid for name, ps in pids.items() if name != "this process (provider, client)" for pid in ps])
                 cpu0 = {name: sum(cpu_seconds(pid) for pid in ps) for name, ps in pids.items()}
                 start = time.monotonic()
@@ -167,14 +184,25 @@ def main() -> None:
     parser.add_argument("--traces", type=int, default=24)
     parser.add_argument("--latency", type=float, default=0.2, help="seconds per model call")
     parser.add_argument("--max-jobs", type=int, default=2, help="traces one worker runs at once")
-    parser.add_argument("--warm-up", type=int, default=0,
-                        help="untimed traces per worker before the timed ones (default 0: a worker's start is part "
-                             "of what is measured)")
-    parser.add_argument("--cold-workers", action="store_true",
-                        help="workers with PROVENANCE_WARM_UP=false: they import the provider client in their first "
-                             "traces (as every worker did before the start-up warm-up)")
-    parser.add_argument("--backend", choices=("postgres", "sqlite"), default="postgres",
-                        help="the service's database (default: postgres, a fresh database per run)")
+    parser.add_argument(
+        "--warm-up",
+        type=int,
+        default=0,
+        help="untimed traces per worker before the timed ones (default 0: a worker's start is part "
+        "of what is measured)",
+    )
+    parser.add_argument(
+        "--cold-workers",
+        action="store_true",
+        help="workers with PROVENANCE_WARM_UP=false: they import the provider client in their first "
+        "traces (as every worker did before the start-up warm-up)",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("postgres", "sqlite"),
+        default="postgres",
+        help="the service's database (default: postgres, a fresh database per run)",
+    )
     args = parser.parse_args()
     stack = contextlib.ExitStack()
     with stack:
@@ -191,15 +219,28 @@ def main() -> None:
                 stack.callback(cluster.stop)
                 postgres_url = cluster.start().url
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-        print(f"{args.backend} + Redis, {args.traces} traces, {args.latency:.2f} s per model call, "
-              f"{args.max_jobs} jobs per worker")
+        print(
+            f"{args.backend} + Redis, {args.traces} traces, {args.latency:.2f} s per model call, "
+            f"{args.max_jobs} jobs per worker"
+        )
         rates = {}
         for workers in (1, 2):
-            seconds, peak, ready, cpu = run(workers, args.traces, args.latency, args.max_jobs, redis_url, tmp,
-                                       postgres_url, args.warm_up, args.cold_workers)
+            seconds, peak, ready, cpu = run(
+                workers,
+                args.traces,
+                args.latency,
+                args.max_jobs,
+                redis_url,
+                tmp,
+                postgres_url,
+                args.warm_up,
+                args.cold_workers,
+            )
             rates[workers] = args.traces / seconds * 60
-            print(f"{workers} worker(s): {args.traces} traces in {seconds:.1f} s = {rates[workers]:.1f} traces/min "
-                  f"(peak {peak} model calls in flight; workers polling {ready:.1f} s after launch)")
+            print(
+                f"{workers} worker(s): {args.traces} traces in {seconds:.1f} s = {rates[workers]:.1f} traces/min "
+                f"(peak {peak} model calls in flight; workers polling {ready:.1f} s after launch)"
+            )
             print("   CPU seconds per trace: " + ", ".join(f"{k} {v / args.traces:.3f}" for k, v in cpu.items()))
         print(f"ratio 2 workers / 1 worker: {rates[2] / rates[1]:.2f} (ideal 2.00)")
 

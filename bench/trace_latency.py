@@ -46,8 +46,14 @@ def script(request: LLMRequest) -> str:
         shown = split_fenced(user)[0]
         return "9" if any(block.startswith("\n" + SEARCH_HEADER) for block in shown) else "1"
     if split_fenced(user)[0][-1].startswith("\n" + SEARCH_HEADER):  # the source's region comes last
-        return json.dumps({"verdict": "supported", "confidence": 0.86, "reason": "states it",
-                           "evidence_quote": '"layer_id": "MODIS_Combined_L3_IGBP_Land_Cover_Type_Annual"'})
+        return json.dumps(
+            {
+                "verdict": "supported",
+                "confidence": 0.86,
+                "reason": "states it",
+                "evidence_quote": '"layer_id": "MODIS_Combined_L3_IGBP_Land_Cover_Type_Annual"',
+            }
+        )
     return json.dumps({"verdict": "silent", "evidence_quote": "", "confidence": 0.7, "reason": "-"})
 
 
@@ -81,8 +87,13 @@ def measure(corpus: Corpus, query: str, cap: int, latency: float, repeat: int) -
         started = time.perf_counter()
         result = anyio.run(trace_one, llm, query, corpus, params)
         walls.append((time.perf_counter() - started) / latency)
-    round1 = len({frozenset(), frozenset(u.id for u in corpus.units),
-                  *(frozenset(u.id for u in corpus.in_layer(layer)) for layer in corpus.layers_present())})
+    round1 = len(
+        {
+            frozenset(),
+            frozenset(u.id for u in corpus.units),
+            *(frozenset(u.id for u in corpus.in_layer(layer)) for layer in corpus.layers_present()),
+        }
+    )
     judged = sum(1 for c in llm.calls if c.purpose == "judge")
     spans = sum(1 for c in llm.calls if c.purpose == "support")
     retried = spans - sum(1 for s in result.sources if s.support is not None)
@@ -100,17 +111,24 @@ def main() -> None:
     measure(corpus, turn.effective_query(), 64, args.latency, 1)  # warm-up, untimed
     runs = [measure(corpus, turn.effective_query(), cap, args.latency, args.repeat) for cap in (6, 64)]
     first = runs[0].result
-    print(f"fixture (a): {len(corpus)} sources, {len(corpus.layers_present())} layers; verdict "
-          f"{first.verdict}, contributing {[x.value for x in first.contributing_layers]}; calls made "
-          f"{first.calls.made} (planned {first.calls.planned}, saved {first.calls.saved}); "
-          f"latency {args.latency * 1000:.0f} ms")
+    print(
+        f"fixture (a): {len(corpus)} sources, {len(corpus.layers_present())} layers; verdict "
+        f"{first.verdict}, contributing {[x.value for x in first.contributing_layers]}; calls made "
+        f"{first.calls.made} (planned {first.calls.planned}, saved {first.calls.saved}); "
+        f"latency {args.latency * 1000:.0f} ms"
+    )
     for run in runs:
-        print(f"concurrency {run.cap:>2}: wall {run.wall:5.2f} call-latencies (median {run.median:5.2f}), "
-              f"lower bound {run.lower_bound} (round 1 {run.round1} calls, round 2 {run.round2}, "
-              f"span checks {run.spans} alongside)")
+        print(
+            f"concurrency {run.cap:>2}: wall {run.wall:5.2f} call-latencies (median {run.median:5.2f}), "
+            f"lower bound {run.lower_bound} (round 1 {run.round1} calls, round 2 {run.round2}, "
+            f"span checks {run.spans} alongside)"
+        )
     ok = all(run.wall <= run.lower_bound + 1 for run in runs)
-    print(("PASS" if ok else "FAIL") + ": within one call-latency of the lower bound in both settings"
-          if ok else "FAIL: more than one call-latency above the lower bound in at least one setting")
+    print(
+        ("PASS" if ok else "FAIL") + ": within one call-latency of the lower bound in both settings"
+        if ok
+        else "FAIL: more than one call-latency above the lower bound in at least one setting"
+    )
 
 
 if __name__ == "__main__":

@@ -86,5 +86,8 @@ def agreement(judged: TraceResult, logprob: TraceResult) -> Agreement:
         same_verdict=judged.verdict == logprob.verdict,
         same_top_layer=top_layer(judged) == top_layer(logprob),
         same_top_source=top_source(judged) == top_source(logprob),
-        spearman=rho, compared_sources=common, judged=_summary(judged), logprob=_summary(logprob),
+        spearman=rho,
+        compared_sources=common,
+        judged=_summary(judged),
+        logprob=_summary(logprob),
     )

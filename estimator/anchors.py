@@ -65,8 +65,12 @@ class AnchorSet:
 
 def compile_groups(name: str) -> AnchorSet:
     groups = GROUPS[name]
-    return AnchorSet(name, groups, tuple(regex.compile(g.pattern) for g in groups),
-                     tuple(r for r, g in enumerate(groups) if not g.digit))
+    return AnchorSet(
+        name,
+        groups,
+        tuple(regex.compile(g.pattern) for g in groups),
+        tuple(r for r, g in enumerate(groups) if not g.digit),
+    )
 
 
 ANCHOR_SETS: dict[str, AnchorSet] = {name: compile_groups(name) for name in GROUPS}
@@ -75,15 +79,57 @@ COMPILED: tuple[regex.Pattern[str], ...] = DEFAULT_SET.compiled
 
 STRIP_CHARS = "`*_.,;:()[]{}\"'"
 
-STOPWORDS: frozenset[str] = frozenset({
-    # structural words that name a kind of thing rather than a thing (§7.2: json, id, name, path, file, …)
-    "json", "yaml", "xml", "csv", "html", "http", "https", "www", "url", "uri", "api",
-    "id", "ids", "name", "names", "path", "paths", "file", "files", "dir", "key", "keys",
-    "type", "value", "values", "data", "text", "string", "true", "false", "null", "none",
-    # capitalised emphasis in prompts and answers, not identifiers
-    "and", "not", "all", "any", "only", "must", "never", "always", "note", "important",
-    "todo", "faq", "tbd",
-})
+STOPWORDS: frozenset[str] = frozenset(
+    {
+        # structural words that name a kind of thing rather than a thing (§7.2: json, id, name, path, file, …)
+        "json",
+        "yaml",
+        "xml",
+        "csv",
+        "html",
+        "http",
+        "https",
+        "www",
+        "url",
+        "uri",
+        "api",
+        "id",
+        "ids",
+        "name",
+        "names",
+        "path",
+        "paths",
+        "file",
+        "files",
+        "dir",
+        "key",
+        "keys",
+        "type",
+        "value",
+        "values",
+        "data",
+        "text",
+        "string",
+        "true",
+        "false",
+        "null",
+        "none",
+        # capitalised emphasis in prompts and answers, not identifiers
+        "and",
+        "not",
+        "all",
+        "any",
+        "only",
+        "must",
+        "never",
+        "always",
+        "note",
+        "important",
+        "todo",
+        "faq",
+        "tbd",
+    }
+)
 
 _FILE_EXTENSION = regex.compile(r"[^/]\.[a-z0-9]{1,8}$")
 _DIGIT_OR_UNDERSCORE = regex.compile(r"[0-9_]")
@@ -101,8 +147,7 @@ def path_like(token: str) -> bool:
     return any(_DIGIT_OR_UNDERSCORE.search(segment) for segment in token.split("/"))
 
 
-def _matches(group: PatternGroup, pattern: regex.Pattern[str], text: str,
-             timeout: float) -> list[tuple[int, int, str]]:
+def _matches(group: PatternGroup, pattern: regex.Pattern[str], text: str, timeout: float) -> list[tuple[int, int, str]]:
     """All (start, end, token) of one group, or none if its pattern times out on this text."""
     try:
         found = list(pattern.finditer(text, timeout=timeout))
@@ -127,8 +172,9 @@ def _keep(match: str, min_len: int) -> str | None:
     return token
 
 
-def anchor_hits(text: str, params: Params = DEFAULT_PARAMS,
-                anchor_set: AnchorSet = DEFAULT_SET) -> tuple[AnchorHit, ...]:
+def anchor_hits(
+    text: str, params: Params = DEFAULT_PARAMS, anchor_set: AnchorSet = DEFAULT_SET
+) -> tuple[AnchorHit, ...]:
     """Algorithm 2 with provenance: each anchor of ``text`` with the group that found it."""
     sketch = TextSketch.of(text)
     hits: list[tuple[int, int, int, str]] = []
@@ -140,8 +186,7 @@ def anchor_hits(text: str, params: Params = DEFAULT_PARAMS,
             hits.append((start, rank, end, match))
     covering = [(s, e) for s, rank, e, _ in hits if anchor_set.groups[rank].covers]
     if covering:  # a match strictly inside a covering match is part of that anchor, not another
-        hits = [h for h in hits if not any(s <= h[0] and h[2] <= e and (s, e) != (h[0], h[2])
-                                           for s, e in covering)]
+        hits = [h for h in hits if not any(s <= h[0] and h[2] <= e and (s, e) != (h[0], h[2]) for s, e in covering)]
     hits.sort(key=lambda h: (h[0], h[1]))
     found: list[AnchorHit] = []
     seen: set[str] = set()
@@ -154,8 +199,9 @@ def anchor_hits(text: str, params: Params = DEFAULT_PARAMS,
     return tuple(found)
 
 
-def anchors(text: str, params: Params = DEFAULT_PARAMS, anchor_set: AnchorSet = DEFAULT_SET, *,
-            weak: bool = False) -> tuple[str, ...]:
+def anchors(
+    text: str, params: Params = DEFAULT_PARAMS, anchor_set: AnchorSet = DEFAULT_SET, *, weak: bool = False
+) -> tuple[str, ...]:
     """Algorithm 2: the anchors of ``text``, lowercased, deduplicated, in order of appearance.
 
     Weak anchors (names, service tiers) are left out unless ``weak``: they mark a sentence as
@@ -175,8 +221,7 @@ def df(anchor: str, units: Iterable[Unit]) -> int:
     return sum(1 for u in units if anchor in _normalised(u.shown))
 
 
-def discriminative(found: Iterable[str], units: Iterable[Unit],
-                   params: Params = DEFAULT_PARAMS) -> tuple[str, ...]:
+def discriminative(found: Iterable[str], units: Iterable[Unit], params: Params = DEFAULT_PARAMS) -> tuple[str, ...]:
     """A_disc: the anchors carried by at most ⌈f·|C|⌉ units (an anchor every source carries
     cannot distinguish between them)."""
     pool = tuple(units)

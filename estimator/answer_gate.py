@@ -28,9 +28,20 @@ from .declared import DeclaredAudit, SourceEvidence, read_trace_sources
 Decision = Literal["allow", "review", "block"]
 OutcomeKind = Literal["quoted", "traced", "error", "budget_refused"]
 Rule = Literal[
-    "missing_outcome", "error", "budget_refused", "no_information", "contradicted", "conflated",
-    "unsupported_citation", "internal_knowledge", "unverifiable", "quoted", "grounded", "no_evidence_needed",
-    "all_grounded", "no_sentences",
+    "missing_outcome",
+    "error",
+    "budget_refused",
+    "no_information",
+    "contradicted",
+    "conflated",
+    "unsupported_citation",
+    "internal_knowledge",
+    "unverifiable",
+    "quoted",
+    "grounded",
+    "no_evidence_needed",
+    "all_grounded",
+    "no_sentences",
 ]
 NEEDS_EVIDENCE = frozenset({"traceable", "quoted"})
 _SEVERITY: Mapping[Decision, int] = {"allow": 0, "review": 1, "block": 2}
@@ -90,12 +101,12 @@ class AnswerDecision:
 def outcome_from_trace(segment_id: str, trace: Any, declared: DeclaredAudit | None = None) -> SentenceOutcome:
     """The outcome of a completed trace (a ``TraceResult`` or its ``to_dict()`` form)."""
     verdict = trace.get("verdict") if isinstance(trace, Mapping) else getattr(trace, "verdict", None)
-    return SentenceOutcome(segment_id, "traced", verdict=verdict, sources=read_trace_sources(trace),
-                           declared=declared)
+    return SentenceOutcome(segment_id, "traced", verdict=verdict, sources=read_trace_sources(trace), declared=declared)
 
 
-def quoted_outcome(segment_id: str, source_ids: Sequence[str],
-                   declared: DeclaredAudit | None = None) -> SentenceOutcome:
+def quoted_outcome(
+    segment_id: str, source_ids: Sequence[str], declared: DeclaredAudit | None = None
+) -> SentenceOutcome:
     """The outcome of a free-tier verbatim quote: the quoted sources verify the sentence."""
     sources = tuple(SourceEvidence(s, "supported", True, None) for s in source_ids)
     return SentenceOutcome(segment_id, "quoted", sources=sources, declared=declared)
@@ -131,17 +142,25 @@ def _judge(sentence: GateSentence, outcome: SentenceOutcome | None) -> tuple[Dec
             return "allow", "quoted", f"verbatim quote from {_ids(grounding)}"
         return "block", "missing_outcome", "a quote outcome that names no quoted source"
     if outcome.verdict not in ("attributed", "redundant", "internal_knowledge"):
-        return "block", "no_information", (f"the trace gave no information (verdict {outcome.verdict!r}): "
-                                           "the measurement failed, so nothing was verified")
+        return (
+            "block",
+            "no_information",
+            (
+                f"the trace gave no information (verdict {outcome.verdict!r}): "
+                "the measurement failed, so nothing was verified"
+            ),
+        )
     if grounding:
         return "allow", "grounded", f"grounded by {_ids(grounding)} with a verified quote"
     if not sentence.needs_evidence:
         return "allow", "no_evidence_needed", f"{sentence.status}: nothing in it to verify"
     if outcome.verdict == "internal_knowledge":
-        return "review", "internal_knowledge", ("answered from the model's own knowledge: no source in the "
-                                                "context carries it, and it needs evidence")
-    return "review", "unverifiable", ("no source verifiably grounds it (no supported verdict "
-                                      "with a verified quote)")
+        return (
+            "review",
+            "internal_knowledge",
+            ("answered from the model's own knowledge: no source in the context carries it, and it needs evidence"),
+        )
+    return "review", "unverifiable", ("no source verifiably grounds it (no supported verdict with a verified quote)")
 
 
 def decide(sentences: Sequence[GateSentence], outcomes: Mapping[str, SentenceOutcome]) -> AnswerDecision:
@@ -151,8 +170,7 @@ def decide(sentences: Sequence[GateSentence], outcomes: Mapping[str, SentenceOut
     free; a traceable sentence without an outcome blocks (fail closed). An empty answer blocks."""
     if len({s.segment_id for s in sentences}) != len(sentences):
         raise ValueError("sentence ids must be unique")
-    reasons = tuple(SentenceDecision(s.segment_id, s.text, *_judge(s, outcomes.get(s.segment_id)))
-                    for s in sentences)
+    reasons = tuple(SentenceDecision(s.segment_id, s.text, *_judge(s, outcomes.get(s.segment_id))) for s in sentences)
     if not reasons:
         return AnswerDecision("block", "no_sentences", ())
     worst = max(reasons, key=lambda r: _SEVERITY[r.decision])  # max keeps the first of equals

@@ -21,8 +21,19 @@ from .result import ProgressEvent, TraceResult
 from .tokens import ApproxTokenizer, Tokenizer
 from .units import Corpus, Unit
 
-__all__ = ["PROMPT_NAMES", "UNVERSIONED_WARNING", "ProgressEvent", "decide_verdict", "describe_mask", "drop",
-           "layer_mask", "role_of", "score_sources", "select_sources", "trace_claim"]
+__all__ = [
+    "PROMPT_NAMES",
+    "UNVERSIONED_WARNING",
+    "ProgressEvent",
+    "decide_verdict",
+    "describe_mask",
+    "drop",
+    "layer_mask",
+    "role_of",
+    "score_sources",
+    "select_sources",
+    "trace_claim",
+]
 
 
 def select_sources(units: Sequence[Unit], max_sources: int) -> tuple[tuple[Unit, ...], tuple[str, ...]]:
@@ -31,11 +42,20 @@ def select_sources(units: Sequence[Unit], max_sources: int) -> tuple[tuple[Unit,
     return kept, tuple(u.label for u in omitted)
 
 
-async def trace_claim(llm: LLM, claim: str, query: str, corpus: Corpus, *, params: Params = DEFAULT_PARAMS,
-                      tokenizer: Tokenizer | None = None,
-                      on_progress: Callable[[ProgressEvent], None] | None = None,
-                      dedupe: bool = True, expected: bool = False, ledger: CallLedger | None = None,
-                      resolve_redundancy: bool | None = None) -> TraceResult:
+async def trace_claim(
+    llm: LLM,
+    claim: str,
+    query: str,
+    corpus: Corpus,
+    *,
+    params: Params = DEFAULT_PARAMS,
+    tokenizer: Tokenizer | None = None,
+    on_progress: Callable[[ProgressEvent], None] | None = None,
+    dedupe: bool = True,
+    expected: bool = False,
+    ledger: CallLedger | None = None,
+    resolve_redundancy: bool | None = None,
+) -> TraceResult:
     """Algorithm 4 for one claim with the judge's digit (``expected``: its expected digit). ``ledger``
     is the trace's meter (a fresh one capped at this estimator's plan when None). ``dedupe=False``
     disables the per-trace memo and ``resolve_redundancy=False`` redundancy resolution, ``True`` lifts
@@ -48,6 +68,17 @@ async def trace_claim(llm: LLM, claim: str, query: str, corpus: Corpus, *, param
     texts, truncated = windowed_texts(corpus, params, tok)
     kind = ExpectedDigit if expected else JudgedDigit
     scalar = kind(llm, ledger, claim, query, corpus, texts)
-    return await run_loo(scalar, claim, corpus, llm=llm, ledger=ledger, params=params, tokenizer=tok,
-                         model=llm.model, truncated=truncated, on_progress=on_progress, dedupe=dedupe,
-                         redundancy=plan_redundancy(plan, resolve_redundancy))
+    return await run_loo(
+        scalar,
+        claim,
+        corpus,
+        llm=llm,
+        ledger=ledger,
+        params=params,
+        tokenizer=tok,
+        model=llm.model,
+        truncated=truncated,
+        on_progress=on_progress,
+        dedupe=dedupe,
+        redundancy=plan_redundancy(plan, resolve_redundancy),
+    )

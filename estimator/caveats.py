@@ -53,10 +53,19 @@ def _fmt(value: float, unit: str) -> str:
     return f"{value:.2f}{unit}"
 
 
-def caveats(*, verdict: str, gamma: float, tau: float, tau_gamma: float, unit: str,
-            layer_drops: Mapping[str, float], contributing: Sequence[str],
-            tested_by_layer: Mapping[str, Sequence[str]], roles: Mapping[str, str],
-            warnings: Sequence[str]) -> list[Caveat]:
+def caveats(
+    *,
+    verdict: str,
+    gamma: float,
+    tau: float,
+    tau_gamma: float,
+    unit: str,
+    layer_drops: Mapping[str, float],
+    contributing: Sequence[str],
+    tested_by_layer: Mapping[str, Sequence[str]],
+    roles: Mapping[str, str],
+    warnings: Sequence[str],
+) -> list[Caveat]:
     """The caveats a result with these figures carries. ``layer_drops``: Δ per layer (NaN when unmeasured);
     ``contributing``: the layers round 2 searched; ``tested_by_layer``: the sources round 2 removed, by
     layer; ``roles``: source id → role; ``warnings``: the result's other warnings (cuts are read there)."""
@@ -68,24 +77,44 @@ def caveats(*, verdict: str, gamma: float, tau: float, tau_gamma: float, unit: s
             continue  # a layer that does not ground the claim, or one of its sources does on its own
         carriers = [sid for sid in tested if roles.get(sid) == "redundant"]
         named = carriers if len(carriers) >= 2 else tested  # the carriers, when redundancy resolution found them
-        out.append(Caveat("shared_carriers", (
-            f"No single source of the {layer} layer moves this sentence by τ = {_fmt(tau, unit)} on its own, "
-            f"although removing the whole layer does (Δ = {_fmt(drop, unit)}): its sources share what the sentence "
-            f"says — the same record twice, or look-alike records with the same ids, dates and amounts that "
-            f"differ in one field. The estimator cannot tell which of {', '.join(named)} the answer followed; "
-            "compare the sentence's values with each of them. (On the hard validity set, look-alike records "
-            "were never told apart.)")))
+        out.append(
+            Caveat(
+                "shared_carriers",
+                (
+                    f"No single source of the {layer} layer moves this sentence by τ = {_fmt(tau, unit)} on its own, "
+                    f"although removing the whole layer does (Δ = {_fmt(drop, unit)}): its sources share what "
+                    f"the sentence says — the same record twice, or look-alike records with the same ids, dates and "
+                    f"amounts that differ in one field. The estimator cannot tell which of {', '.join(named)} the "
+                    "answer followed; "
+                    "compare the sentence's values with each of them. (On the hard validity set, look-alike records "
+                    "were never told apart.)"
+                ),
+            )
+        )
     if verdict != "no_information" and any(m in w for w in warnings for m in CUT_MARKERS):
-        out.append(Caveat("cut_context", (
-            "Part of this context was cut before scoring (see the warnings naming the cut). The sources named "
-            "are the best among the part that was scored; the sentence may come from the part that was cut, "
-            "which no measurement here can see — read the cut source in full before relying on this result. "
-            "(On the hard validity set, a cause past the cut was never recognised as such.)")))
+        out.append(
+            Caveat(
+                "cut_context",
+                (
+                    "Part of this context was cut before scoring (see the warnings naming the cut). The sources named "
+                    "are the best among the part that was scored; the sentence may come from the part that was cut, "
+                    "which no measurement here can see — read the cut source in full before relying on this result. "
+                    "(On the hard validity set, a cause past the cut was never recognised as such.)"
+                ),
+            )
+        )
     if verdict == "internal_knowledge" and gamma >= REWORDED_FRACTION * tau_gamma > 0:
-        out.append(Caveat("reworded_source", (
-            f"Reported as the model's own knowledge, but narrowly: the context raises this sentence by "
-            f"Γ = {_fmt(gamma, unit)}, under the threshold τ_Γ = {_fmt(tau_gamma, unit)} yet more than half of it. "
-            "An answer that restates a source in other words reads this way (the threshold grows with the "
-            "sentence's length); check the sources for the same facts in other words. (On the hard validity "
-            "set, 2 of 8 held-out paraphrases were reported as internal knowledge.)")))
+        out.append(
+            Caveat(
+                "reworded_source",
+                (
+                    f"Reported as the model's own knowledge, but narrowly: the context raises this sentence by "
+                    f"Γ = {_fmt(gamma, unit)}, under the threshold τ_Γ = {_fmt(tau_gamma, unit)} "
+                    "yet more than half of it. "
+                    "An answer that restates a source in other words reads this way (the threshold grows with the "
+                    "sentence's length); check the sources for the same facts in other words. (On the hard validity "
+                    "set, 2 of 8 held-out paraphrases were reported as internal knowledge.)"
+                ),
+            )
+        )
     return out

@@ -92,8 +92,10 @@ def flatten(content: Any) -> str:
         return ""
     if isinstance(content, str):
         return content
-    if isinstance(content, dict) and isinstance(content.get("content"), list) and (
-        "isError" in content or "structuredContent" in content or _looks_like_mcp_blocks(content["content"])
+    if (
+        isinstance(content, dict)
+        and isinstance(content.get("content"), list)
+        and ("isError" in content or "structuredContent" in content or _looks_like_mcp_blocks(content["content"]))
     ):
         return _flatten_mcp_blocks(content["content"])
     try:
@@ -175,8 +177,7 @@ def _pair_native(messages: Iterable[ModelMessage]) -> list[_RawCall]:
 
 
 def _evidence(source: str, full_text: str, tokens: int, transformations: list[str]) -> Evidence:
-    return Evidence(digest=sha256_hex(full_text), source=source, tokens=tokens,
-                    transformations=tuple(transformations))
+    return Evidence(digest=sha256_hex(full_text), source=source, tokens=tokens, transformations=tuple(transformations))
 
 
 def _tier_notes(tokens: int, params: Params) -> list[str]:
@@ -192,12 +193,16 @@ def cap_warnings(unit: Unit, tokens: int, params: Params) -> list[str]:
     """The per-source token caps this unit exceeds, in plain words naming it (``tokens``: its shown size)."""
     out: list[str] = []
     if tokens > params.source_token_cap:
-        out.append(f"{unit.id} ({unit.label}) is {tokens:,} tokens, larger than the {params.source_token_cap:,}-token "
-                   "scoring window (SOURCE_TOKEN_CAP): the judge, probe and scorer see only its first part, so a "
-                   "claim grounded later in it reads as ungrounded.")
+        out.append(
+            f"{unit.id} ({unit.label}) is {tokens:,} tokens, larger than the {params.source_token_cap:,}-token "
+            "scoring window (SOURCE_TOKEN_CAP): the judge, probe and scorer see only its first part, so a "
+            "claim grounded later in it reads as ungrounded."
+        )
     if tokens > params.support_token_cap:
-        out.append(f"{unit.id} ({unit.label}) is {tokens:,} tokens, cut to {params.support_token_cap:,} for the span "
-                   "check (SUPPORT_TOKEN_CAP): a span later in it cannot be quoted.")
+        out.append(
+            f"{unit.id} ({unit.label}) is {tokens:,} tokens, cut to {params.support_token_cap:,} for the span "
+            "check (SUPPORT_TOKEN_CAP): a span later in it cannot be quoted."
+        )
     return out
 
 
@@ -274,8 +279,11 @@ def _system_prompt(turn: StoredTurn) -> tuple[str, bool]:
     (request payload, then native messages) are the text the model saw, hence versioned."""
     if turn.system_prompt and turn.system_prompt.strip():
         return turn.system_prompt, turn.system_prompt_versioned
-    chat_system = [content_text(m.content) for m in turn.request_payload.messages
-                   if m.role in ("system", "developer") and content_text(m.content).strip()]
+    chat_system = [
+        content_text(m.content)
+        for m in turn.request_payload.messages
+        if m.role in ("system", "developer") and content_text(m.content).strip()
+    ]
     if chat_system:
         return "\n\n".join(chat_system), True
     pieces: list[str] = []
@@ -290,15 +298,14 @@ def _system_prompt(turn: StoredTurn) -> tuple[str, bool]:
     return "\n\n".join(pieces), True
 
 
-def build_corpus(turn: StoredTurn, params: Params = DEFAULT_PARAMS,
-                 tokenizer: Tokenizer | None = None) -> Corpus:
+def build_corpus(turn: StoredTurn, params: Params = DEFAULT_PARAMS, tokenizer: Tokenizer | None = None) -> Corpus:
     """Algorithm 1: rebuild the three-layer corpus of a stored turn."""
     tok = tokenizer or ApproxTokenizer()
     path = "none"
     raw: list[_RawCall] = []
     if turn.model_messages:
         cut = _last_user_prompt_index(turn.model_messages)
-        raw = _pair_native(turn.model_messages[max(cut, 0):])
+        raw = _pair_native(turn.model_messages[max(cut, 0) :])
         path = "primary" if raw else path
     if not raw and turn.response_payload.tool_calls:
         path = "fallback"
@@ -326,12 +333,24 @@ def build_corpus(turn: StoredTurn, params: Params = DEFAULT_PARAMS,
         header = _header(call.name, call.args)
         shown = header + "\n" + call.text
         tokens = tok.count(shown)
-        units.append(Unit(
-            id=f"s{len(units)}", kind=classify_tool(call.name), tool=call.name, label=label, text=call.text,
-            ordinal=len(units), layer=Layer.TOOLS, header=header,
-            evidence=_evidence(f"tool:{call.name}", shown, tokens,
-                               ["call header name(json(args)) shown above the text", *_tier_notes(tokens, params)]),
-        ))
+        units.append(
+            Unit(
+                id=f"s{len(units)}",
+                kind=classify_tool(call.name),
+                tool=call.name,
+                label=label,
+                text=call.text,
+                ordinal=len(units),
+                layer=Layer.TOOLS,
+                header=header,
+                evidence=_evidence(
+                    f"tool:{call.name}",
+                    shown,
+                    tokens,
+                    ["call header name(json(args)) shown above the text", *_tier_notes(tokens, params)],
+                ),
+            )
+        )
         warnings.extend(cap_warnings(units[-1], tokens, params))
 
     prompt, versioned = _system_prompt(turn)
@@ -340,25 +359,34 @@ def build_corpus(turn: StoredTurn, params: Params = DEFAULT_PARAMS,
         notes = _tier_notes(tokens, params)
         if not versioned:
             notes.append("current text, not a snapshot: an edit since this turn cannot be detected")
-        units.append(Unit(
-            id=f"s{len(units)}", kind="instructions", tool="system_prompt", label=INSTRUCTIONS_LABEL,
-            text=prompt, ordinal=len(units), layer=Layer.INSTRUCTIONS,
-            evidence=_evidence("system_prompt", prompt, tokens, notes), unversioned=not versioned,
-        ))
+        units.append(
+            Unit(
+                id=f"s{len(units)}",
+                kind="instructions",
+                tool="system_prompt",
+                label=INSTRUCTIONS_LABEL,
+                text=prompt,
+                ordinal=len(units),
+                layer=Layer.INSTRUCTIONS,
+                evidence=_evidence("system_prompt", prompt, tokens, notes),
+                unversioned=not versioned,
+            )
+        )
         warnings.extend(cap_warnings(units[-1], tokens, params))
 
     history, history_warnings = _history_units(turn, params, tok, first=len(units))
     units.extend(history)
     warnings.extend(history_warnings)
-    return Corpus(units=tuple(units), unscorable=tuple(turn.attachments), excluded=tuple(excluded), path=path,
-                  warnings=warnings)
+    return Corpus(
+        units=tuple(units), unscorable=tuple(turn.attachments), excluded=tuple(excluded), path=path, warnings=warnings
+    )
 
 
 def _history_units(turn: StoredTurn, params: Params, tok: Tokenizer, first: int) -> tuple[list[Unit], list[str]]:
     """The history layer (newest HISTORY_MAX_MESSAGES items, each cut to HISTORY_TOKENS_PER_MESSAGE) and a
     warning for every cut and for the items the count cap leaves out."""
     every = _history_messages(turn)
-    prior = [] if params.history_max_messages == 0 else every[-params.history_max_messages:]
+    prior = [] if params.history_max_messages == 0 else every[-params.history_max_messages :]
     units: list[Unit] = []
     warnings: list[str] = []
     for offset, (role, text, call) in enumerate(prior):
@@ -380,20 +408,31 @@ def _history_units(turn: StoredTurn, params: Params, tok: Tokenizer, first: int)
             history_notes.append("call header shown above the text")
             label = f"{role_label} · {call.split('(', 1)[0]} · {turns_ago} turn(s) ago"
         unit = Unit(
-            id=f"s{first + len(units)}", kind="history", tool=role, label=label, text=content,
-            ordinal=first + len(units), layer=Layer.HISTORY, header=header,
-            evidence=_evidence(f"role:{role}", full, tokens, history_notes), turns_ago=turns_ago,
+            id=f"s{first + len(units)}",
+            kind="history",
+            tool=role,
+            label=label,
+            text=content,
+            ordinal=first + len(units),
+            layer=Layer.HISTORY,
+            header=header,
+            evidence=_evidence(f"role:{role}", full, tokens, history_notes),
+            turns_ago=turns_ago,
         )
         units.append(unit)
         if cut:
-            warnings.append(f"{unit.id} ({label}) is a {tokens:,}-token message cut to its first "
-                            f"{params.history_tokens_per_message:,} tokens (HISTORY_TOKENS_PER_MESSAGE): the rest "
-                            "was shown to no tier, so a claim grounded past the cut reads as ungrounded.")
+            warnings.append(
+                f"{unit.id} ({label}) is a {tokens:,}-token message cut to its first "
+                f"{params.history_tokens_per_message:,} tokens (HISTORY_TOKENS_PER_MESSAGE): the rest "
+                "was shown to no tier, so a claim grounded past the cut reads as ungrounded."
+            )
         warnings.extend(cap_warnings(unit, tok.count(unit.shown), params))
     dropped = len(every) - len(prior)
     if dropped:
         kept = f"the newest {len(prior)} are kept as {units[0].id}–{units[-1].id}" if units else "none is kept"
-        warnings.append(f"history: {len(every)} earlier messages, capped to {len(prior)} "
-                        f"(HISTORY_MAX_MESSAGES = {params.history_max_messages}): {kept}; the {dropped} oldest are "
-                        "in no source, so a claim grounded only there reads as ungrounded.")
+        warnings.append(
+            f"history: {len(every)} earlier messages, capped to {len(prior)} "
+            f"(HISTORY_MAX_MESSAGES = {params.history_max_messages}): {kept}; the {dropped} oldest are "
+            "in no source, so a claim grounded only there reads as ungrounded."
+        )
     return units, warnings

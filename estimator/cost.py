@@ -66,8 +66,7 @@ class CallPlan:
         return self.ablation + self.spans + self.probe
 
 
-def plan_calls(corpus: Corpus, params: Params = DEFAULT_PARAMS, *, probe: bool = False,
-               trace: bool = True) -> CallPlan:
+def plan_calls(corpus: Corpus, params: Params = DEFAULT_PARAMS, *, probe: bool = False, trace: bool = True) -> CallPlan:
     """(|L|+2) + (d'+2) + d' + 2d'' (+ 2k with the probe), at the worst case d' = d'' = min(d, MAX_SOURCES).
 
     The d' term is redundancy resolution: where a layer grounds the claim but no single source does,
@@ -79,17 +78,26 @@ def plan_calls(corpus: Corpus, params: Params = DEFAULT_PARAMS, *, probe: bool =
     if not trace:
         return CallPlan(layers=0, candidates=0, span_targets=0, probe_samples=params.causal_samples)
     d = min(len(corpus.units), params.max_sources)
-    base = CallPlan(layers=len(corpus.layers_present()), candidates=d, span_targets=d,
-                    probe_samples=params.causal_samples if probe else 0)
+    base = CallPlan(
+        layers=len(corpus.layers_present()),
+        candidates=d,
+        span_targets=d,
+        probe_samples=params.causal_samples if probe else 0,
+    )
     if d < 2:
         return base
     room = min(d, params.max_calls - base.total)
     if room >= d or base.total > params.max_calls:
         return replace(base, redundancy=d)  # all of it (or refused anyway: the quote names the full need)
-    return replace(base, redundancy=max(room, 0), redundancy_note=(
-        f"Redundancy resolution is planned for {max(room, 0)} of {d} sources: all of it could need "
-        f"{base.total + d} calls, over MAX_CALLS={params.max_calls}. Where several sources of one layer each "
-        "carry the claim, their drops read zero and only that many are kept alone to find which carry it."))
+    return replace(
+        base,
+        redundancy=max(room, 0),
+        redundancy_note=(
+            f"Redundancy resolution is planned for {max(room, 0)} of {d} sources: all of it could need "
+            f"{base.total + d} calls, over MAX_CALLS={params.max_calls}. Where several sources of one layer each "
+            "carry the claim, their drops read zero and only that many are kept alone to find which carry it."
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -115,11 +123,18 @@ class CostQuote(DumpsAsModel):
 
     def to_model(self) -> CostQuoteModel:
         return CostQuoteModel(
-            model=self.model, sources=self.sources, planned_calls=self.planned_calls,
-            calls=QuoteCallsModel.model_validate(self.plan), input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens, untruncated_corpus_tokens=self.untruncated_tokens,
-            cost_usd=None if self.cost_usd is None else round(self.cost_usd, 6), warnings=list(self.warnings),
-            truncated_sources=list(self.truncated_sources), refused=self.refused)
+            model=self.model,
+            sources=self.sources,
+            planned_calls=self.planned_calls,
+            calls=QuoteCallsModel.model_validate(self.plan),
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            untruncated_corpus_tokens=self.untruncated_tokens,
+            cost_usd=None if self.cost_usd is None else round(self.cost_usd, 6),
+            warnings=list(self.warnings),
+            truncated_sources=list(self.truncated_sources),
+            refused=self.refused,
+        )
 
 
 # Output tokens per call kind: a judge answers one digit, a span check a short JSON object.
@@ -147,14 +162,29 @@ def span_check_tokens(corpus: Corpus, claim: str, params: Params, tok: Tokenizer
     out = []
     for unit in corpus.units:
         body = support_body(unit, params=params, tokenizer=tok)[0]
-        out.append(sum(request_tokens(build_support_request(claim, unit, params=params, tokenizer=tok, retry=retry,
-                                                            body=body), tok) for retry in (False, True)))
+        out.append(
+            sum(
+                request_tokens(
+                    build_support_request(claim, unit, params=params, tokenizer=tok, retry=retry, body=body), tok
+                )
+                for retry in (False, True)
+            )
+        )
     return sorted(out, reverse=True)
 
 
-def quote_cost(corpus: Corpus, claim: str, *, model: str, params: Params = DEFAULT_PARAMS,
-               tokenizer: Tokenizer | None = None, pricing: Pricing | None = None,
-               query: str = "", probe: bool = False, trace: bool = True) -> CostQuote:
+def quote_cost(
+    corpus: Corpus,
+    claim: str,
+    *,
+    model: str,
+    params: Params = DEFAULT_PARAMS,
+    tokenizer: Tokenizer | None = None,
+    pricing: Pricing | None = None,
+    query: str = "",
+    probe: bool = False,
+    trace: bool = True,
+) -> CostQuote:
     """Price one trace of ``claim`` over ``corpus`` before spending anything. ``trace=False`` prices
     the probe alone (2k regenerations, each capped at CAUSAL_MAX_OUTPUT output tokens)."""
     tok = tokenizer or ApproxTokenizer()
@@ -181,27 +211,35 @@ def quote_cost(corpus: Corpus, claim: str, *, model: str, params: Params = DEFAU
     truncated = [u.id for u in corpus.units if sizes[u.id] > params.source_token_cap]
     warnings.extend(corpus.warnings)  # every cut and cap of the corpus, each naming its source
     if len(corpus.units) > params.max_sources:
-        warnings.append(f"{len(corpus.units)} sources exceed MAX_SOURCES={params.max_sources}: "
-                        f"{len(corpus.units) - params.max_sources} will be omitted from each round and named.")
+        warnings.append(
+            f"{len(corpus.units)} sources exceed MAX_SOURCES={params.max_sources}: "
+            f"{len(corpus.units) - params.max_sources} will be omitted from each round and named."
+        )
     if corpus.unversioned:
-        warnings.append("The agent instructions are the current text, not a snapshot: an edit since this turn "
-                        "cannot be detected.")
+        warnings.append(
+            "The agent instructions are the current text, not a snapshot: an edit since this turn cannot be detected."
+        )
     for name in corpus.unscorable:
         warnings.append(f"Attachment {name!r} was not kept, so it cannot be scored.")
     if claim_tokens > 200:
-        warnings.append(f"The selection is {claim_tokens} tokens and is sent with every call: a long selection "
-                        "costs proportionally more.")
+        warnings.append(
+            f"The selection is {claim_tokens} tokens and is sent with every call: a long selection "
+            "costs proportionally more."
+        )
 
     refused: str | None = None
     if not corpus.units:
         refused = "The turn has no sources: nothing in its context can be traced."
     elif untruncated > params.max_evidence_tokens:
-        refused = (f"The corpus is {untruncated:,} tokens untruncated, over the MAX_EVIDENCE_TOKENS ceiling of "
-                   f"{params.max_evidence_tokens:,}. Refused rather than trimmed: a silently reduced corpus gives "
-                   "a confidently wrong attribution.")
+        refused = (
+            f"The corpus is {untruncated:,} tokens untruncated, over the MAX_EVIDENCE_TOKENS ceiling of "
+            f"{params.max_evidence_tokens:,}. Refused rather than trimmed: a silently reduced corpus gives "
+            "a confidently wrong attribution."
+        )
     elif plan.total > params.max_calls:
-        refused = (f"The trace would need up to {plan.total} model calls, over the MAX_CALLS ceiling of "
-                   f"{params.max_calls}.")
+        refused = (
+            f"The trace would need up to {plan.total} model calls, over the MAX_CALLS ceiling of {params.max_calls}."
+        )
 
     cost: float | None = None
     prices = pricing.price(model) if pricing is not None else None
@@ -210,7 +248,17 @@ def quote_cost(corpus: Corpus, claim: str, *, model: str, params: Params = DEFAU
     else:
         warnings.append(f"No price is known for model {model!r}: calls and tokens are quoted, cost is unknown.")
 
-    return CostQuote(model=model, plan=plan, sources=len(corpus.units), input_tokens=input_tokens,
-                     output_tokens=output_tokens, untruncated_tokens=untruncated, cost_usd=cost,
-                     warnings=tuple(warnings), refused=refused, truncated_sources=tuple(truncated),
-                     judge_call_tokens=per_judge, span_check_tokens=per_span)
+    return CostQuote(
+        model=model,
+        plan=plan,
+        sources=len(corpus.units),
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        untruncated_tokens=untruncated,
+        cost_usd=cost,
+        warnings=tuple(warnings),
+        refused=refused,
+        truncated_sources=tuple(truncated),
+        judge_call_tokens=per_judge,
+        span_check_tokens=per_span,
+    )

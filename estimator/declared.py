@@ -34,13 +34,13 @@ from .verify import normalise
 
 # Source kinds a phrase can name, by the words that name them (stemmed, lower case).
 ALIASES: Mapping[str, str] = {
-    **dict.fromkeys(("account", "user", "customer", "member", "membership", "profile", "client",
-                     "patient"), "account"),
+    **dict.fromkeys(("account", "user", "customer", "member", "membership", "profile", "client", "patient"), "account"),
     "record": "record",
     **dict.fromkeys(("reservation", "booking", "trip", "itinerary"), "reservation"),
     **dict.fromkeys(("order", "purchase"), "order"),
-    **dict.fromkeys(("policy", "rule", "guideline", "term", "condition", "instruction", "prompt",
-                     "regulation"), "policy"),
+    **dict.fromkeys(
+        ("policy", "rule", "guideline", "term", "condition", "instruction", "prompt", "regulation"), "policy"
+    ),
     **dict.fromkeys(("help", "faq", "article", "knowledge"), "help"),
     **dict.fromkeys(("search", "result", "listing"), "search"),
     **dict.fromkeys(("file", "spreadsheet", "csv", "document", "sheet", "dataset", "table"), "file"),
@@ -52,67 +52,185 @@ _TOOL_KINDS: tuple[tuple[frozenset[str], tuple[str, ...]], ...] = (
     (frozenset({"account", "user", "customer", "member", "client", "patient"}), ("account", "record")),
     (frozenset({"reservation", "booking", "trip", "itinerary"}), ("reservation", "record")),
     (frozenset({"order", "purchase"}), ("order", "record")),
-    (frozenset({"policy", "help", "faq", "term", "guideline", "article", "kb", "knowledge"}),
-     ("policy", "help")),
+    (frozenset({"policy", "help", "faq", "term", "guideline", "article", "kb", "knowledge"}), ("policy", "help")),
     (frozenset({"search"}), ("search",)),
 )
-GENERIC: frozenset[str] = frozenset({
-    "the", "a", "an", "your", "our", "my", "their", "his", "her", "this", "that", "these", "those", "of",
-    "for", "in", "on", "to", "from", "with", "and", "or", "by", "at", "as", "is", "it", "its", "get",
-    "lookup", "look", "up", "fetch", "list", "read", "find", "query", "create", "update", "call", "tool",
-    "id", "data", "info", "information", "detail", "said", "replied", "ago", "agent", "latest", "current",
-    "above", "below",
-})
-_STOP_AT: frozenset[str] = frozenset({
-    "is", "are", "was", "were", "has", "have", "had", "will", "would", "can", "could", "should", "may",
-    "might", "must", "does", "do", "did", "that", "which", "who", "where", "when", "there", "it", "i", "we",
-    "you", "he", "she", "they", "not", "so", "but", "because", "if", "then", "says", "shows", "states",
-})
+GENERIC: frozenset[str] = frozenset(
+    {
+        "the",
+        "a",
+        "an",
+        "your",
+        "our",
+        "my",
+        "their",
+        "his",
+        "her",
+        "this",
+        "that",
+        "these",
+        "those",
+        "of",
+        "for",
+        "in",
+        "on",
+        "to",
+        "from",
+        "with",
+        "and",
+        "or",
+        "by",
+        "at",
+        "as",
+        "is",
+        "it",
+        "its",
+        "get",
+        "lookup",
+        "look",
+        "up",
+        "fetch",
+        "list",
+        "read",
+        "find",
+        "query",
+        "create",
+        "update",
+        "call",
+        "tool",
+        "id",
+        "data",
+        "info",
+        "information",
+        "detail",
+        "said",
+        "replied",
+        "ago",
+        "agent",
+        "latest",
+        "current",
+        "above",
+        "below",
+    }
+)
+_STOP_AT: frozenset[str] = frozenset(
+    {
+        "is",
+        "are",
+        "was",
+        "were",
+        "has",
+        "have",
+        "had",
+        "will",
+        "would",
+        "can",
+        "could",
+        "should",
+        "may",
+        "might",
+        "must",
+        "does",
+        "do",
+        "did",
+        "that",
+        "which",
+        "who",
+        "where",
+        "when",
+        "there",
+        "it",
+        "i",
+        "we",
+        "you",
+        "he",
+        "she",
+        "they",
+        "not",
+        "so",
+        "but",
+        "because",
+        "if",
+        "then",
+        "says",
+        "shows",
+        "states",
+    }
+)
 _DET = r"(?:the|your|our|my|this|that|these|those)"
-_VERBS = (r"(?:says|said|shows|showed|show|states|stated|lists|listed|list|indicates|indicated|confirms|"
-          r"confirmed|confirm|reports|reported|notes|noted|mentions|mentioned|records|recorded|specifies|"
-          r"specified|reads|returned|returns|gives|gave|puts|put)")
+_VERBS = (
+    r"(?:says|said|shows|showed|show|states|stated|lists|listed|list|indicates|indicated|confirms|"
+    r"confirmed|confirm|reports|reported|notes|noted|mentions|mentioned|records|recorded|specifies|"
+    r"specified|reads|returned|returns|gives|gave|puts|put)"
+)
 _PHRASE = r"(?:[^\n,;:!?()]|[:?](?=[/\w]))+"  # up to a clause mark; a URL's ":" and "?" do not end it
 _OBJ = r"(?P<obj>" + _PHRASE + ")"
 # (pattern, strong?) — the object phrase names the credited source.
 CUES: tuple[tuple[regex.Pattern[str], bool], ...] = (
     (regex.compile(r"(?i)\baccording to " + _OBJ), True),
-    (regex.compile(r"(?i)\b(?:as )?(?:stated|shown|noted|listed|described|mentioned|specified|indicated|"
-                   r"recorded|written|set out|laid out|given|confirmed) (?:in|by|on) " + _OBJ), True),
+    (
+        regex.compile(
+            r"(?i)\b(?:as )?(?:stated|shown|noted|listed|described|mentioned|specified|indicated|"
+            r"recorded|written|set out|laid out|given|confirmed) (?:in|by|on) " + _OBJ
+        ),
+        True,
+    ),
     (regex.compile(r"(?i)\bper (?P<obj>" + _DET + r" " + _PHRASE + ")"), True),
     (regex.compile(r"(?i)\bper (?P<obj>[a-z]" + _PHRASE + ")"), False),  # "per reservation X"; not "per day"
-    (regex.compile(r"(?i)\b(?:based on|drawn from|taken from|sourced from|citing|cited in|quoting|"
-                   r"comes? from|came from) " + _OBJ), True),
-    (regex.compile(r"(?i)\b(?P<obj>" + _DET + r"\s+(?:[\w./:-]+\s+){0,4}?[\w./:-]+)\s+" + _VERBS + r"\b"),
-     False),
+    (
+        regex.compile(
+            r"(?i)\b(?:based on|drawn from|taken from|sourced from|citing|cited in|quoting|"
+            r"comes? from|came from) " + _OBJ
+        ),
+        True,
+    ),
+    (regex.compile(r"(?i)\b(?P<obj>" + _DET + r"\s+(?:[\w./:-]+\s+){0,4}?[\w./:-]+)\s+" + _VERBS + r"\b"), False),
     (regex.compile(r"(?i)\b(?:from|in|on|under) (?P<obj>" + _DET + r" " + _PHRASE + ")"), False),
 )
 HISTORY_CUES: tuple[tuple[regex.Pattern[str], str], ...] = (
-    (regex.compile(r"(?i)\b(?:as )?you(?:'ve| have)? (?:said|mentioned|told me|wrote|stated|noted|indicated|"
-                   r"explained|confirmed)\b"), "user_said"),
-    (regex.compile(r"\b(?:[Aa]s )?I(?:'ve| have)? (?:said|mentioned|noted|told you|explained|wrote|"
-                   r"confirmed) (?:earlier|before|previously)\b|"
-                   r"\b[Aa]s I (?:said|mentioned|noted|explained)\b"),
-     "agent_said"),
-    (regex.compile(r"(?i)\b(?:earlier|previously) in (?:this|our|the) conversation\b|"
-                   r"\bour (?:earlier|previous) (?:conversation|exchange)\b"), "history"),
-    (regex.compile(r"\bI(?:'m| am) (?:instructed|required by my instructions|told by my instructions)\b"),
-     "instructions"),
+    (
+        regex.compile(
+            r"(?i)\b(?:as )?you(?:'ve| have)? (?:said|mentioned|told me|wrote|stated|noted|indicated|"
+            r"explained|confirmed)\b"
+        ),
+        "user_said",
+    ),
+    (
+        regex.compile(
+            r"\b(?:[Aa]s )?I(?:'ve| have)? (?:said|mentioned|noted|told you|explained|wrote|"
+            r"confirmed) (?:earlier|before|previously)\b|"
+            r"\b[Aa]s I (?:said|mentioned|noted|explained)\b"
+        ),
+        "agent_said",
+    ),
+    (
+        regex.compile(
+            r"(?i)\b(?:earlier|previously) in (?:this|our|the) conversation\b|"
+            r"\bour (?:earlier|previous) (?:conversation|exchange)\b"
+        ),
+        "history",
+    ),
+    (
+        regex.compile(r"\bI(?:'m| am) (?:instructed|required by my instructions|told by my instructions)\b"),
+        "instructions",
+    ),
 )
 MARKER = regex.compile(r"\[\^?(?P<n>\d{1,3})\]|\[(?P<sid>s\d{1,4})\]|【(?P<inner>[^】\n]{1,160})】")
 URL = regex.compile(r"https?://[^\s)\]>\"'`]+")
 PATH = regex.compile(r"\b[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.*+-]+)+")
-FILE_NAME = regex.compile(r"\b[\w-]+(?:\.[\w-]+)*\.(?:csv|tsv|json|jsonl|md|txt|pdf|xlsx?|docx?|pptx?|py|"
-                          r"ya?ml|xml|html?|nc|tiff?|h5|hdf|parquet|zip|log|ipynb)\b", regex.IGNORECASE)
-_IDENTIFIERS: tuple[tuple[regex.Pattern[str], RefKind], ...] = ((URL, "url"), (PATH, "path"),
-                                                              (FILE_NAME, "file_name"))
+FILE_NAME = regex.compile(
+    r"\b[\w-]+(?:\.[\w-]+)*\.(?:csv|tsv|json|jsonl|md|txt|pdf|xlsx?|docx?|pptx?|py|"
+    r"ya?ml|xml|html?|nc|tiff?|h5|hdf|parquet|zip|log|ipynb)\b",
+    regex.IGNORECASE,
+)
+_IDENTIFIERS: tuple[tuple[regex.Pattern[str], RefKind], ...] = ((URL, "url"), (PATH, "path"), (FILE_NAME, "file_name"))
 # A disclaimer of use ("I did not use …", "nothing is drawn from …"), not a negative claim ("no fee per …").
 _NEGATION = regex.compile(
     r"(?i)(?:\b(?:not|no|nothing|never|none|neither|nor|without)\b|n't\b)(?:\s+[\w']+){0,3}?\s+"
     r"(?:use|used|using|read|draw|drawn|take|taken|base|based|rely|relied|consult|consulted|check|checked|"
-    r"open|opened|access|accessed|come|comes|came|cite|cited)\b[^,;:.!?]*$")
-_PRONOUNS: frozenset[str] = frozenset({"it", "this", "that", "them", "these", "those", "there", "here",
-                                       "which"})
+    r"open|opened|access|accessed|come|comes|came|cite|cited)\b[^,;:.!?]*$"
+)
+_PRONOUNS: frozenset[str] = frozenset({"it", "this", "that", "them", "these", "those", "there", "here", "which"})
 _WORD = regex.compile(r"[a-z0-9]+")
 _FILE_EXT = regex.compile(r"\.[a-z0-9]{1,5}\b")
 
@@ -259,8 +377,7 @@ class _Resolver:
         """Resolvable identifiers in ``text``: URLs, paths, file names, tool names, markers."""
         refs: list[DeclaredRef] = []
         for match in MARKER.finditer(text):
-            refs.append(DeclaredRef(match.group(), _span(match, offset), self.by_marker(match),
-                                    "citation_marker"))
+            refs.append(DeclaredRef(match.group(), _span(match, offset), self.by_marker(match), "citation_marker"))
         for pattern, kind in _IDENTIFIERS:
             for match in pattern.finditer(text):
                 token = match.group().rstrip(".,;:")
@@ -298,8 +415,7 @@ def _cue_refs(sentence: str, resolver: _Resolver) -> Iterator[DeclaredRef]:
                 yield DeclaredRef(sentence[start:end], (start, end), ids, "phrase", families)
     for pattern, family in HISTORY_CUES:
         for match in pattern.finditer(sentence):
-            yield DeclaredRef(match.group(), _span(match, 0), resolver.by_tags({"@" + family}), "history",
-                              (family,))
+            yield DeclaredRef(match.group(), _span(match, 0), resolver.by_tags({"@" + family}), "history", (family,))
 
 
 def declared_refs(sentence: str, corpus: Corpus) -> tuple[DeclaredRef, ...]:
@@ -318,27 +434,46 @@ def declared_refs(sentence: str, corpus: Corpus) -> tuple[DeclaredRef, ...]:
     return tuple(kept)
 
 
-def audit_declared(sentence: str, corpus: Corpus, grounding_ids: Collection[str], *,
-                   contradicting_ids: Collection[str] = ()) -> DeclaredAudit:
+def audit_declared(
+    sentence: str, corpus: Corpus, grounding_ids: Collection[str], *, contradicting_ids: Collection[str] = ()
+) -> DeclaredAudit:
     """Compare the sources ``sentence`` credits with the sources that verifiably ground it."""
     declared = declared_refs(sentence, corpus)
     credited = tuple(dict.fromkeys(i for r in declared for i in r.source_ids))
     grounding = tuple(g for g in dict.fromkeys(grounding_ids))
     if not declared:
         return DeclaredAudit("none_declared", (), (), grounding, "The sentence credits no source.")
-    named = _names(corpus, credited) if credited else "a source that is not in the context (" + ", ".join(
-        repr(r.text) for r in declared) + ")"
+    named = (
+        _names(corpus, credited)
+        if credited
+        else "a source that is not in the context (" + ", ".join(repr(r.text) for r in declared) + ")"
+    )
     shared = [g for g in grounding if g in credited]
     if shared:
-        return DeclaredAudit("consistent", declared, credited, grounding,
-                             f"It credits {_names(corpus, shared)}, which grounds the claim.")
+        return DeclaredAudit(
+            "consistent",
+            declared,
+            credited,
+            grounding,
+            f"It credits {_names(corpus, shared)}, which grounds the claim.",
+        )
     if grounding:
-        return DeclaredAudit("conflated", declared, credited, grounding,
-                             f"It credits {named}, but the claim is grounded by {_names(corpus, grounding)}.")
+        return DeclaredAudit(
+            "conflated",
+            declared,
+            credited,
+            grounding,
+            f"It credits {named}, but the claim is grounded by {_names(corpus, grounding)}.",
+        )
     against = [c for c in credited if c in contradicting_ids]
     why = f"{_names(corpus, against)} contradicts it" if against else "the credited source is silent"
-    return DeclaredAudit("unsupported_citation", declared, credited, grounding,
-                         f"It credits {named}, but nothing grounds the claim: {why}.")
+    return DeclaredAudit(
+        "unsupported_citation",
+        declared,
+        credited,
+        grounding,
+        f"It credits {named}, but nothing grounds the claim: {why}.",
+    )
 
 
 def _names(corpus: Corpus, ids: Collection[str]) -> str:
@@ -376,8 +511,11 @@ def read_trace_sources(trace: Any) -> tuple[SourceEvidence, ...]:
         verdict = _get(support, "verdict") if support is not None else None
         verified = bool(support is not None and _get(support, "quote") and not _get(support, "downgraded"))
         no_info = bool(support is not None and _get(support, "no_information"))
-        out.append(SourceEvidence(str(_get(source, "source_id")), verdict, verified and not no_info,
-                                  _get(source, "role"), no_info))
+        out.append(
+            SourceEvidence(
+                str(_get(source, "source_id")), verdict, verified and not no_info, _get(source, "role"), no_info
+            )
+        )
     return tuple(out)
 
 
@@ -393,5 +531,6 @@ def contradicting_ids_from_trace(trace: Any) -> tuple[str, ...]:
 
 def audit_trace(sentence: str, corpus: Corpus, trace: Any) -> DeclaredAudit:
     """``audit_declared`` with the grounding (and contradicting) sources a completed trace established."""
-    return audit_declared(sentence, corpus, grounding_ids_from_trace(trace),
-                          contradicting_ids=contradicting_ids_from_trace(trace))
+    return audit_declared(
+        sentence, corpus, grounding_ids_from_trace(trace), contradicting_ids=contradicting_ids_from_trace(trace)
+    )

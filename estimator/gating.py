@@ -26,8 +26,18 @@ from .units import Corpus
 from .verbatim import Citation, VerbatimIndex, best_verbatim, best_verbatim_difflib, quote_threshold
 
 __all__ = [
-    "Citation", "GateClass", "GateReport", "GateStatus", "GateSummary", "SegmentGate", "VerbatimIndex",
-    "best_verbatim", "best_verbatim_difflib", "classify", "gate_turn", "quote_threshold",
+    "Citation",
+    "GateClass",
+    "GateReport",
+    "GateStatus",
+    "GateSummary",
+    "SegmentGate",
+    "VerbatimIndex",
+    "best_verbatim",
+    "best_verbatim_difflib",
+    "classify",
+    "gate_turn",
+    "quote_threshold",
 ]
 
 
@@ -93,8 +103,9 @@ RECOMMEND = regex.compile(
 )
 
 
-def classify(text: str, params: Params = DEFAULT_PARAMS,
-             anchor_set: AnchorSet = DEFAULT_SET) -> tuple[GateClass, tuple[str, ...]]:
+def classify(
+    text: str, params: Params = DEFAULT_PARAMS, anchor_set: AnchorSet = DEFAULT_SET
+) -> tuple[GateClass, tuple[str, ...]]:
     """Classify: order matters (question, self-report, disclaimer, recommendation-without-anchors).
     Only strong anchors beat modal phrasing: a name alone ("tell me whether you want statewide
     Alabama") leaves an offer an offer. The anchors returned list the strong ones first, then the
@@ -126,13 +137,21 @@ class SegmentGate:
 
     def to_dict(self) -> dict[str, Any]:
         s = self.segment
-        return {"id": s.id, "text": s.text, "start": s.start, "end": s.end, "status": self.status.value,
-                "class": self.klass.value, "anchors": list(self.anchors),
-                "citations": [c.to_dict() for c in self.citations]}
+        return {
+            "id": s.id,
+            "text": s.text,
+            "start": s.start,
+            "end": s.end,
+            "status": self.status.value,
+            "class": self.klass.value,
+            "anchors": list(self.anchors),
+            "citations": [c.to_dict() for c in self.citations],
+        }
 
 
 _SUMMARY_PARTS = (  # (count, words for 1, words for more)
-    ("traceable", "you can trace", "you can trace"), ("quoted", "quoted directly", "quoted directly"),
+    ("traceable", "you can trace", "you can trace"),
+    ("quoted", "quoted directly", "quoted directly"),
     ("action", "report of an action", "reports of actions"),
     ("agent_voice", "question or offer", "questions or offers"),
     ("unanchored", "nothing specific to check", "nothing specific to check"),
@@ -151,15 +170,24 @@ class GateSummary:
 
     def line(self) -> str:
         """The §8.1 accounting line; zero categories are omitted, so the shown counts sum to sentences."""
-        head = (f"{self.sources} source{'' if self.sources == 1 else 's'} · "
-                f"{self.sentences} sentence{'' if self.sentences == 1 else 's'}")
+        head = (
+            f"{self.sources} source{'' if self.sources == 1 else 's'} · "
+            f"{self.sentences} sentence{'' if self.sentences == 1 else 's'}"
+        )
         shown = [f"{n} {one if n == 1 else more}" for name, one, more in _SUMMARY_PARTS if (n := getattr(self, name))]
         return head + (": " + ", ".join(shown) if shown else "")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"sources": self.sources, "sentences": self.sentences, "traceable": self.traceable,
-                "quoted": self.quoted, "agent_voice": self.agent_voice, "action": self.action,
-                "unanchored": self.unanchored, "line": self.line()}
+        return {
+            "sources": self.sources,
+            "sentences": self.sentences,
+            "traceable": self.traceable,
+            "quoted": self.quoted,
+            "agent_voice": self.agent_voice,
+            "action": self.action,
+            "unanchored": self.unanchored,
+            "line": self.line(),
+        }
 
 
 @dataclass(frozen=True)
@@ -171,8 +199,14 @@ class GateReport:
         return {"summary": self.summary.to_dict(), "segments": [g.to_dict() for g in self.segments]}
 
 
-def _gate_one(segment: Segment, corpus: Corpus, params: Params, tool_citations: tuple[Citation, ...],
-              index: list[VerbatimIndex], anchor_set: AnchorSet) -> SegmentGate:
+def _gate_one(
+    segment: Segment,
+    corpus: Corpus,
+    params: Params,
+    tool_citations: tuple[Citation, ...],
+    index: list[VerbatimIndex],
+    anchor_set: AnchorSet,
+) -> SegmentGate:
     klass, found = classify(segment.text, params, anchor_set)
     if klass in (GateClass.QUESTION, GateClass.RECOMMENDATION):
         return SegmentGate(segment, klass, GateStatus.AGENT_VOICE, found)
@@ -190,8 +224,13 @@ def _gate_one(segment: Segment, corpus: Corpus, params: Params, tool_citations: 
     return SegmentGate(segment, klass, GateStatus.TRACEABLE if found else GateStatus.UNANCHORED, found)
 
 
-def gate_turn(corpus: Corpus, segments: Sequence[Segment], params: Params = DEFAULT_PARAMS,
-              index: VerbatimIndex | None = None, anchor_set: AnchorSet = DEFAULT_SET) -> GateReport:
+def gate_turn(
+    corpus: Corpus,
+    segments: Sequence[Segment],
+    params: Params = DEFAULT_PARAMS,
+    index: VerbatimIndex | None = None,
+    anchor_set: AnchorSet = DEFAULT_SET,
+) -> GateReport:
     """Algorithm 3: one SegmentGate per segment, in order; the evidence is every unit of every layer.
     Segments come from the renderer and are never re-split. ``anchor_set`` selects Algorithm 2's
     pattern groups (the seed's own set is kept as a measured baseline)."""
@@ -202,8 +241,12 @@ def gate_turn(corpus: Corpus, segments: Sequence[Segment], params: Params = DEFA
     gates = tuple(_gate_one(s, corpus, params, tool_citations, lazy, anchor_set) for s in segments)
     count = {status: sum(1 for g in gates if g.status == status) for status in GateStatus}
     summary = GateSummary(
-        sources=len(corpus.units), sentences=len(gates), traceable=count[GateStatus.TRACEABLE],
-        quoted=count[GateStatus.QUOTED], agent_voice=count[GateStatus.AGENT_VOICE],
-        action=count[GateStatus.ACTION], unanchored=count[GateStatus.UNANCHORED],
+        sources=len(corpus.units),
+        sentences=len(gates),
+        traceable=count[GateStatus.TRACEABLE],
+        quoted=count[GateStatus.QUOTED],
+        agent_voice=count[GateStatus.AGENT_VOICE],
+        action=count[GateStatus.ACTION],
+        unanchored=count[GateStatus.UNANCHORED],
     )
     return GateReport(summary, gates)

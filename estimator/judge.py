@@ -19,8 +19,17 @@ from .ledger import CallBudgetExceeded, CallLedger
 from .llm import LLMRequest, Message
 from .tokens import Tokenizer
 
-__all__ = ["JUDGE_MAX_TOKENS", "NO_QUERY", "NO_SOURCES", "CallBudgetExceeded", "CallLedger", "Mask",
-           "build_judge_request", "cut_to_budget", "parse_digit"]
+__all__ = [
+    "JUDGE_MAX_TOKENS",
+    "NO_QUERY",
+    "NO_SOURCES",
+    "CallBudgetExceeded",
+    "CallLedger",
+    "Mask",
+    "build_judge_request",
+    "cut_to_budget",
+    "parse_digit",
+]
 
 Mask = frozenset[str]
 """The ids of the sources a mask REMOVES: ``frozenset()`` is 1 (all present), every id is 0."""
@@ -54,8 +63,15 @@ def build_judge_request(claim: str, query: str, sources: Iterable[tuple[str, str
     fenced = Fence.for_inputs(claim, query)
     blocks = [fenced.block(source_id, label, text) for source_id, label, text in sources]
     system = render("judge_system", data_only_rule=fenced.rule().strip()).text.strip()
-    user = render("judge_user", claim=fenced.wrap(claim),
-                  query=fenced.wrap(query.strip()) if query.strip() else NO_QUERY,
-                  sources="\n\n".join(blocks) if blocks else NO_SOURCES).text.rstrip()
-    return LLMRequest(messages=(Message("system", system), Message("user", user)), purpose="judge",
-                      temperature=0.0, max_tokens=JUDGE_MAX_TOKENS)
+    user = render(
+        "judge_user",
+        claim=fenced.wrap(claim),
+        query=fenced.wrap(query.strip()) if query.strip() else NO_QUERY,
+        sources="\n\n".join(blocks) if blocks else NO_SOURCES,
+    ).text.rstrip()
+    return LLMRequest(
+        messages=(Message("system", system), Message("user", user)),
+        purpose="judge",
+        temperature=0.0,
+        max_tokens=JUDGE_MAX_TOKENS,
+    )

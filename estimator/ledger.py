@@ -34,8 +34,18 @@ from .llm import LLM, LLMError, LLMRequest, LLMResponse, Message, Usage
 from .result import CallAccount
 from .scorer import ScoredTarget, Scorer, ScorerError
 
-__all__ = ["CallAbandoned", "CallBudgetExceeded", "CallEvent", "CallKind", "CallLabel", "CallLedger", "CallOutcome",
-           "CallRecord", "CallStage", "labelled"]
+__all__ = [
+    "CallAbandoned",
+    "CallBudgetExceeded",
+    "CallEvent",
+    "CallKind",
+    "CallLabel",
+    "CallLedger",
+    "CallOutcome",
+    "CallRecord",
+    "CallStage",
+    "labelled",
+]
 
 CallOutcome = Literal["sending", "answered", "cached", "failed", "failed_billed", "refused"]
 CallKind = Literal["chat", "score"]
@@ -158,9 +168,16 @@ class CallLedger:
 
     def account(self) -> CallAccount:
         """The trace's calls so far, as the result reports them."""
-        return CallAccount(planned=self.planned or 0, made=self.made, saved=self.saved, cached=self.cached,
-                           failed=self.failed, failed_billed=self.failed_billed, refused=self.refused,
-                           billed=self.billed)
+        return CallAccount(
+            planned=self.planned or 0,
+            made=self.made,
+            saved=self.saved,
+            cached=self.cached,
+            failed=self.failed,
+            failed_billed=self.failed_billed,
+            refused=self.refused,
+            billed=self.billed,
+        )
 
     def failure(self) -> str | None:
         """Why the trace failed as a whole — every call it sent failed, so nothing was measured — or None.
@@ -209,19 +226,32 @@ class CallLedger:
 
     def _open(self, kind: CallKind, label: CallLabel, messages: Sequence[Message], target: str | None) -> CallRecord:
         """The record of a call about to be admitted (or refused): the next index, the label, the request."""
-        return CallRecord(index=len(self._records), kind=kind, stage=label.stage, mask=label.mask, outcome="sending",
-                          messages=tuple(messages), started_at=datetime.now(UTC), target=target)
+        return CallRecord(
+            index=len(self._records),
+            kind=kind,
+            stage=label.stage,
+            mask=label.mask,
+            outcome="sending",
+            messages=tuple(messages),
+            started_at=datetime.now(UTC),
+            target=target,
+        )
 
     def _keep(self, record: CallRecord) -> CallRecord:
         self._records[record.index] = record
         return record
 
-    async def _metered(self, kind: CallKind, send: Callable[[], Awaitable[_T]],
-                       usage_of: Callable[[_T], tuple[Usage, bool]],
-                       wanted: Callable[[], bool] | None = None, *,
-                       request: tuple[Sequence[Message], str | None] = ((), None),
-                       label: CallLabel | None = None,
-                       answer_of: Callable[[_T], tuple[str | None, float | None]] | None = None) -> _T:
+    async def _metered(
+        self,
+        kind: CallKind,
+        send: Callable[[], Awaitable[_T]],
+        usage_of: Callable[[_T], tuple[Usage, bool]],
+        wanted: Callable[[], bool] | None = None,
+        *,
+        request: tuple[Sequence[Message], str | None] = ((), None),
+        label: CallLabel | None = None,
+        answer_of: Callable[[_T], tuple[str | None, float | None]] | None = None,
+    ) -> _T:
         """One call under the cap and the plan's ceiling. ``on_call`` hears ``sending`` before the call
         leaves (so a service persists ``made`` before the provider can bill it), then its outcome.
         ``wanted`` is asked once a slot is free: False abandons the call (CallAbandoned), unsent.
@@ -248,8 +278,9 @@ class CallLedger:
                 answer = await send()
             except (LLMError, ScorerError) as exc:
                 failed = self._failed(exc, kind)
-                ended = self._keep(replace(record, outcome=failed.outcome, seconds=time.perf_counter() - started,
-                                           error=str(exc)))
+                ended = self._keep(
+                    replace(record, outcome=failed.outcome, seconds=time.perf_counter() - started, error=str(exc))
+                )
                 await self._notify(replace(failed, record=ended))
                 raise
             seconds = time.perf_counter() - started
@@ -258,14 +289,22 @@ class CallLedger:
         finally:
             self.limiter.release_on_behalf_of(borrower)
         reply, parsed = answer_of(answer) if answer_of is not None else (None, None)
-        ended = self._keep(replace(record, outcome=event.outcome, reply=reply, parsed=_finite(parsed),
-                                   seconds=seconds, usage=usage))
+        ended = self._keep(
+            replace(record, outcome=event.outcome, reply=reply, parsed=_finite(parsed), seconds=seconds, usage=usage)
+        )
         await self._notify(replace(event, record=ended))
         return answer
 
-    async def call(self, llm: LLM, request: LLMRequest, *, wanted: Callable[[], bool] | None = None,
-                   stage: CallStage | None = None, mask: str | None = None,
-                   parse: Callable[[LLMResponse], float | None] | None = None) -> LLMResponse:
+    async def call(
+        self,
+        llm: LLM,
+        request: LLMRequest,
+        *,
+        wanted: Callable[[], bool] | None = None,
+        stage: CallStage | None = None,
+        mask: str | None = None,
+        parse: Callable[[LLMResponse], float | None] | None = None,
+    ) -> LLMResponse:
         """Send one chat request under the cap. Raises LLMError (a failed call), CallBudgetExceeded, or
         CallAbandoned when ``wanted`` says no once a slot is free. ``stage`` and ``mask`` label the call's
         record (else the enclosing ``labelled`` block's); ``parse`` reads the scalar it records."""
@@ -273,13 +312,25 @@ class CallLedger:
         def answer_of(response: LLMResponse) -> tuple[str | None, float | None]:
             return response.text, parse(response) if parse is not None else None
 
-        return await self._metered("chat", lambda: llm.complete(request),
-                                   lambda response: (response.usage, response.cached), wanted,
-                                   request=(request.messages, None), label=_label(stage, mask),
-                                   answer_of=answer_of)
+        return await self._metered(
+            "chat",
+            lambda: llm.complete(request),
+            lambda response: (response.usage, response.cached),
+            wanted,
+            request=(request.messages, None),
+            label=_label(stage, mask),
+            answer_of=answer_of,
+        )
 
-    async def score(self, scorer: Scorer, messages: Sequence[Message], target: str, *,
-                    stage: CallStage | None = None, mask: str | None = None) -> ScoredTarget:
+    async def score(
+        self,
+        scorer: Scorer,
+        messages: Sequence[Message],
+        target: str,
+        *,
+        stage: CallStage | None = None,
+        mask: str | None = None,
+    ) -> ScoredTarget:
         """One teacher-forced scoring call under the same cap and ceiling: a scoring call is a model call.
         Raises ScorerError (a failed call) or CallBudgetExceeded. Its record's parsed value is the
         target's log-probability in nats."""
@@ -287,9 +338,14 @@ class CallLedger:
         def usage_of(scored: ScoredTarget) -> tuple[Usage, bool]:
             return Usage(input_tokens=scored.prompt_tokens + scored.n_tokens, cost_usd=0.0), False
 
-        return await self._metered("score", lambda: scorer.score(messages, target), usage_of,
-                                   request=(messages, target), label=_label(stage, mask),
-                                   answer_of=lambda scored: (None, scored.logprob_total))
+        return await self._metered(
+            "score",
+            lambda: scorer.score(messages, target),
+            usage_of,
+            request=(messages, target),
+            label=_label(stage, mask),
+            answer_of=lambda scored: (None, scored.logprob_total),
+        )
 
 
 def _label(stage: CallStage | None, mask: str | None) -> CallLabel | None:

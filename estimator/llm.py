@@ -34,10 +34,17 @@ class Usage:
     cost_usd: float | None = None
 
     def __add__(self, other: Usage) -> Usage:
-        cost = None if self.cost_usd is None and other.cost_usd is None else (
-            (self.cost_usd or 0.0) + (other.cost_usd or 0.0))
-        return Usage(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens,
-                     self.cached_input_tokens + other.cached_input_tokens, cost)
+        cost = (
+            None
+            if self.cost_usd is None and other.cost_usd is None
+            else ((self.cost_usd or 0.0) + (other.cost_usd or 0.0))
+        )
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cached_input_tokens + other.cached_input_tokens,
+            cost,
+        )
 
 
 @dataclass(frozen=True)
@@ -104,8 +111,14 @@ class ScriptedLLM:
     ``latency`` (seconds) is awaited before answering, so concurrency can be observed.
     """
 
-    def __init__(self, script: Script, *, model: str = "scripted-judge", latency: float = 0.0,
-                 input_tokens_per_char: float = 0.25) -> None:
+    def __init__(
+        self,
+        script: Script,
+        *,
+        model: str = "scripted-judge",
+        latency: float = 0.0,
+        input_tokens_per_char: float = 0.25,
+    ) -> None:
         self._script = script
         self._model = model
         self.latency = latency

@@ -49,8 +49,15 @@ from .scorer import ScoredTarget, Scorer, ScorerError
 from .tokens import ApproxTokenizer, Tokenizer
 from .units import Corpus, Layer
 
-__all__ = ["LogprobParams", "LogprobScalar", "LogprobTraceResult", "Thresholds", "build_messages", "thresholds",
-           "trace_logprob"]
+__all__ = [
+    "LogprobParams",
+    "LogprobScalar",
+    "LogprobTraceResult",
+    "Thresholds",
+    "build_messages",
+    "thresholds",
+    "trace_logprob",
+]
 
 CONTEXT_HEADING = "Context:"
 QUESTION_HEADING = "Question:"
@@ -62,11 +69,16 @@ class LogprobParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     tau_rel: float = Field(0.2, gt=0, lt=1, description="τ as a fraction of |Γ|.")
-    tau_floor: float = Field(2.0, ge=0, le=100, description="Smallest τ, nats (calibrated on the hard validity set's "
-                             "tuning split; was 1.0).")
+    tau_floor: float = Field(
+        2.0, ge=0, le=100, description="Smallest τ, nats (calibrated on the hard validity set's tuning split; was 1.0)."
+    )
     gamma_per_token: float = Field(0.25, ge=0, le=10, description="τ_Γ per claim token, nats.")
-    gamma_floor: float = Field(3.0, ge=0, le=100, description="Smallest τ_Γ, nats (calibrated on the hard validity "
-                               "set's tuning split; was 2.0).")
+    gamma_floor: float = Field(
+        3.0,
+        ge=0,
+        le=100,
+        description="Smallest τ_Γ, nats (calibrated on the hard validity set's tuning split; was 2.0).",
+    )
 
 
 DEFAULT_LOGPROB_PARAMS = LogprobParams()
@@ -85,8 +97,9 @@ def thresholds(gamma: float, n_tokens: int, lp: LogprobParams = DEFAULT_LOGPROB_
     return Thresholds(tau=tau, tau_gamma=tau_gamma)
 
 
-def build_messages(corpus: Corpus, query: str, mask: Mask, texts: Mapping[str, str],
-                   order: Sequence[str] | None = None) -> tuple[Message, ...]:
+def build_messages(
+    corpus: Corpus, query: str, mask: Mask, texts: Mapping[str, str], order: Sequence[str] | None = None
+) -> tuple[Message, ...]:
     """The chat the claim is scored against, for the sources ``mask`` leaves present.
 
     The instructions layer is the system message (absent: the model's own default system prompt);
@@ -127,10 +140,13 @@ class LogprobTraceResult(TraceResult):
 
     def to_model(self) -> LogprobTraceResultModel:
         return LogprobTraceResultModel(
-            **dict(super().to_model()), units="nats",
+            **dict(super().to_model()),
+            units="nats",
             thresholds=LogprobThresholdsModel(tau_nats=self.tau_nats, tau_gamma_nats=self.tau_gamma_nats),
-            claim_tokens=self.claim_tokens, claim_token_logprobs=list(self.claim_token_logprobs),
-            scorer_model=self.scorer_model)
+            claim_tokens=self.claim_tokens,
+            claim_token_logprobs=list(self.claim_token_logprobs),
+            scorer_model=self.scorer_model,
+        )
 
 
 @dataclass
@@ -169,9 +185,11 @@ class LogprobScalar:
 
     def describe(self, tau: float, tau_gamma: float) -> list[str]:
         lp = self.lp
-        return [f"scalar: log p(claim | query, ABLATE(C, v)) in nats by {self.scorer.model}; "
-                f"τ = {tau:.2f} nats (max({lp.tau_floor:g}, {lp.tau_rel:g}·|Γ|)), "
-                f"τ_Γ = {tau_gamma:.2f} nats (max({lp.gamma_floor:g}, {lp.gamma_per_token:g}·n_tokens))"]
+        return [
+            f"scalar: log p(claim | query, ABLATE(C, v)) in nats by {self.scorer.model}; "
+            f"τ = {tau:.2f} nats (max({lp.tau_floor:g}, {lp.tau_rel:g}·|Γ|)), "
+            f"τ_Γ = {tau_gamma:.2f} nats (max({lp.gamma_floor:g}, {lp.gamma_per_token:g}·n_tokens))"
+        ]
 
     def extra_params(self) -> dict[str, Any]:
         return {"logprob": self.lp.model_dump()}
@@ -181,18 +199,29 @@ class LogprobScalar:
         tau, tau_gamma = self.thresholds(result.gamma, DEFAULT_PARAMS)
         full = self.full
         return LogprobTraceResult(
-            **base, tau_nats=tau, tau_gamma_nats=tau_gamma,
+            **base,
+            tau_nats=tau,
+            tau_gamma_nats=tau_gamma,
             claim_tokens=full.n_tokens if full is not None else 0,
             claim_token_logprobs=full.token_logprobs if full is not None else (),
-            scorer_model=self.scorer.model)
+            scorer_model=self.scorer.model,
+        )
 
 
-async def trace_logprob(scorer: Scorer, llm: LLM | None, claim: str, query: str, corpus: Corpus, *,
-                        params: Params = DEFAULT_PARAMS, lp: LogprobParams = DEFAULT_LOGPROB_PARAMS,
-                        tokenizer: Tokenizer | None = None,
-                        on_progress: Callable[[ProgressEvent], None] | None = None,
-                        supports: Mapping[str, SupportVerdict] | None = None,
-                        ledger: CallLedger | None = None) -> LogprobTraceResult:
+async def trace_logprob(
+    scorer: Scorer,
+    llm: LLM | None,
+    claim: str,
+    query: str,
+    corpus: Corpus,
+    *,
+    params: Params = DEFAULT_PARAMS,
+    lp: LogprobParams = DEFAULT_LOGPROB_PARAMS,
+    tokenizer: Tokenizer | None = None,
+    on_progress: Callable[[ProgressEvent], None] | None = None,
+    supports: Mapping[str, SupportVerdict] | None = None,
+    ledger: CallLedger | None = None,
+) -> LogprobTraceResult:
     """Algorithm 4 with the log-probability scalar: the same driver as the judged digit.
 
     ``llm`` runs the span checks (unconditional as in the judged estimator); pass ``supports`` to reuse
@@ -206,9 +235,20 @@ async def trace_logprob(scorer: Scorer, llm: LLM | None, claim: str, query: str,
     ledger = ledger or CallLedger(planned=plan.total, concurrency=params.concurrency)
     texts, truncated = windowed_texts(corpus, params, tok)
     scalar = LogprobScalar(scorer, ledger, claim, query, corpus, texts, lp)
-    result = await run_loo(scalar, claim, corpus, llm=llm, ledger=ledger, params=params, tokenizer=tok,
-                           model=llm.model if llm is not None else scorer.model, truncated=truncated,
-                           on_progress=on_progress, supports=supports, redundancy=plan_redundancy(plan))
+    result = await run_loo(
+        scalar,
+        claim,
+        corpus,
+        llm=llm,
+        ledger=ledger,
+        params=params,
+        tokenizer=tok,
+        model=llm.model if llm is not None else scorer.model,
+        truncated=truncated,
+        on_progress=on_progress,
+        supports=supports,
+        redundancy=plan_redundancy(plan),
+    )
     assert isinstance(result, LogprobTraceResult)
     return result
 
@@ -217,4 +257,3 @@ def ranked_sources(result: TraceResult) -> list[tuple[str, float]]:
     """(source id, drop) for every tested source, largest drop first (ties by ordinal order)."""
     tested = [(s.source_id, s.delta) for s in result.sources if s.delta is not None]
     return sorted(((sid, d) for sid, d in tested if not math.isnan(d)), key=lambda x: -x[1])
-

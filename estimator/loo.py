@@ -30,8 +30,19 @@ from .support import check_support, support_body
 from .tokens import Tokenizer
 from .units import PROVENANCE_LAYER_ORDER, Corpus, Layer, Unit
 
-__all__ = ["Ablation", "LooRun", "Redundancy", "drop", "layer_mask", "mask_words", "plan_redundancy", "role_of",
-           "run_loo", "select_units", "windowed_texts"]
+__all__ = [
+    "Ablation",
+    "LooRun",
+    "Redundancy",
+    "drop",
+    "layer_mask",
+    "mask_words",
+    "plan_redundancy",
+    "role_of",
+    "run_loo",
+    "select_units",
+    "windowed_texts",
+]
 
 
 def drop(full: float, without: float) -> float:
@@ -83,8 +94,10 @@ def select_units(units: Sequence[Unit], max_sources: int) -> tuple[tuple[Unit, .
     """Algorithm 4a: layer-balanced round-robin by recency, capped; (kept, omitted), both in ordinal order."""
     if len(units) <= max_sources:
         return tuple(sorted(units, key=lambda u: u.ordinal)), ()
-    queues = {layer: sorted((u for u in units if u.layer == layer), key=lambda u: -u.ordinal)
-              for layer in PROVENANCE_LAYER_ORDER}
+    queues = {
+        layer: sorted((u for u in units if u.layer == layer), key=lambda u: -u.ordinal)
+        for layer in PROVENANCE_LAYER_ORDER
+    }
     kept: list[Unit] = []
     while len(kept) < max_sources and any(queues.values()):
         for layer in PROVENANCE_LAYER_ORDER:
@@ -139,8 +152,11 @@ class LooRun:
         full = self.scores.get(frozenset())
         if full is None:
             return {}
-        return {layer.value: drop(full, self.scores[m]) for layer in self.corpus.layers_present()
-                if (m := layer_mask(self.corpus, layer)) in self.scores}
+        return {
+            layer.value: drop(full, self.scores[m])
+            for layer in self.corpus.layers_present()
+            if (m := layer_mask(self.corpus, layer)) in self.scores
+        }
 
     def emit(self, stage: Round, message: str) -> None:
         if self.on_progress is not None:
@@ -258,11 +274,22 @@ class Redundancy:
     across: bool = True
 
 
-async def run_loo(scalar: Scalar, claim: str, corpus: Corpus, *, llm: LLM | None, ledger: CallLedger,
-                  params: Params, tokenizer: Tokenizer, model: str, truncated: tuple[str, ...],
-                  on_progress: Callable[[ProgressEvent], None] | None = None, dedupe: bool = True,
-                  supports: Mapping[str, SupportVerdict] | None = None,
-                  redundancy: Redundancy | None = None) -> TraceResult:
+async def run_loo(
+    scalar: Scalar,
+    claim: str,
+    corpus: Corpus,
+    *,
+    llm: LLM | None,
+    ledger: CallLedger,
+    params: Params,
+    tokenizer: Tokenizer,
+    model: str,
+    truncated: tuple[str, ...],
+    on_progress: Callable[[ProgressEvent], None] | None = None,
+    dedupe: bool = True,
+    supports: Mapping[str, SupportVerdict] | None = None,
+    redundancy: Redundancy | None = None,
+) -> TraceResult:
     """Algorithm 4 for one claim with ``scalar``. ``llm`` runs the span checks (unconditional); pass
     ``supports`` to reuse span checks already made for this claim, or ``llm=None`` to skip them.
     ``truncated``: ids of the sources the scalar sees cut to the scoring window; ``redundancy``: what
@@ -284,8 +311,9 @@ async def run_loo(scalar: Scalar, claim: str, corpus: Corpus, *, llm: LLM | None
             return
 
         async def one(unit: Unit) -> None:
-            run.supports[unit.id] = await check_support(llm, claim, unit, params=params, tokenizer=tokenizer,
-                                                        ledger=ledger, body=bodies[unit.id][0])
+            run.supports[unit.id] = await check_support(
+                llm, claim, unit, params=params, tokenizer=tokenizer, ledger=ledger, body=bodies[unit.id][0]
+            )
             run.emit("spans", f"span check of {unit.id}: {run.supports[unit.id].verdict}")
 
         async with anyio.create_task_group() as tg:
@@ -299,8 +327,17 @@ async def run_loo(scalar: Scalar, claim: str, corpus: Corpus, *, llm: LLM | None
         tg.start_soon(rounds)
         tg.start_soon(spans)
     cut_for_spans = tuple(unit_id for unit_id, (_, cut) in bodies.items() if cut)
-    return assemble(run, ablation[0], claim=claim, model=model, tokenizer=tokenizer, span_omitted=span_omitted,
-                    cut_for_spans=cut_for_spans, truncated=truncated, spans_made=llm is not None or bool(supports))
+    return assemble(
+        run,
+        ablation[0],
+        claim=claim,
+        model=model,
+        tokenizer=tokenizer,
+        span_omitted=span_omitted,
+        cut_for_spans=cut_for_spans,
+        truncated=truncated,
+        spans_made=llm is not None or bool(supports),
+    )
 
 
 def plan_redundancy(plan: CallPlan, resolve: bool | None = None) -> Redundancy:

@@ -123,18 +123,28 @@ class ExpectedDigit(JudgedDigit):
 
     def sent(self, mask: Mask) -> LLMRequest:
         request = super().sent(mask)
-        return LLMRequest(messages=request.messages, purpose=request.purpose, temperature=request.temperature,
-                          max_tokens=request.max_tokens, top_logprobs=TOP_LOGPROBS)
+        return LLMRequest(
+            messages=request.messages,
+            purpose=request.purpose,
+            temperature=request.temperature,
+            max_tokens=request.max_tokens,
+            top_logprobs=TOP_LOGPROBS,
+        )
 
     def read(self, response: LLMResponse) -> Measured:
         """The scalar of one answer: the expected digit over its first digit position's alternatives."""
         value = expected_digit(response.top_logprobs)
         if value is None:
-            why = ("the provider returned no top log-probabilities" if not response.top_logprobs
-                   else "no digit 1–9 among the top alternatives of the answer's first token")
+            why = (
+                "the provider returned no top log-probabilities"
+                if not response.top_logprobs
+                else "no digit 1–9 among the top alternatives of the answer's first token"
+            )
             return Measured(math.nan, why)
         return Measured(value)
 
     def describe(self, tau: float, tau_gamma: float) -> list[str]:
-        return [f"scalar: the judge's expected digit over 1–9 (top {TOP_LOGPROBS} log-probabilities of its "
-                "answer, renormalised), not the argmax digit"]
+        return [
+            f"scalar: the judge's expected digit over 1–9 (top {TOP_LOGPROBS} log-probabilities of its "
+            "answer, renormalised), not the argmax digit"
+        ]

@@ -64,12 +64,19 @@ class ProbeResult(DumpsAsModel):
 
     def to_model(self) -> ProbeResultModel:
         return ProbeResultModel(
-            verdict=self.verdict, note=self.note, target_id=self.target_id, anchors=list(self.anchors),
-            baseline=self.baseline, without=self.without, k=self.k,
+            verdict=self.verdict,
+            note=self.note,
+            target_id=self.target_id,
+            anchors=list(self.anchors),
+            baseline=self.baseline,
+            without=self.without,
+            k=self.k,
             calls=ProbeCallsModel(planned=2 * self.k, made=self.calls, failed=self.failed),
             usage=UsageModel.model_validate(self.usage),
             cost_usd=None if self.cost_usd is None else round(self.cost_usd, 6),
-            prompt_version=self.prompt_version, model=self.model)
+            prompt_version=self.prompt_version,
+            model=self.model,
+        )
 
 
 def build_regenerate_request(query: str, sources: list[tuple[str, str, str]], params: Params) -> LLMRequest:
@@ -78,11 +85,15 @@ def build_regenerate_request(query: str, sources: list[tuple[str, str, str]], pa
     in a data region of its own, under one marker (derived from the query) for every regeneration."""
     fenced = Fence.for_inputs(query)
     blocks = [fenced.block(source_id, label, text) for source_id, label, text in sources]
-    prompt = render(PROMPT, data_only_rule=fenced.rule(),
-                    query=fenced.wrap(query.strip()) if query.strip() else NO_QUERY,
-                    sources="\n\n".join(blocks) if blocks else NO_SOURCES).text
-    return LLMRequest(messages=(Message("user", prompt),), purpose="probe", temperature=None,
-                      max_tokens=params.causal_max_output)
+    prompt = render(
+        PROMPT,
+        data_only_rule=fenced.rule(),
+        query=fenced.wrap(query.strip()) if query.strip() else NO_QUERY,
+        sources="\n\n".join(blocks) if blocks else NO_SOURCES,
+    ).text
+    return LLMRequest(
+        messages=(Message("user", prompt),), purpose="probe", temperature=None, max_tokens=params.causal_max_output
+    )
 
 
 def present(found: tuple[str, ...], text: str, params: Params) -> bool:
@@ -100,9 +111,17 @@ def _verdict(baseline: int, without: int, k: int) -> tuple[ProbeVerdict, str | N
     return "inconclusive", "mixed result without the source"
 
 
-async def probe_source(llm: LLM, claim: str, query: str, corpus: Corpus, target_id: str, *,
-                       params: Params = DEFAULT_PARAMS, tokenizer: Tokenizer | None = None,
-                       ledger: CallLedger | None = None) -> ProbeResult:
+async def probe_source(
+    llm: LLM,
+    claim: str,
+    query: str,
+    corpus: Corpus,
+    target_id: str,
+    *,
+    params: Params = DEFAULT_PARAMS,
+    tokenizer: Tokenizer | None = None,
+    ledger: CallLedger | None = None,
+) -> ProbeResult:
     """Algorithm 6: k regenerations with every source present and k without ``target_id``.
 
     Raises KeyError when ``target_id`` is not a source of ``corpus`` (before any call)."""
@@ -112,13 +131,28 @@ async def probe_source(llm: LLM, claim: str, query: str, corpus: Corpus, target_
     version = template(PROMPT)[1] + "+" + data_only_rule_version()
     found = discriminative(anchors(claim, params), corpus.units, params)
 
-    def result(verdict: ProbeVerdict, note: str | None, ledger: CallLedger | None,
-               baseline: int | None = None, without: int | None = None) -> ProbeResult:
+    def result(
+        verdict: ProbeVerdict,
+        note: str | None,
+        ledger: CallLedger | None,
+        baseline: int | None = None,
+        without: int | None = None,
+    ) -> ProbeResult:
         return ProbeResult(
-            verdict=verdict, note=note, target_id=target_id, anchors=found, baseline=baseline,
-            without=without, k=k, calls=ledger.made if ledger else 0, failed=ledger.failed if ledger else 0,
-            usage=ledger.usage if ledger else Usage(), cost_usd=ledger.cost_usd if ledger else 0.0,
-            prompt_version=version, model=llm.model)
+            verdict=verdict,
+            note=note,
+            target_id=target_id,
+            anchors=found,
+            baseline=baseline,
+            without=without,
+            k=k,
+            calls=ledger.made if ledger else 0,
+            failed=ledger.failed if ledger else 0,
+            usage=ledger.usage if ledger else Usage(),
+            cost_usd=ledger.cost_usd if ledger else 0.0,
+            prompt_version=version,
+            model=llm.model,
+        )
 
     if len(found) < params.min_anchors:
         return result("inconclusive", f"claim carries only {len(found)} distinctive anchor(s)", None)
@@ -139,8 +173,14 @@ async def probe_source(llm: LLM, claim: str, query: str, corpus: Corpus, target_
 
     async def run(index: int) -> None:
         try:
-            response = await ledger.call(llm, requests[index], wanted=lambda: not errors, stage="probe",
-                                         mask=masks[index], parse=lambda answer: cov(found, answer.text))
+            response = await ledger.call(
+                llm,
+                requests[index],
+                wanted=lambda: not errors,
+                stage="probe",
+                mask=masks[index],
+                parse=lambda answer: cov(found, answer.text),
+            )
         except CallAbandoned:
             return
         except LLMError as exc:
@@ -153,8 +193,10 @@ async def probe_source(llm: LLM, claim: str, query: str, corpus: Corpus, target_
             group.start_soon(run, index)
 
     if errors:
-        failed = (f"{len(errors)} of {ledger.made} regeneration(s) failed, and a failed regeneration carries "
-                  f"no information: {errors[0]}")
+        failed = (
+            f"{len(errors)} of {ledger.made} regeneration(s) failed, and a failed regeneration carries "
+            f"no information: {errors[0]}"
+        )
         return result("inconclusive", failed, ledger)
     baseline = sum(1 for hit in outcomes[:k] if hit)
     without = sum(1 for hit in outcomes[k:] if hit)

@@ -50,8 +50,16 @@ from .support import check_support, support_body
 from .tokens import ApproxTokenizer, Tokenizer
 from .units import Corpus
 
-__all__ = ["DEFAULT_PROXY_PARAMS", "ProxyParams", "Ranking", "confirm_calls", "confirm_judge_calls",
-           "planned_proxy_calls", "rank", "trace_proxy"]
+__all__ = [
+    "DEFAULT_PROXY_PARAMS",
+    "ProxyParams",
+    "Ranking",
+    "confirm_calls",
+    "confirm_judge_calls",
+    "planned_proxy_calls",
+    "rank",
+    "trace_proxy",
+]
 
 
 def confirm_judge_calls(corpus: Corpus | None = None) -> int:
@@ -65,8 +73,11 @@ def confirm_calls(pp: ProxyParams = DEFAULT_PROXY_PARAMS, corpus: Corpus | None 
     return confirm_judge_calls(corpus) + 2 * pp.span_sources
 
 
-def planned_proxy_calls(corpus: Corpus, params: Params = DEFAULT_PARAMS, pp: ProxyParams = DEFAULT_PROXY_PARAMS,
-                        ) -> int:
+def planned_proxy_calls(
+    corpus: Corpus,
+    params: Params = DEFAULT_PARAMS,
+    pp: ProxyParams = DEFAULT_PROXY_PARAMS,
+) -> int:
     """The hosted calls a proxy trace may make at worst (its ledger's ceiling); see the module docstring."""
     full = plan_calls(corpus, params).total
     unreused = 1 + (2 * pp.span_sources if len(corpus.units) > params.max_sources else 0)
@@ -83,15 +94,23 @@ def _relabelled(on_progress: Callable[[ProgressEvent], None] | None) -> Callable
     return relay
 
 
-async def _span_checks(llm: LLM, ledger: CallLedger, claim: str, corpus: Corpus, ids: list[str], *,
-                       params: Params, tokenizer: Tokenizer) -> dict[str, SupportVerdict]:
+async def _span_checks(
+    llm: LLM, ledger: CallLedger, claim: str, corpus: Corpus, ids: list[str], *, params: Params, tokenizer: Tokenizer
+) -> dict[str, SupportVerdict]:
     out: dict[str, SupportVerdict] = {}
 
     async def one(unit_id: str) -> None:
         unit = corpus.by_id(unit_id)
         with labelled("spans", f"span check of {unit_id}"):
-            out[unit_id] = await check_support(llm, claim, unit, params=params, tokenizer=tokenizer, ledger=ledger,
-                                               body=support_body(unit, params=params, tokenizer=tokenizer)[0])
+            out[unit_id] = await check_support(
+                llm,
+                claim,
+                unit,
+                params=params,
+                tokenizer=tokenizer,
+                ledger=ledger,
+                body=support_body(unit, params=params, tokenizer=tokenizer)[0],
+            )
 
     async with anyio.create_task_group() as group:
         for unit_id in ids:
@@ -114,10 +133,19 @@ class Ranking:
     evaluated_tokens: int | None
 
 
-async def rank(scorer: Scorer, claim: str, query: str, corpus: Corpus, *, model: str, params: Params = DEFAULT_PARAMS,
-               pp: ProxyParams = DEFAULT_PROXY_PARAMS, lp: LogprobParams = DEFAULT_LOGPROB_PARAMS,
-               tokenizer: Tokenizer | None = None,
-               on_progress: Callable[[ProgressEvent], None] | None = None) -> Ranking:
+async def rank(
+    scorer: Scorer,
+    claim: str,
+    query: str,
+    corpus: Corpus,
+    *,
+    model: str,
+    params: Params = DEFAULT_PARAMS,
+    pp: ProxyParams = DEFAULT_PROXY_PARAMS,
+    lp: LogprobParams = DEFAULT_LOGPROB_PARAMS,
+    tokenizer: Tokenizer | None = None,
+    on_progress: Callable[[ProgressEvent], None] | None = None,
+) -> Ranking:
     """Step 1: the log-probability leave-one-out on ``scorer``, prefixes shared, on a ledger of its own
     (capped at the plan's scoring passes). ``model`` names the hosted judge in the result."""
     tok = tokenizer or ApproxTokenizer()
@@ -125,24 +153,45 @@ async def rank(scorer: Scorer, claim: str, query: str, corpus: Corpus, *, model:
     local = CallLedger(planned=plan.ablation, concurrency=max(params.concurrency, params.max_sources + 4))
     texts, truncated = windowed_texts(corpus, params, tok)
     ordered = scorer if isinstance(scorer, PrefixOrderedScorer) else PrefixOrderedScorer(scorer)
-    scalar = OrderedLogprobScalar(ordered, local, claim, query, corpus, texts, lp,
-                                  order=block_order(corpus, texts, tok, pp.order))
+    scalar = OrderedLogprobScalar(
+        ordered, local, claim, query, corpus, texts, lp, order=block_order(corpus, texts, tok, pp.order)
+    )
     before = _evaluated(ordered.inner)
     started = time.perf_counter()
-    result = await run_loo(scalar, claim, corpus, llm=None, ledger=local, params=params, tokenizer=tok, model=model,
-                           truncated=truncated, on_progress=_relabelled(on_progress),
-                           redundancy=plan_redundancy(plan))
+    result = await run_loo(
+        scalar,
+        claim,
+        corpus,
+        llm=None,
+        ledger=local,
+        params=params,
+        tokenizer=tok,
+        model=model,
+        truncated=truncated,
+        on_progress=_relabelled(on_progress),
+        redundancy=plan_redundancy(plan),
+    )
     seconds = time.perf_counter() - started
     assert isinstance(result, LogprobTraceResult)
     after = _evaluated(ordered.inner)
     return Ranking(result, local.made, seconds, None if before is None or after is None else after - before)
 
 
-async def trace_proxy(scorer: Scorer, llm: LLM, claim: str, query: str, corpus: Corpus, *,
-                      params: Params = DEFAULT_PARAMS, pp: ProxyParams = DEFAULT_PROXY_PARAMS,
-                      lp: LogprobParams = DEFAULT_LOGPROB_PARAMS, tokenizer: Tokenizer | None = None,
-                      on_progress: Callable[[ProgressEvent], None] | None = None,
-                      ledger: CallLedger | None = None, ranking: Ranking | None = None) -> ProxyTraceResult:
+async def trace_proxy(
+    scorer: Scorer,
+    llm: LLM,
+    claim: str,
+    query: str,
+    corpus: Corpus,
+    *,
+    params: Params = DEFAULT_PARAMS,
+    pp: ProxyParams = DEFAULT_PROXY_PARAMS,
+    lp: LogprobParams = DEFAULT_LOGPROB_PARAMS,
+    tokenizer: Tokenizer | None = None,
+    on_progress: Callable[[ProgressEvent], None] | None = None,
+    ledger: CallLedger | None = None,
+    ranking: Ranking | None = None,
+) -> ProxyTraceResult:
     """Rank on ``scorer``, confirm with ``llm``; ``ledger`` meters the hosted calls (a fresh one capped at
     ``planned_proxy_calls`` when None). ``ranking``: the proxy's ranking of this claim, already made (the
     benchmark confirms one ranking with several judges)."""
@@ -153,17 +202,33 @@ async def trace_proxy(scorer: Scorer, llm: LLM, claim: str, query: str, corpus: 
     hosted = ledger or CallLedger(planned=planned_proxy_calls(corpus, params, pp), concurrency=params.concurrency)
     texts, truncated = windowed_texts(corpus, params, tok)
     if ranking is None:
-        ranking = await rank(scorer, claim, query, corpus, model=llm.model, params=params, pp=pp, lp=lp,
-                             tokenizer=tok, on_progress=on_progress)
+        ranking = await rank(
+            scorer,
+            claim,
+            query,
+            corpus,
+            model=llm.model,
+            params=params,
+            pp=pp,
+            lp=lp,
+            tokenizer=tok,
+            on_progress=on_progress,
+        )
     ranked = ranking.result
     tg = targets(ranked, corpus, pp)
     conf = await confirm(llm, hosted, claim, query, corpus, texts, tg, params=params, tokenizer=tok)
     reasons = disagreements(ranked, conf, corpus, params, pp)
     report = ProxyReportModel(
-        proxy_model=scorer.model, proxy_verdict=ranked.verdict, proxy_layers=layer_ranking(ranked),
-        proxy_ranking=source_ranking(ranked), hosted=hosted_check(conf, corpus), disagreements=reasons,
-        share_margin=pp.share_margin, proxy_seconds=round(ranking.seconds, 3),
-        evaluated_tokens=ranking.evaluated_tokens)
+        proxy_model=scorer.model,
+        proxy_verdict=ranked.verdict,
+        proxy_layers=layer_ranking(ranked),
+        proxy_ranking=source_ranking(ranked),
+        hosted=hosted_check(conf, corpus),
+        disagreements=reasons,
+        share_margin=pp.share_margin,
+        proxy_seconds=round(ranking.seconds, 3),
+        evaluated_tokens=ranking.evaluated_tokens,
+    )
     extra = {"logprob": lp.model_dump(), "proxy": pp.model_dump()}
     if on_progress is not None:
         said = "confirmed the proxy's ranking" if not reasons else "disagreed: the full judged search runs"
@@ -173,15 +238,34 @@ async def trace_proxy(scorer: Scorer, llm: LLM, claim: str, query: str, corpus: 
         return _finish(shown, ranked, hosted, ranking.passes, report, extra, confirmed=True)
     judge = Seeded(JudgedDigit(llm, hosted, claim, query, corpus, texts), conf.scores)
     supports = await _fallback_spans(llm, hosted, claim, corpus, conf, params=params, tokenizer=tok)
-    judged = await run_loo(judge, claim, corpus, llm=llm, ledger=hosted, params=params, tokenizer=tok,
-                           model=llm.model, truncated=truncated, on_progress=on_progress, supports=supports,
-                           redundancy=plan_redundancy(plan))
+    judged = await run_loo(
+        judge,
+        claim,
+        corpus,
+        llm=llm,
+        ledger=hosted,
+        params=params,
+        tokenizer=tok,
+        model=llm.model,
+        truncated=truncated,
+        on_progress=on_progress,
+        supports=supports,
+        redundancy=plan_redundancy(plan),
+    )
     report = report.model_copy(update={"judged_ranking": source_ranking(judged)})
     return _finish(judged, ranked, hosted, ranking.passes, report, extra, confirmed=False)
 
 
-async def _fallback_spans(llm: LLM, ledger: CallLedger, claim: str, corpus: Corpus, conf: Confirmation, *,
-                          params: Params, tokenizer: Tokenizer) -> dict[str, SupportVerdict]:
+async def _fallback_spans(
+    llm: LLM,
+    ledger: CallLedger,
+    claim: str,
+    corpus: Corpus,
+    conf: Confirmation,
+    *,
+    params: Params,
+    tokenizer: Tokenizer,
+) -> dict[str, SupportVerdict]:
     """The span checks the full search needs, reusing the confirmation's."""
     span_targets, _ = select_units(corpus.units, params.max_sources)
     missing = [u.id for u in span_targets if u.id not in conf.supports]
@@ -189,21 +273,44 @@ async def _fallback_spans(llm: LLM, ledger: CallLedger, claim: str, corpus: Corp
     return {**conf.supports, **made}
 
 
-def _finish(body: TraceResult, ranked: LogprobTraceResult, hosted: CallLedger, passes: int,
-            report: ProxyReportModel, extra: Mapping[str, object], *, confirmed: bool) -> ProxyTraceResult:
+def _finish(
+    body: TraceResult,
+    ranked: LogprobTraceResult,
+    hosted: CallLedger,
+    passes: int,
+    report: ProxyReportModel,
+    extra: Mapping[str, object],
+    *,
+    confirmed: bool,
+) -> ProxyTraceResult:
     base = {f.name: getattr(body, f.name) for f in fields(TraceResult)}
     account = hosted.account()
     calls = ProxyCallAccount(**{f.name: getattr(account, f.name) for f in fields(account)}, scored=passes)
-    line = (f"proxy: ranked by {ranked.scorer_model} (log-probability leave-one-out, {passes} local scoring "
-            f"passes), {'confirmed by the hosted judge' if confirmed else 'the hosted judge disagreed'} "
-            f"({hosted.made} hosted calls)")
-    base.update(estimator="proxy", calls=calls, usage=hosted.usage, cost_usd=hosted.cost_usd,
-                params={**body.params, **extra}, notes=(*body.notes, line))
+    line = (
+        f"proxy: ranked by {ranked.scorer_model} (log-probability leave-one-out, {passes} local scoring "
+        f"passes), {'confirmed by the hosted judge' if confirmed else 'the hosted judge disagreed'} "
+        f"({hosted.made} hosted calls)"
+    )
+    base.update(
+        estimator="proxy",
+        calls=calls,
+        usage=hosted.usage,
+        cost_usd=hosted.cost_usd,
+        params={**body.params, **extra},
+        notes=(*body.notes, line),
+    )
     if hosted.refused:
         warned = f"{hosted.refused} call(s) refused: the plan of {hosted.planned} calls was reached."
         if warned not in body.warnings:
             base["warnings"] = (*body.warnings, warned)
-    return ProxyTraceResult(**base, tau_nats=ranked.tau_nats, tau_gamma_nats=ranked.tau_gamma_nats,
-                            claim_tokens=ranked.claim_tokens, claim_token_logprobs=ranked.claim_token_logprobs,
-                            scorer_model=ranked.scorer_model, proxy_model=ranked.scorer_model, confirmed=confirmed,
-                            report=report)
+    return ProxyTraceResult(
+        **base,
+        tau_nats=ranked.tau_nats,
+        tau_gamma_nats=ranked.tau_gamma_nats,
+        claim_tokens=ranked.claim_tokens,
+        claim_token_logprobs=ranked.claim_token_logprobs,
+        scorer_model=ranked.scorer_model,
+        proxy_model=ranked.scorer_model,
+        confirmed=confirmed,
+        report=report,
+    )

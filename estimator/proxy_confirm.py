@@ -46,8 +46,16 @@ from .support import check_support, support_body
 from .tokens import Tokenizer
 from .units import Corpus, Layer
 
-__all__ = ["DEFAULT_PROXY_PARAMS", "Confirmation", "ProxyParams", "Seeded", "Targets", "confirm", "disagreements",
-           "targets"]
+__all__ = [
+    "DEFAULT_PROXY_PARAMS",
+    "Confirmation",
+    "ProxyParams",
+    "Seeded",
+    "Targets",
+    "confirm",
+    "disagreements",
+    "targets",
+]
 
 
 class ProxyParams(BaseModel):
@@ -56,21 +64,34 @@ class ProxyParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     share_margin: float = Field(
-        0.5, ge=0, le=1,
+        0.5,
+        ge=0,
+        le=1,
         description="How much smaller a share of Γ the hosted judge may see in the proxy's top source than the "
         "proxy does before they disagree. The judge's digits are coarse — one digit of an 8-digit Γ is 0.125 "
         "of it, and a judge often keeps a claim at 5–7 of 9 with its source gone — so a share half the proxy's "
         "still names the same source; a judge that finds the source carries far less of the claim than the "
-        "proxy thinks (a share smaller by more than half of Γ) is a different ranking, and the search widens.")
-    span_sources: int = Field(1, ge=1, le=4, description="The proxy's top sources whose span check the hosted "
-                              "judge makes (each may be retried once).")
-    order: BlockOrder = Field("size", description="Source order in the proxy's prompts: size (grouped by layer, "
-                              "largest first: the most prefix reuse) or ordinal (as in the turn).")
+        "proxy thinks (a share smaller by more than half of Γ) is a different ranking, and the search widens.",
+    )
+    span_sources: int = Field(
+        1,
+        ge=1,
+        le=4,
+        description="The proxy's top sources whose span check the hosted judge makes (each may be retried once).",
+    )
+    order: BlockOrder = Field(
+        "size",
+        description="Source order in the proxy's prompts: size (grouped by layer, "
+        "largest first: the most prefix reuse) or ordinal (as in the turn).",
+    )
     local_tokens_per_second: float = Field(
-        55.0, gt=0, le=100_000,
+        55.0,
+        gt=0,
+        le=100_000,
         description="Prompt tokens per second of the local scorer, for the quote's seconds: Qwen2.5-Coder-1.5B "
         "Q4_K_M in-process evaluates 55–65 on an idle 2-core CPU and about half that when the CPU is shared "
-        "(bench/proxy/speed.py); a faster machine or the 0.5B model makes the estimate high.")
+        "(bench/proxy/speed.py); a faster machine or the 0.5B model makes the estimate high.",
+    )
 
 
 DEFAULT_PROXY_PARAMS = ProxyParams()
@@ -95,6 +116,7 @@ class Targets:
 def _likeliest(proxy: TraceResult, layer: Layer) -> str | None:
     """In a grounding layer where the proxy found no source that grounds or carries the claim alone: the
     source that keeps the most of it alone (else whose removal moves it most)."""
+
     def key(score: SourceScore) -> tuple[float, float]:
         alone = score.alone if score.alone is not None and not math.isnan(score.alone) else -math.inf
         delta = score.delta if score.delta is not None and not math.isnan(score.delta) else -math.inf
@@ -116,10 +138,18 @@ def targets(proxy: TraceResult, corpus: Corpus, pp: ProxyParams) -> Targets:
         carriers = [x for x in proxy.layers if x.role == "redundant"] or list(proxy.layers)
         layer = max(carriers, key=lambda x: -math.inf if math.isnan(x.delta) else x.delta).layer
     grounding = top_source(proxy)
-    ranked = sorted((s for s in proxy.sources if s.role == "grounds" and s.delta is not None
-                     and not math.isnan(s.delta) and s.delta > 0), key=lambda s: -(s.delta or 0.0))
-    alone = sorted((s for s in proxy.sources if s.role == "redundant" and s.alone is not None
-                    and not math.isnan(s.alone)), key=lambda s: -(s.alone or 0.0))
+    ranked = sorted(
+        (
+            s
+            for s in proxy.sources
+            if s.role == "grounds" and s.delta is not None and not math.isnan(s.delta) and s.delta > 0
+        ),
+        key=lambda s: -(s.delta or 0.0),
+    )
+    alone = sorted(
+        (s for s in proxy.sources if s.role == "redundant" and s.alone is not None and not math.isnan(s.alone)),
+        key=lambda s: -(s.alone or 0.0),
+    )
     span = tuple(s.source_id for s in (*ranked, *alone))[: pp.span_sources]
     likeliest = None
     if grounding is None and not alone and layer is not None and proxy.verdict == "attributed":
@@ -128,8 +158,9 @@ def targets(proxy: TraceResult, corpus: Corpus, pp: ProxyParams) -> Targets:
     if source is not None and source not in span:
         span = (source, *span[: pp.span_sources - 1])
     measured = source is not None and proxy.verdict == "attributed"  # grounds, carries it alone, or likeliest
-    return Targets(layer, source, grounding is not None, span, measured=measured,
-                   every_layer=proxy.verdict == "redundant")
+    return Targets(
+        layer, source, grounding is not None, span, measured=measured, every_layer=proxy.verdict == "redundant"
+    )
 
 
 @dataclass
@@ -145,8 +176,18 @@ class Confirmation:
         return math.nan if measured is None else measured.value
 
 
-async def confirm(llm: LLM, ledger: CallLedger, claim: str, query: str, corpus: Corpus, texts: Mapping[str, str],
-                  tg: Targets, *, params: Params, tokenizer: Tokenizer) -> Confirmation:
+async def confirm(
+    llm: LLM,
+    ledger: CallLedger,
+    claim: str,
+    query: str,
+    corpus: Corpus,
+    texts: Mapping[str, str],
+    tg: Targets,
+    *,
+    params: Params,
+    tokenizer: Tokenizer,
+) -> Confirmation:
     """s(1), s(0), s(1 − top layer), s(1 − top source) and the span checks, all at once, on ``ledger``."""
     judge = JudgedDigit(llm, ledger, claim, query, corpus, texts)
     masks: dict[Mask, Stage] = {frozenset(): "gamma", frozenset(u.id for u in corpus.units): "gamma"}
@@ -164,8 +205,9 @@ async def confirm(llm: LLM, ledger: CallLedger, claim: str, query: str, corpus: 
         unit = corpus.by_id(unit_id)
         body = support_body(unit, params=params, tokenizer=tokenizer)[0]
         with labelled("spans", f"span check of {unit_id}"):
-            out.supports[unit_id] = await check_support(llm, claim, unit, params=params, tokenizer=tokenizer,
-                                                        ledger=ledger, body=body)
+            out.supports[unit_id] = await check_support(
+                llm, claim, unit, params=params, tokenizer=tokenizer, ledger=ledger, body=body
+            )
 
     async with anyio.create_task_group() as group:
         for mask, stage in masks.items():
@@ -179,8 +221,7 @@ def _share(delta: float, gamma: float) -> float:
     return 0.0 if gamma <= 0 else min(1.0, max(0.0, delta / gamma))
 
 
-def disagreements(proxy: TraceResult, conf: Confirmation, corpus: Corpus, params: Params,
-                  pp: ProxyParams) -> list[str]:
+def disagreements(proxy: TraceResult, conf: Confirmation, corpus: Corpus, params: Params, pp: ProxyParams) -> list[str]:
     """Why the hosted judge's measurements disagree with the proxy's ranking (empty: confirmed)."""
     tg = conf.targets
     if proxy.verdict == "no_information":
@@ -190,13 +231,20 @@ def disagreements(proxy: TraceResult, conf: Confirmation, corpus: Corpus, params
         return ["the hosted judge gave no information for s(1) or s(0), so Γ cannot be confirmed"]
     gamma = s1 - s0
     if proxy.verdict == "internal_knowledge":
-        return [] if gamma < params.tau_gamma else [
-            f"the hosted judge's Γ = {gamma:.2f} ≥ τ_Γ = {params.tau_gamma:g}: the context matters to it, while "
-            "the proxy found the claim survives without it"]
+        return (
+            []
+            if gamma < params.tau_gamma
+            else [
+                f"the hosted judge's Γ = {gamma:.2f} ≥ τ_Γ = {params.tau_gamma:g}: the context matters to it, while "
+                "the proxy found the claim survives without it"
+            ]
+        )
     out: list[str] = []
     if gamma < params.tau_gamma:
-        out.append(f"the hosted judge's Γ = {gamma:.2f} < τ_Γ = {params.tau_gamma:g}: internal knowledge to it, "
-                   f"while the proxy's verdict is {proxy.verdict}")
+        out.append(
+            f"the hosted judge's Γ = {gamma:.2f} < τ_Γ = {params.tau_gamma:g}: internal knowledge to it, "
+            f"while the proxy's verdict is {proxy.verdict}"
+        )
     if tg.layer is not None:
         without = conf.value(layer_mask(corpus, tg.layer))
         delta = drop(s1, without)
@@ -204,11 +252,15 @@ def disagreements(proxy: TraceResult, conf: Confirmation, corpus: Corpus, params
         if math.isnan(without):
             out.append(f"the hosted judge gave no information without the {tg.layer.value} layer")
         elif proxy.verdict == "redundant" and role_of(delta, params.tau) != "irrelevant":
-            out.append(f"removing the {tg.layer.value} layer moves the hosted judge by {delta:+.2f} (|Δ| ≥ τ = "
-                       f"{params.tau:g}), while the proxy found no single layer matters")
+            out.append(
+                f"removing the {tg.layer.value} layer moves the hosted judge by {delta:+.2f} (|Δ| ≥ τ = "
+                f"{params.tau:g}), while the proxy found no single layer matters"
+            )
         elif proxy.verdict == "attributed" and role_of(delta, params.tau) != proxy_role:
-            out.append(f"removing the {tg.layer.value} layer moves the hosted judge by {delta:+.2f}: "
-                       f"{role_of(delta, params.tau)} to it, {proxy_role} to the proxy")
+            out.append(
+                f"removing the {tg.layer.value} layer moves the hosted judge by {delta:+.2f}: "
+                f"{role_of(delta, params.tau)} to it, {proxy_role} to the proxy"
+            )
     if proxy.verdict == "redundant" and tg.every_layer:
         for layer in corpus.layers_present():
             if layer == tg.layer:
@@ -217,8 +269,10 @@ def disagreements(proxy: TraceResult, conf: Confirmation, corpus: Corpus, params
             if math.isnan(delta):
                 out.append(f"the hosted judge gave no information without the {layer.value} layer")
             elif role_of(delta, params.tau) != "irrelevant":
-                out.append(f"removing the {layer.value} layer moves the hosted judge by {delta:+.2f} (|Δ| ≥ τ = "
-                           f"{params.tau:g}), while the proxy found no single layer matters")
+                out.append(
+                    f"removing the {layer.value} layer moves the hosted judge by {delta:+.2f} (|Δ| ≥ τ = "
+                    f"{params.tau:g}), while the proxy found no single layer matters"
+                )
     if proxy.verdict == "attributed" and tg.source is not None and tg.source_grounds:
         without = conf.value(frozenset({tg.source}))
         delta = drop(s1, without)
@@ -226,18 +280,24 @@ def disagreements(proxy: TraceResult, conf: Confirmation, corpus: Corpus, params
         if math.isnan(without):
             out.append(f"the hosted judge gave no information without {tg.source}")
         elif delta < params.tau:
-            out.append(f"removing {tg.source} moves the hosted judge by {delta:+.2f} < τ = {params.tau:g}, while "
-                       "it is the proxy's top source")
+            out.append(
+                f"removing {tg.source} moves the hosted judge by {delta:+.2f} < τ = {params.tau:g}, while "
+                "it is the proxy's top source"
+            )
         elif mine is not None and _share(mine, proxy.gamma) - _share(delta, gamma) > pp.share_margin:
-            out.append(f"{tg.source} carries {_share(delta, gamma):.0%} of Γ for the hosted judge and "
-                       f"{_share(mine, proxy.gamma):.0%} for the proxy: more than the margin of "
-                       f"{pp.share_margin:.0%} apart")
+            out.append(
+                f"{tg.source} carries {_share(delta, gamma):.0%} of Γ for the hosted judge and "
+                f"{_share(mine, proxy.gamma):.0%} for the proxy: more than the margin of "
+                f"{pp.share_margin:.0%} apart"
+            )
     elif proxy.verdict == "attributed" and tg.source is not None and tg.measured:
         delta = drop(s1, conf.value(frozenset({tg.source})))
         if delta >= params.tau:
-            out.append(f"removing {tg.source} moves the hosted judge by {delta:+.2f} ≥ τ = {params.tau:g}: it "
-                       "grounds the claim for the judge, while for the proxy no single source does (removing "
-                       "one changes less than τ)")
+            out.append(
+                f"removing {tg.source} moves the hosted judge by {delta:+.2f} ≥ τ = {params.tau:g}: it "
+                "grounds the claim for the judge, while for the proxy no single source does (removing "
+                "one changes less than τ)"
+            )
     return out
 
 

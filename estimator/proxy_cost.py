@@ -43,8 +43,9 @@ def proxy_capability(*, local_model: bool, scorer_api_base: str | None) -> Scori
     if local_model:
         return ScoringCapability(True, "in-process", "a local model in this process ranks the sources")
     if scorer_api_base:
-        return ScoringCapability(True, "completions-echo", "the configured scoring endpoint (/v1/completions with "
-                                 "echo) ranks the sources")
+        return ScoringCapability(
+            True, "completions-echo", "the configured scoring endpoint (/v1/completions with echo) ranks the sources"
+        )
     return ScoringCapability(False, "none", "no local scoring model or scoring endpoint is configured")
 
 
@@ -76,17 +77,25 @@ class ProxyQuote(DumpsAsModel):
     def to_model(self) -> ProxyQuoteModel:
         c = self.capability
         return ProxyQuoteModel(
-            can_score=c.can_score, how=c.how, reason=c.reason, confirm_calls=self.confirm_calls,
-            confirm_input_tokens=self.confirm_input_tokens, confirm_output_tokens=self.confirm_output_tokens,
+            can_score=c.can_score,
+            how=c.how,
+            reason=c.reason,
+            confirm_calls=self.confirm_calls,
+            confirm_input_tokens=self.confirm_input_tokens,
+            confirm_output_tokens=self.confirm_output_tokens,
             confirm_cost_usd=self.cost(self.confirm_input_tokens, self.confirm_output_tokens),
-            fallback_calls=self.fallback_calls, worst_case_calls=self.worst_case_calls,
+            fallback_calls=self.fallback_calls,
+            worst_case_calls=self.worst_case_calls,
             worst_case_input_tokens=self.worst_case_input_tokens,
             worst_case_output_tokens=self.worst_case_output_tokens,
             worst_case_cost_usd=self.cost(self.worst_case_input_tokens, self.worst_case_output_tokens),
-            local_passes=self.local_passes, local_prompt_tokens=self.local_prompt_tokens,
+            local_passes=self.local_passes,
+            local_prompt_tokens=self.local_prompt_tokens,
             local_prompt_tokens_without_reuse=self.local_prompt_tokens_without_reuse,
-            local_seconds=self.local_seconds, local_tokens_per_second=self.pp.local_tokens_per_second,
-            share_margin=self.pp.share_margin)
+            local_seconds=self.local_seconds,
+            local_tokens_per_second=self.pp.local_tokens_per_second,
+            share_margin=self.pp.share_margin,
+        )
 
 
 def _planned_masks(corpus: Corpus, params: Params) -> list[list[Mask]]:
@@ -96,8 +105,13 @@ def _planned_masks(corpus: Corpus, params: Params) -> list[list[Mask]]:
     layers = corpus.layers_present()
     rounds: list[list[Mask]] = [[frozenset(), everything, *(layer_mask(corpus, x) for x in layers)]]
     rounds.append([frozenset({u.id}) for u in corpus.units[: params.max_sources]])
-    rounds.append([layer_mask(corpus, u.layer) - {u.id} for u in corpus.units[: params.max_sources]
-                   if len(corpus.in_layer(u.layer)) > 1])
+    rounds.append(
+        [
+            layer_mask(corpus, u.layer) - {u.id}
+            for u in corpus.units[: params.max_sources]
+            if len(corpus.in_layer(u.layer)) > 1
+        ]
+    )
     seen: set[Mask] = set()
     out: list[list[Mask]] = []
     for masks in rounds:
@@ -107,15 +121,21 @@ def _planned_masks(corpus: Corpus, params: Params) -> list[list[Mask]]:
     return out
 
 
-def local_prompt_tokens(corpus: Corpus, claim: str, query: str, *, params: Params = DEFAULT_PARAMS,
-                        pp: ProxyParams = DEFAULT_PROXY_PARAMS, tokenizer: Tokenizer | None = None) -> tuple[int, int]:
+def local_prompt_tokens(
+    corpus: Corpus,
+    claim: str,
+    query: str,
+    *,
+    params: Params = DEFAULT_PARAMS,
+    pp: ProxyParams = DEFAULT_PROXY_PARAMS,
+    tokenizer: Tokenizer | None = None,
+) -> tuple[int, int]:
     """(prompt tokens evaluated with the prefixes shared, without) for the proxy's planned masks."""
     tok = tokenizer or ApproxTokenizer()
     texts = {u.id: tok.truncate(u.shown, params.source_token_cap) for u in corpus.units}
     order = block_order(corpus, texts, tok, pp.order)
     sizes = {u.id: tok.count(texts[u.id]) + BLOCK_OVERHEAD_TOKENS for u in corpus.units}
-    sizes.update({"system": DEFAULT_SYSTEM_TOKENS,
-                  "tail": tok.count(query) + tok.count(claim) + TAIL_OVERHEAD_TOKENS})
+    sizes.update({"system": DEFAULT_SYSTEM_TOKENS, "tail": tok.count(query) + tok.count(claim) + TAIL_OVERHEAD_TOKENS})
     instructions = {u.id for u in corpus.units if u.layer == Layer.INSTRUCTIONS}
 
     def prompt(mask: Mask) -> tuple[str, ...]:
@@ -133,9 +153,18 @@ def local_prompt_tokens(corpus: Corpus, claim: str, query: str, *, params: Param
     return with_reuse, without
 
 
-def quote_proxy(corpus: Corpus, claim: str, capability: ScoringCapability, judged: CostQuote, *, query: str = "",
-                params: Params = DEFAULT_PARAMS, pp: ProxyParams = DEFAULT_PROXY_PARAMS,
-                tokenizer: Tokenizer | None = None, pricing: Pricing | None = None) -> ProxyQuote:
+def quote_proxy(
+    corpus: Corpus,
+    claim: str,
+    capability: ScoringCapability,
+    judged: CostQuote,
+    *,
+    query: str = "",
+    params: Params = DEFAULT_PARAMS,
+    pp: ProxyParams = DEFAULT_PROXY_PARAMS,
+    tokenizer: Tokenizer | None = None,
+    pricing: Pricing | None = None,
+) -> ProxyQuote:
     """Both sides of one proxy trace; ``judged`` is the cost gate's quote of the full judged trace (the
     fallback)."""
     tok = tokenizer or ApproxTokenizer()
@@ -148,9 +177,21 @@ def quote_proxy(corpus: Corpus, claim: str, capability: ScoringCapability, judge
     unreused = worst - judged.plan.total  # calls of the confirmation the fallback may not reuse
     spans_unreused = max(unreused - 1, 0)
     worst_in = judged.input_tokens + min(unreused, 1) * per_judge + (sum(per_span) if spans_unreused else 0)
-    worst_out = (judged.output_tokens + min(unreused, 1) * JUDGE_OUTPUT_TOKENS
-                 + spans_unreused * SUPPORT_OUTPUT_TOKENS)
+    worst_out = judged.output_tokens + min(unreused, 1) * JUDGE_OUTPUT_TOKENS + spans_unreused * SUPPORT_OUTPUT_TOKENS
     evaluated_tokens, without = local_prompt_tokens(corpus, claim, query, params=params, pp=pp, tokenizer=tok)
     prices = pricing.price(judged.model) if pricing is not None else None
-    return ProxyQuote(capability, confirm_calls(pp, corpus), confirm_in, confirm_out, judged.plan.total, worst,
-                      worst_in, worst_out, judged.plan.ablation, evaluated_tokens, without, pp, prices)
+    return ProxyQuote(
+        capability,
+        confirm_calls(pp, corpus),
+        confirm_in,
+        confirm_out,
+        judged.plan.total,
+        worst,
+        worst_in,
+        worst_out,
+        judged.plan.ablation,
+        evaluated_tokens,
+        without,
+        pp,
+        prices,
+    )

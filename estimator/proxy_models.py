@@ -12,8 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-__all__ = ["CONFIRMED_LINE", "FALLBACK_LINE", "HostedCheckModel", "ProxyQuoteModel", "ProxyReportModel",
-           "RankedModel"]
+__all__ = ["CONFIRMED_LINE", "FALLBACK_LINE", "HostedCheckModel", "ProxyQuoteModel", "ProxyReportModel", "RankedModel"]
 
 CONFIRMED_LINE = "confirmed by the hosted judge"
 FALLBACK_LINE = "proxy only — the hosted judge disagreed, full search ran"
@@ -61,14 +60,17 @@ class ProxyReportModel(_Model):
     proxy_layers: list[RankedModel] = Field(description="the proxy's layer drops in nats, largest |drop| first")
     proxy_ranking: list[RankedModel] = Field(description="the proxy's source drops in nats, largest first")
     hosted: HostedCheckModel
-    judged_ranking: list[RankedModel] | None = Field(None, description="after a fallback: the full judged trace's "
-                                                     "source drops in digits, largest first")
-    disagreements: list[str] = Field([], description="why the hosted judge's measurements disagree with the "
-                                     "proxy (empty when confirmed)")
+    judged_ranking: list[RankedModel] | None = Field(
+        None, description="after a fallback: the full judged trace's source drops in digits, largest first"
+    )
+    disagreements: list[str] = Field(
+        [], description="why the hosted judge's measurements disagree with the proxy (empty when confirmed)"
+    )
     share_margin: float = Field(description="the stated margin (ProxyParams.share_margin)")
     proxy_seconds: float = Field(description="wall time of the proxy's ranking on the local scorer")
-    evaluated_tokens: int | None = Field(None, description="prompt tokens the local scorer evaluated (prefix "
-                                         "reuse saves the rest), when it reports them")
+    evaluated_tokens: int | None = Field(
+        None, description="prompt tokens the local scorer evaluated (prefix reuse saves the rest), when it reports them"
+    )
 
 
 class ProxyQuoteModel(_Model):
@@ -78,20 +80,23 @@ class ProxyQuoteModel(_Model):
     can_score: bool = Field(description="whether a local scoring model or scoring endpoint is configured")
     how: str
     reason: str
-    confirm_calls: int = Field(description="hosted calls when the proxy is confirmed (worst case: each span "
-                               "check retried once)")
+    confirm_calls: int = Field(
+        description="hosted calls when the proxy is confirmed (worst case: each span check retried once)"
+    )
     confirm_input_tokens: int
     confirm_output_tokens: int
     confirm_cost_usd: float | None
     fallback_calls: int = Field(description="hosted calls of the full judged search the fallback runs")
-    worst_case_calls: int = Field(description="planned: confirmation plus fallback, less what the fallback "
-                                  "reuses, capped at MAX_CALLS")
+    worst_case_calls: int = Field(
+        description="planned: confirmation plus fallback, less what the fallback reuses, capped at MAX_CALLS"
+    )
     worst_case_input_tokens: int
     worst_case_output_tokens: int
     worst_case_cost_usd: float | None
     local_passes: int = Field(description="local scoring passes (worst case); free")
-    local_prompt_tokens: int = Field(description="prompt tokens the local scorer evaluates with prefix reuse "
-                                     "(estimate)")
+    local_prompt_tokens: int = Field(
+        description="prompt tokens the local scorer evaluates with prefix reuse (estimate)"
+    )
     local_prompt_tokens_without_reuse: int
     local_seconds: float = Field(description="estimated seconds of the local ranking on this machine")
     local_tokens_per_second: float = Field(description="the local scorer's prompt rate the estimate assumes")

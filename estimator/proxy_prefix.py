@@ -34,8 +34,15 @@ from .scorer import ScoredTarget, Scorer
 from .tokens import Tokenizer
 from .units import PROVENANCE_LAYER_ORDER, Corpus
 
-__all__ = ["BlockOrder", "OrderedLogprobScalar", "PrefixOrderedScorer", "block_order", "evaluated", "next_index",
-           "ordered_messages"]
+__all__ = [
+    "BlockOrder",
+    "OrderedLogprobScalar",
+    "PrefixOrderedScorer",
+    "block_order",
+    "evaluated",
+    "next_index",
+    "ordered_messages",
+]
 
 BlockOrder = Literal["size", "ordinal"]
 _S = TypeVar("_S", str, tuple[str, ...])
@@ -43,8 +50,12 @@ SETTLE_CHECKPOINTS = 8
 """Checkpoints the scorer waits, when it was idle, for the other masks of a round to arrive."""
 
 
-def block_order(corpus: Corpus, texts: Mapping[str, str], tokenizer: Tokenizer, how: BlockOrder = "size",
-                ) -> tuple[str, ...]:
+def block_order(
+    corpus: Corpus,
+    texts: Mapping[str, str],
+    tokenizer: Tokenizer,
+    how: BlockOrder = "size",
+) -> tuple[str, ...]:
     """The order of the sources in every prompt of a proxy trace (ids). ``ordinal``: as the turn had them;
     ``size``: grouped by layer, largest layer first, and inside a layer largest source first (ties by
     ordinal)."""
@@ -54,12 +65,14 @@ def block_order(corpus: Corpus, texts: Mapping[str, str], tokenizer: Tokenizer, 
     size = {u.id: tokenizer.count(texts[u.id]) for u in units}
     layer_size = {layer: sum(size[u.id] for u in units if u.layer == layer) for layer in PROVENANCE_LAYER_ORDER}
     rank = {layer: i for i, layer in enumerate(PROVENANCE_LAYER_ORDER)}
-    return tuple(u.id for u in sorted(units, key=lambda u: (-layer_size[u.layer], rank[u.layer], -size[u.id],
-                                                             u.ordinal)))
+    return tuple(
+        u.id for u in sorted(units, key=lambda u: (-layer_size[u.layer], rank[u.layer], -size[u.id], u.ordinal))
+    )
 
 
-def ordered_messages(corpus: Corpus, query: str, mask: Mask, texts: Mapping[str, str],
-                     order: Sequence[str]) -> tuple[Message, ...]:
+def ordered_messages(
+    corpus: Corpus, query: str, mask: Mask, texts: Mapping[str, str], order: Sequence[str]
+) -> tuple[Message, ...]:
     """``logprob.build_messages`` with the sources in ``order``."""
     return build_messages(corpus, query, mask, texts, order)
 
@@ -167,8 +180,11 @@ class PrefixOrderedScorer:
         self._wake.pop(chosen).set()
 
 
-def evaluated(prompts: Sequence[tuple[str, ...]], sizes: Mapping[str, int], start: tuple[str, ...] = (),
-              ) -> tuple[int, tuple[str, ...]]:
+def evaluated(
+    prompts: Sequence[tuple[str, ...]],
+    sizes: Mapping[str, int],
+    start: tuple[str, ...] = (),
+) -> tuple[int, tuple[str, ...]]:
     """Tokens a prefix-reusing scorer evaluates for ``prompts`` (tuples of block ids, each block of
     ``sizes[id]`` tokens) sent together and ordered by ``next_index``, starting from ``start`` in its
     cache; and the prompt it ends with. Used by the cost gate to estimate the local seconds."""

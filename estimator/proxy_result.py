@@ -29,8 +29,15 @@ from .result_models import (
 )
 from .units import Corpus
 
-__all__ = ["ProxyCallAccount", "ProxyTraceResult", "ProxyTraceResultModel", "hosted_check", "layer_ranking",
-           "source_ranking", "with_supports"]
+__all__ = [
+    "ProxyCallAccount",
+    "ProxyTraceResult",
+    "ProxyTraceResultModel",
+    "hosted_check",
+    "layer_ranking",
+    "source_ranking",
+    "with_supports",
+]
 
 NO_SPANS = "No span checks were made"
 
@@ -86,12 +93,22 @@ class ProxyTraceResult(TraceResult):
         base = dict(TraceResultModel.model_validate(self))
         nats: dict[str, object] = {}
         if self.confirmed:
-            nats = {"units": "nats", "scorer_model": self.scorer_model, "claim_tokens": self.claim_tokens,
-                    "claim_token_logprobs": list(self.claim_token_logprobs),
-                    "thresholds": LogprobThresholdsModel(tau_nats=self.tau_nats, tau_gamma_nats=self.tau_gamma_nats)}
+            nats = {
+                "units": "nats",
+                "scorer_model": self.scorer_model,
+                "claim_tokens": self.claim_tokens,
+                "claim_token_logprobs": list(self.claim_token_logprobs),
+                "thresholds": LogprobThresholdsModel(tau_nats=self.tau_nats, tau_gamma_nats=self.tau_gamma_nats),
+            }
         assert self.report is not None
-        return ProxyTraceResultModel(**base, **nats, proxy_model=self.proxy_model, confirmed=self.confirmed,
-                                     confirmation=self.confirmation, proxy=self.report)
+        return ProxyTraceResultModel(
+            **base,
+            **nats,
+            proxy_model=self.proxy_model,
+            confirmed=self.confirmed,
+            confirmation=self.confirmation,
+            proxy=self.report,
+        )
 
 
 def _finite(value: float | None) -> bool:
@@ -101,14 +118,17 @@ def _finite(value: float | None) -> bool:
 def source_ranking(result: TraceResult) -> list[RankedModel]:
     """Every tested source's drop, largest first (ties in ordinal order)."""
     tested = [s for s in result.sources if _finite(s.delta)]
-    return [RankedModel(id=s.source_id, drop=s.delta, role=s.role)
-            for s in sorted(tested, key=lambda s: -(s.delta or 0.0))]
+    return [
+        RankedModel(id=s.source_id, drop=s.delta, role=s.role) for s in sorted(tested, key=lambda s: -(s.delta or 0.0))
+    ]
 
 
 def layer_ranking(result: TraceResult) -> list[RankedModel]:
     """Every layer's drop, largest |drop| first."""
-    return [RankedModel(id=x.layer.value, drop=x.delta, role=x.role)
-            for x in sorted(result.layers, key=lambda x: -abs(x.delta) if _finite(x.delta) else math.inf)]
+    return [
+        RankedModel(id=x.layer.value, drop=x.delta, role=x.role)
+        for x in sorted(result.layers, key=lambda x: -abs(x.delta) if _finite(x.delta) else math.inf)
+    ]
 
 
 def hosted_check(conf: Confirmation, corpus: Corpus) -> HostedCheckModel:
@@ -119,13 +139,24 @@ def hosted_check(conf: Confirmation, corpus: Corpus) -> HostedCheckModel:
         layer_drop = s1 - conf.value(frozenset(u.id for u in corpus.in_layer(tg.layer)))
     if tg.source is not None and frozenset({tg.source}) in conf.scores:
         source_drop = s1 - conf.value(frozenset({tg.source}))
-    return HostedCheckModel(s_all=s1, s_none=s0, gamma=s1 - s0, top_layer=None if tg.layer is None else tg.layer.value,
-                            top_layer_drop=layer_drop, top_source=tg.source, top_source_drop=source_drop,
-                            span_checked=list(conf.supports))
+    return HostedCheckModel(
+        s_all=s1,
+        s_none=s0,
+        gamma=s1 - s0,
+        top_layer=None if tg.layer is None else tg.layer.value,
+        top_layer_drop=layer_drop,
+        top_source=tg.source,
+        top_source_drop=source_drop,
+        span_checked=list(conf.supports),
+    )
 
 
-def _with_support(result: TraceResult, score: SourceScore, support: SupportVerdict, overall: str | None,
-                  ) -> SourceScore:
+def _with_support(
+    result: TraceResult,
+    score: SourceScore,
+    support: SupportVerdict,
+    overall: str | None,
+) -> SourceScore:
     """One source with its span check and its §9 diagnosis, decided as ``assembly.score_sources`` does."""
     layer_role = next((x.role for x in result.layers if x.layer == score.layer), None)
     standing = score.role if score.role is not None or score.alone is None else "irrelevant"
@@ -136,26 +167,38 @@ def _with_support(result: TraceResult, score: SourceScore, support: SupportVerdi
     return replace(score, support=support, diagnosis=diagnosis)
 
 
-def with_supports(result: TraceResult, supports: Mapping[str, SupportVerdict], corpus: Corpus,
-                  conf: Confirmation) -> TraceResult:
+def with_supports(
+    result: TraceResult, supports: Mapping[str, SupportVerdict], corpus: Corpus, conf: Confirmation
+) -> TraceResult:
     """The proxy's result with the hosted judge's span checks of its top source(s) and their disclosures."""
     overall = claim_diagnosis(result.verdict, supports.values())
-    sources = tuple(_with_support(result, s, supports[s.source_id], overall) if s.source_id in supports else s
-                    for s in result.sources)
+    sources = tuple(
+        _with_support(result, s, supports[s.source_id], overall) if s.source_id in supports else s
+        for s in result.sources
+    )
     warnings = [w for w in result.warnings if not w.startswith(NO_SPANS)]
     if supports:
-        warnings.append(f"Span checks were made for the proxy's top source(s) only ({', '.join(supports)}): the "
-                        "other sources were not span-checked.")
+        warnings.append(
+            f"Span checks were made for the proxy's top source(s) only ({', '.join(supports)}): the "
+            "other sources were not span-checked."
+        )
     else:
         warnings.append("No span checks were made: the proxy found no source to check.")
     for unit_id, support in supports.items():
         if support.no_information:
-            warnings.append(f"No information from the span check of {unit_id} ({corpus.by_id(unit_id).label}): "
-                            f"{support.reason.removeprefix('no information: ')}.")
+            warnings.append(
+                f"No information from the span check of {unit_id} ({corpus.by_id(unit_id).label}): "
+                f"{support.reason.removeprefix('no information: ')}."
+            )
     layers = corpus.layers_present()
     for mask, measured in conf.scores.items():
         if measured.failure is not None:
-            warnings.append(f"No information from the hosted judge {describe_mask(mask, corpus, layers)}: "
-                            f"{measured.failure}.")
-    return replace(result, sources=sources, warnings=tuple(warnings),
-                   diagnosis=overall if overall is not None else result.diagnosis)
+            warnings.append(
+                f"No information from the hosted judge {describe_mask(mask, corpus, layers)}: {measured.failure}."
+            )
+    return replace(
+        result,
+        sources=sources,
+        warnings=tuple(warnings),
+        diagnosis=overall if overall is not None else result.diagnosis,
+    )

@@ -59,29 +59,40 @@ async def within_layers(run: LooRun, ab: Ablation, budget: int | None) -> Ablati
     # a source whose own removal gave no information keeps that disclosure: its drop is unknown, so
     # "removing it changes nothing" is not established (its ``alone`` is still reported)
     unmeasured = {uid for uid in alone if math.isnan(ab.s2.get(f"1-{uid}", math.nan)) or math.isnan(ab.s2["1"])}
-    roles.update({uid: "redundant" for uid, value in alone.items()
-                  if uid not in unmeasured and carries_alone(ab.s1, value, ab.tau)})
+    roles.update(
+        {
+            uid: "redundant"
+            for uid, value in alone.items()
+            if uid not in unmeasured and carries_alone(ab.s1, value, ab.tau)
+        }
+    )
     skipped = None
     if left:
-        skipped = (f"which of {', '.join(u.id for u in left)} carry the claim alone was not measured: the plan "
-                   f"for this corpus leaves room for {len(kept)} of {len(candidates)} (MAX_CALLS)")
+        skipped = (
+            f"which of {', '.join(u.id for u in left)} carry the claim alone was not measured: the plan "
+            f"for this corpus leaves room for {len(kept)} of {len(candidates)} (MAX_CALLS)"
+        )
     return replace(ab, alone=alone, roles=roles, redundancy_skipped=skipped)
 
 
 async def across_layers(run: LooRun, ab: Ablation) -> Ablation:
     """The seed's *redundant* verdict one level down: which layers alone carry it, then inside those."""
     unmeasured = any(x.no_information for x in ab.layers)
-    if decide_verdict(ab.s1 - ab.s0, ab.contributing, ab.tau_gamma, unmeasured=unmeasured) != "redundant" \
-            or len(ab.layers) < 2:
+    if (
+        decide_verdict(ab.s1 - ab.s0, ab.contributing, ab.tau_gamma, unmeasured=unmeasured) != "redundant"
+        or len(ab.layers) < 2
+    ):
         return ab
     corpus = run.corpus
     everything = frozenset(u.id for u in corpus.units)
-    s = await run.measure({f"only {x.layer.value}": everything - layer_mask(corpus, x.layer) for x in ab.layers},
-                          "redundancy")
+    s = await run.measure(
+        {f"only {x.layer.value}": everything - layer_mask(corpus, x.layer) for x in ab.layers}, "redundancy"
+    )
     layer_alone = {x.layer: s[f"only {x.layer.value}"] for x in ab.layers}
     carrying = [layer for layer, value in layer_alone.items() if carries_alone(ab.s1, value, ab.tau)]
-    layers = tuple(replace(x, role="redundant" if x.layer in carrying else x.role, alone=layer_alone[x.layer])
-                   for x in ab.layers)
+    layers = tuple(
+        replace(x, role="redundant" if x.layer in carrying else x.role, alone=layer_alone[x.layer]) for x in ab.layers
+    )
     candidates = [u for u in corpus.units if u.layer in carrying]
     tested, omitted = select_units(candidates, run.params.max_sources)
     s2 = await run.measure({f"only {u.id}": everything - {u.id} for u in tested}, "redundancy")
@@ -106,11 +117,15 @@ def explain(ab: Ablation, corpus: Corpus) -> tuple[str, ...]:
     if ab.layer_alone:
         carrying = [x.layer for x in ab.layers if x.role == "redundant"]
         if len(carrying) >= 2:
-            out.append(f"Any one of the {', '.join(x.value for x in carrying)} layers is enough: removing one "
-                       "changes nothing because the others still carry the claim.")
+            out.append(
+                f"Any one of the {', '.join(x.value for x in carrying)} layers is enough: removing one "
+                "changes nothing because the others still carry the claim."
+            )
         elif carrying:
-            out.append(f"The {carrying[0].value} layer alone carries the claim; removing it changed nothing "
-                       "because another layer carries it too.")
+            out.append(
+                f"The {carrying[0].value} layer alone carries the claim; removing it changed nothing "
+                "because another layer carries it too."
+            )
         else:
             out.append("No single layer carries the claim alone: it takes several layers together.")
     by_layer: dict[Layer, list[Unit]] = {}
@@ -120,13 +135,17 @@ def explain(ab: Ablation, corpus: Corpus) -> tuple[str, ...]:
         carriers = [u for u in measured if ab.roles.get(u.id) == "redundant"]
         others = [u for u in measured if u not in carriers]
         if len(carriers) >= 2:
-            text = (f"In the {layer.value} layer, {_any_of(_ids(carriers), len(carriers))}: removing one changes "
-                    "nothing because the others still say it.")
+            text = (
+                f"In the {layer.value} layer, {_any_of(_ids(carriers), len(carriers))}: removing one changes "
+                "nothing because the others still say it."
+            )
         elif carriers:
             text = f"In the {layer.value} layer, {_any_of(_ids(carriers), 1)} to carry the claim."
         else:
-            text = (f"In the {layer.value} layer, no source carries the claim alone: it takes several of "
-                    f"{_ids(measured)} together.")
+            text = (
+                f"In the {layer.value} layer, no source carries the claim alone: it takes several of "
+                f"{_ids(measured)} together."
+            )
         if carriers and others:
             text += f" {_ids(others)} {'does' if len(others) == 1 else 'do'} not carry it alone."
         out.append(text)

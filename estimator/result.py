@@ -27,8 +27,21 @@ from .result_models import (
 )
 from .units import Layer
 
-__all__ = ["VERDICT_TEXT", "CallAccount", "LayerScore", "ProgressEvent", "Role", "Round", "SourceScore",
-           "SupportLabel", "SupportVerdict", "TraceResult", "Verdict", "decide_verdict", "json_number"]
+__all__ = [
+    "VERDICT_TEXT",
+    "CallAccount",
+    "LayerScore",
+    "ProgressEvent",
+    "Role",
+    "Round",
+    "SourceScore",
+    "SupportLabel",
+    "SupportVerdict",
+    "TraceResult",
+    "Verdict",
+    "decide_verdict",
+    "json_number",
+]
 
 Round = Literal["round1", "round2", "redundancy", "spans", "probe"]
 
@@ -191,8 +204,9 @@ class TraceResult(DumpsAsModel):
         return TraceResultModel.model_validate(self)
 
 
-def decide_verdict(gamma: float, contributing: tuple[Layer, ...], tau_gamma: float, *,
-                   unmeasured: bool = False) -> Verdict:
+def decide_verdict(
+    gamma: float, contributing: tuple[Layer, ...], tau_gamma: float, *, unmeasured: bool = False
+) -> Verdict:
     """``unmeasured``: a layer's removal gave no information. Then no contributing layer does not show
     the claim is carried by several layers (the unmeasured one may carry it alone): no information."""
     if math.isnan(gamma):

@@ -152,8 +152,9 @@ class CallAccountModel(_Model):
     failed_billed: int = 0
     refused: int = 0
     billed: int = 0
-    scored: int | None = Field(None, exclude_if=lambda v: v is None, description="estimator proxy: local scoring "
-                               "passes (free; never in made)")
+    scored: int | None = Field(
+        None, exclude_if=lambda v: v is None, description="estimator proxy: local scoring passes (free; never in made)"
+    )
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -266,19 +267,28 @@ class TraceJobResultModel(TraceResultModel):
     claim_token_logprobs: list[Score] | None = Field(None, exclude_if=_absent)
     scorer_model: str | None = Field(None, exclude_if=_absent)
 
-    logprob: LogprobTraceResultModel | None = Field(None, exclude_if=_absent, description="estimator both: the "
-                                                    "log-probability trace of the same claim")
-    agreement: AgreementModel | None = Field(None, exclude_if=_absent, description="estimator both: how the two "
-                                             "traces agree")
-    declared: DeclaredAuditModel | None = Field(None, exclude_if=_absent, description="the declared-attribution "
-                                                "audit of the sentence")
-    proxy_model: str | None = Field(None, exclude_if=_absent, description="estimator proxy: the local model "
-                                    "that ranked the sources")
-    confirmed: bool | None = Field(None, exclude_if=_absent, description="estimator proxy: whether the hosted "
-                                   "judge confirmed the proxy's ranking (else the full judged search ran)")
+    logprob: LogprobTraceResultModel | None = Field(
+        None, exclude_if=_absent, description="estimator both: the log-probability trace of the same claim"
+    )
+    agreement: AgreementModel | None = Field(
+        None, exclude_if=_absent, description="estimator both: how the two traces agree"
+    )
+    declared: DeclaredAuditModel | None = Field(
+        None, exclude_if=_absent, description="the declared-attribution audit of the sentence"
+    )
+    proxy_model: str | None = Field(
+        None, exclude_if=_absent, description="estimator proxy: the local model that ranked the sources"
+    )
+    confirmed: bool | None = Field(
+        None,
+        exclude_if=_absent,
+        description="estimator proxy: whether the hosted "
+        "judge confirmed the proxy's ranking (else the full judged search ran)",
+    )
     confirmation: str | None = Field(None, exclude_if=_absent, description="estimator proxy: that, in words")
-    proxy: ProxyReportModel | None = Field(None, exclude_if=_absent, description="estimator proxy: both "
-                                           "rankings and the hosted judge's measurements")
+    proxy: ProxyReportModel | None = Field(
+        None, exclude_if=_absent, description="estimator proxy: both rankings and the hosted judge's measurements"
+    )
 
 
 class ProbeCallsModel(_Model):

@@ -22,8 +22,23 @@ __all__ = ["EstimatorChoice", "ScoringCapability", "ScoringQuote", "quote_scorin
 EstimatorChoice = Literal["judged", "expected", "logprob", "both", "proxy"]
 
 # Hosted chat APIs: log-probabilities only for generated tokens, no echo (seed §4).
-_CHAT_ONLY_PREFIXES = ("anthropic/", "claude", "gemini/", "vertex_ai/", "bedrock/", "azure/", "cohere/",
-                       "mistral/", "groq/", "gpt-", "o1", "o3", "o4", "openai/gpt-", "openai/o")
+_CHAT_ONLY_PREFIXES = (
+    "anthropic/",
+    "claude",
+    "gemini/",
+    "vertex_ai/",
+    "bedrock/",
+    "azure/",
+    "cohere/",
+    "mistral/",
+    "groq/",
+    "gpt-",
+    "o1",
+    "o3",
+    "o4",
+    "openai/gpt-",
+    "openai/o",
+)
 
 
 @dataclass(frozen=True)
@@ -33,26 +48,37 @@ class ScoringCapability:
     reason: str
 
 
-def scoring_capability(model: str, *, local_model: bool = False, scorer_api_base: str | None = None,
-                       api_base: str | None = None) -> ScoringCapability:
+def scoring_capability(
+    model: str, *, local_model: bool = False, scorer_api_base: str | None = None, api_base: str | None = None
+) -> ScoringCapability:
     """Whether ``model`` can return log p(supplied text): an in-process local model can; a self-hosted
     OpenAI-compatible server (vLLM, llama.cpp) can through ``/v1/completions`` with echo; a hosted chat
     API cannot (it returns log-probabilities only for tokens it generates)."""
     if local_model:
         return ScoringCapability(True, "in-process", "a local model in this process: one forward pass per mask")
     if scorer_api_base:
-        return ScoringCapability(True, "completions-echo",
-                                 "a self-hosted OpenAI-compatible server: /v1/completions with echo")
+        return ScoringCapability(
+            True, "completions-echo", "a self-hosted OpenAI-compatible server: /v1/completions with echo"
+        )
     hosted = api_base is None or "api.openai.com" in api_base
     if hosted and model.lower().startswith(_CHAT_ONLY_PREFIXES):
-        return ScoringCapability(False, "none", f"{model} is a hosted chat API: it returns log-probabilities only "
-                                 "for tokens it generates, never for a supplied claim (no echo)")
+        return ScoringCapability(
+            False,
+            "none",
+            f"{model} is a hosted chat API: it returns log-probabilities only "
+            "for tokens it generates, never for a supplied claim (no echo)",
+        )
     if api_base:
-        return ScoringCapability(True, "completions-echo",
-                                 f"{model} behind {api_base}: scored through /v1/completions with echo "
-                                 "(verified on the first call)")
-    return ScoringCapability(False, "none", f"no scoring endpoint is known for {model}: pass a local model or "
-                             "a self-hosted server's base URL")
+        return ScoringCapability(
+            True,
+            "completions-echo",
+            f"{model} behind {api_base}: scored through /v1/completions with echo (verified on the first call)",
+        )
+    return ScoringCapability(
+        False,
+        "none",
+        f"no scoring endpoint is known for {model}: pass a local model or a self-hosted server's base URL",
+    )
 
 
 @dataclass(frozen=True)
@@ -67,14 +93,26 @@ class ScoringQuote(DumpsAsModel):
         return self.capability.can_score
 
     def to_model(self) -> ScoringQuoteModel:
-        return ScoringQuoteModel(can_score=self.capability.can_score, how=self.capability.how,
-                                 reason=self.capability.reason, scoring_calls=self.scoring_calls,
-                                 span_calls=self.span_calls, scoring_prompt_tokens=self.prompt_tokens,
-                                 scoring_output_tokens=0)
+        return ScoringQuoteModel(
+            can_score=self.capability.can_score,
+            how=self.capability.how,
+            reason=self.capability.reason,
+            scoring_calls=self.scoring_calls,
+            span_calls=self.span_calls,
+            scoring_prompt_tokens=self.prompt_tokens,
+            scoring_output_tokens=0,
+        )
 
 
-def quote_scoring(corpus: Corpus, claim: str, capability: ScoringCapability, *, query: str = "",
-                  params: Params = DEFAULT_PARAMS, tokenizer: Tokenizer | None = None) -> ScoringQuote:
+def quote_scoring(
+    corpus: Corpus,
+    claim: str,
+    capability: ScoringCapability,
+    *,
+    query: str = "",
+    params: Params = DEFAULT_PARAMS,
+    tokenizer: Tokenizer | None = None,
+) -> ScoringQuote:
     """Prompt-only scoring calls and their tokens for one logprob trace (worst case, like the judge's plan)."""
     tok = tokenizer or ApproxTokenizer()
     plan = plan_calls(corpus, params)

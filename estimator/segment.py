@@ -42,12 +42,54 @@ _TERMINATOR = regex.compile(r"[.!?…]+[\"'”’)\]*_`]*(?=\s)")
 _LAST_WORD = regex.compile(r"(\S+)$")
 _DOTTED_ABBREVIATION = regex.compile(r"^(?:[A-Za-z]\.)+[A-Za-z]$")
 
-ABBREVIATIONS: frozenset[str] = frozenset({
-    "e.g", "i.e", "cf", "vs", "al", "approx", "ca", "resp", "incl", "excl", "fig", "figs", "eq", "eqs",
-    "vol", "pp", "dr", "mr", "mrs", "ms", "prof", "st", "jr", "sr", "inc", "ltd", "corp", "dept",
-    "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
-    "u.s", "u.k", "a.m", "p.m",
-})
+ABBREVIATIONS: frozenset[str] = frozenset(
+    {
+        "e.g",
+        "i.e",
+        "cf",
+        "vs",
+        "al",
+        "approx",
+        "ca",
+        "resp",
+        "incl",
+        "excl",
+        "fig",
+        "figs",
+        "eq",
+        "eqs",
+        "vol",
+        "pp",
+        "dr",
+        "mr",
+        "mrs",
+        "ms",
+        "prof",
+        "st",
+        "jr",
+        "sr",
+        "inc",
+        "ltd",
+        "corp",
+        "dept",
+        "jan",
+        "feb",
+        "mar",
+        "apr",
+        "jun",
+        "jul",
+        "aug",
+        "sep",
+        "sept",
+        "oct",
+        "nov",
+        "dec",
+        "u.s",
+        "u.k",
+        "a.m",
+        "p.m",
+    }
+)
 _NO_SPLIT_BEFORE = frozenset(",;:)]}")
 
 
@@ -76,8 +118,11 @@ def _is_table_row(line: str) -> bool:
 def _starts_block(lines: list[tuple[int, str]], i: int) -> bool:
     line = lines[i][1]
     return bool(
-        _FENCE_OPEN.match(line) or _HEADING.match(line) or _THEMATIC_BREAK.match(line)
-        or _LIST_ITEM.match(line) or _table_starts(lines, i)
+        _FENCE_OPEN.match(line)
+        or _HEADING.match(line)
+        or _THEMATIC_BREAK.match(line)
+        or _LIST_ITEM.match(line)
+        or _table_starts(lines, i)
     )
 
 
@@ -154,8 +199,10 @@ def _sentence_spans(response: str, start: int, end: int, body: int) -> list[tupl
         follower = response[nxt]
         if follower.islower() or follower in _NO_SPLIT_BEFORE:
             continue
-        if m.group().startswith(".") and len(m.group().rstrip("\"'”’)]*_`")) == 1 and _is_abbreviation(
-            response[current:m.start()]
+        if (
+            m.group().startswith(".")
+            and len(m.group().rstrip("\"'”’)]*_`")) == 1
+            and _is_abbreviation(response[current : m.start()])
         ):
             continue
         spans.append((current, m.end()))

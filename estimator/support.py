@@ -105,15 +105,22 @@ def parse_support_answer(text: str | None) -> SupportAnswer | None:
     )
 
 
-def support_body(unit: Unit, *, params: Params = DEFAULT_PARAMS,
-                 tokenizer: Tokenizer | None = None) -> tuple[str, bool]:
+def support_body(
+    unit: Unit, *, params: Params = DEFAULT_PARAMS, tokenizer: Tokenizer | None = None
+) -> tuple[str, bool]:
     """What the span check shows of the unit (header and content) cut to SUPPORT_TOKEN_CAP (marked
     when cut), and whether it was cut."""
     return cut_to_budget(unit.shown, params.support_token_cap, tokenizer or ApproxTokenizer())
 
 
-def support_prompt(claim: str, unit: Unit, *, params: Params = DEFAULT_PARAMS,
-                   tokenizer: Tokenizer | None = None, body: str | None = None) -> tuple[str, str, bool]:
+def support_prompt(
+    claim: str,
+    unit: Unit,
+    *,
+    params: Params = DEFAULT_PARAMS,
+    tokenizer: Tokenizer | None = None,
+    body: str | None = None,
+) -> tuple[str, str, bool]:
     """(system, user, truncated): the instructions variant for the unit and
     "CLAIM:\\n" + Fence(claim) + "\\n\\n" + heading + ":\\n" + Fence(body), one marker for every span
     check of the claim. ``body``: a precomputed support_body."""
@@ -129,19 +136,31 @@ def support_prompt(claim: str, unit: Unit, *, params: Params = DEFAULT_PARAMS,
     return system, "CLAIM:\n" + fenced.wrap(claim) + "\n\n" + heading + ":\n" + fenced.wrap(body), cut
 
 
-def build_support_request(claim: str, unit: Unit, *, params: Params = DEFAULT_PARAMS,
-                          tokenizer: Tokenizer | None = None, retry: bool = False,
-                          body: str | None = None) -> LLMRequest:
+def build_support_request(
+    claim: str,
+    unit: Unit,
+    *,
+    params: Params = DEFAULT_PARAMS,
+    tokenizer: Tokenizer | None = None,
+    retry: bool = False,
+    body: str | None = None,
+) -> LLMRequest:
     system, user, _ = support_prompt(claim, unit, params=params, tokenizer=tokenizer, body=body)
     if retry:
         user = user + "\n\n" + render("support_retry_nudge").text.strip()
-    return LLMRequest(messages=(Message("system", system), Message("user", user)), purpose="support",
-                      temperature=0.0, max_tokens=SUPPORT_MAX_TOKENS, json_schema=SUPPORT_SCHEMA,
-                      schema_name="support_verdict")
+    return LLMRequest(
+        messages=(Message("system", system), Message("user", user)),
+        purpose="support",
+        temperature=0.0,
+        max_tokens=SUPPORT_MAX_TOKENS,
+        json_schema=SUPPORT_SCHEMA,
+        schema_name="support_verdict",
+    )
 
 
-async def _ask(ledger: CallLedger, llm: LLM, request: LLMRequest,
-               mask: str = "span check") -> tuple[SupportAnswer | None, str, bool]:
+async def _ask(
+    ledger: CallLedger, llm: LLM, request: LLMRequest, mask: str = "span check"
+) -> tuple[SupportAnswer | None, str, bool]:
     """(answer or None, why None, whether a call was made); ``mask`` names the call in its record."""
     try:
         response = await ledger.call(llm, request, stage="spans", mask=mask)
@@ -156,13 +175,29 @@ async def _ask(ledger: CallLedger, llm: LLM, request: LLMRequest,
 
 
 def _no_information(why: str, calls: int) -> SupportVerdict:
-    return SupportVerdict(verdict="silent", quote=None, line_start=None, line_end=None, confidence=0.0,
-                          downgraded=False, reason=f"no information: {why}", calls=calls, no_information=True)
+    return SupportVerdict(
+        verdict="silent",
+        quote=None,
+        line_start=None,
+        line_end=None,
+        confidence=0.0,
+        downgraded=False,
+        reason=f"no information: {why}",
+        calls=calls,
+        no_information=True,
+    )
 
 
-async def check_support(llm: LLM, claim: str, unit: Unit, *, params: Params = DEFAULT_PARAMS,
-                        tokenizer: Tokenizer | None = None, ledger: CallLedger | None = None,
-                        body: str | None = None) -> SupportVerdict:
+async def check_support(
+    llm: LLM,
+    claim: str,
+    unit: Unit,
+    *,
+    params: Params = DEFAULT_PARAMS,
+    tokenizer: Tokenizer | None = None,
+    ledger: CallLedger | None = None,
+    body: str | None = None,
+) -> SupportVerdict:
     """Algorithm 5 for one source. ``ledger`` carries the trace's cap and accounting (private if None);
     ``body`` is the unit's support_body when the caller has already cut it."""
     ledger = ledger or CallLedger(planned=None, concurrency=params.concurrency)
@@ -177,8 +212,12 @@ async def check_support(llm: LLM, claim: str, unit: Unit, *, params: Params = DE
     check = verify_quote(answer.quote, unit.text, params.min_quote_len)
     notes: list[str] = []
     if answer.verdict in ("supported", "contradicted") and not check.verified:
-        retry, why, made = await _ask(ledger, llm, build_support_request(
-            claim, unit, params=params, tokenizer=tok, retry=True, body=body), f"span check of {unit.id}, retry")
+        retry, why, made = await _ask(
+            ledger,
+            llm,
+            build_support_request(claim, unit, params=params, tokenizer=tok, retry=True, body=body),
+            f"span check of {unit.id}, retry",
+        )
         calls += int(made)
         if retry is None:
             notes.append(f"the retry gave no information ({why})")
@@ -198,8 +237,10 @@ def _finish(answer: SupportAnswer, check: QuoteCheck, calls: int, notes: list[st
     reason = answer.reason
     if verdict in ("supported", "contradicted") and not check.verified:
         said = f" (model said: {reason})" if reason else ""
-        reason = (f"downgraded from {verdict}: the quoted span does not occur in the source, so the verdict "
-                  "cannot be shown" + "".join(f"; {n}" for n in notes) + said)
+        reason = (
+            f"downgraded from {verdict}: the quoted span does not occur in the source, so the verdict "
+            "cannot be shown" + "".join(f"; {n}" for n in notes) + said
+        )
         verdict, downgraded, confidence = "silent", True, min(confidence, DOWNGRADED_CONFIDENCE)
     return SupportVerdict(
         verdict=verdict,

@@ -31,8 +31,7 @@ from .scoring_cost import EstimatorChoice
 from .tokens import ApproxTokenizer, Tokenizer
 from .units import Corpus
 
-__all__ = ["ESTIMATORS", "EstimatorChoice", "TraceOutcome", "needs_scorer", "planned_calls",
-           "run_trace"]
+__all__ = ["ESTIMATORS", "EstimatorChoice", "TraceOutcome", "needs_scorer", "planned_calls", "run_trace"]
 
 ESTIMATORS: tuple[str, ...] = get_args(EstimatorChoice)
 
@@ -71,11 +70,19 @@ class TraceOutcome(DumpsAsModel):
         )
 
 
-async def run_trace(choice: EstimatorChoice, claim: str, query: str, corpus: Corpus, *, llm: LLM,
-                    scorer: Scorer | None = None, params: Params = DEFAULT_PARAMS,
-                    tokenizer: Tokenizer | None = None,
-                    on_progress: Callable[[ProgressEvent], None] | None = None,
-                    ledger: CallLedger | None = None) -> TraceOutcome:
+async def run_trace(
+    choice: EstimatorChoice,
+    claim: str,
+    query: str,
+    corpus: Corpus,
+    *,
+    llm: LLM,
+    scorer: Scorer | None = None,
+    params: Params = DEFAULT_PARAMS,
+    tokenizer: Tokenizer | None = None,
+    on_progress: Callable[[ProgressEvent], None] | None = None,
+    ledger: CallLedger | None = None,
+) -> TraceOutcome:
     """Run one trace. ``ledger``: the caller's meter (its hook persists progress and settles a budget);
     a fresh one capped at ``planned_calls(choice, ...)`` when None."""
     if needs_scorer(choice) and scorer is None:
@@ -83,18 +90,43 @@ async def run_trace(choice: EstimatorChoice, claim: str, query: str, corpus: Cor
     tok = tokenizer or ApproxTokenizer()
     ledger = ledger or CallLedger(planned=planned_calls(choice, corpus, params), concurrency=params.concurrency)
     if choice in ("judged", "expected", "both"):
-        judged = await trace_claim(llm, claim, query, corpus, params=params, tokenizer=tok, on_progress=on_progress,
-                                   expected=choice == "expected", ledger=ledger)
+        judged = await trace_claim(
+            llm,
+            claim,
+            query,
+            corpus,
+            params=params,
+            tokenizer=tok,
+            on_progress=on_progress,
+            expected=choice == "expected",
+            ledger=ledger,
+        )
         if choice != "both":
             return TraceOutcome(judged)
         assert scorer is not None
         supports = {s.source_id: s.support for s in judged.sources if s.support is not None}
-        logprob = await trace_logprob(scorer, None, claim, query, corpus, params=params, tokenizer=tok,
-                                      on_progress=on_progress, supports=supports, ledger=ledger)
+        logprob = await trace_logprob(
+            scorer,
+            None,
+            claim,
+            query,
+            corpus,
+            params=params,
+            tokenizer=tok,
+            on_progress=on_progress,
+            supports=supports,
+            ledger=ledger,
+        )
         return TraceOutcome(replace(judged, calls=ledger.account()), logprob, agreement(judged, logprob))
     assert scorer is not None
     if choice == "proxy":
-        return TraceOutcome(await trace_proxy(scorer, llm, claim, query, corpus, params=params, tokenizer=tok,
-                                              on_progress=on_progress, ledger=ledger))
-    return TraceOutcome(await trace_logprob(scorer, llm, claim, query, corpus, params=params, tokenizer=tok,
-                                            on_progress=on_progress, ledger=ledger))
+        return TraceOutcome(
+            await trace_proxy(
+                scorer, llm, claim, query, corpus, params=params, tokenizer=tok, on_progress=on_progress, ledger=ledger
+            )
+        )
+    return TraceOutcome(
+        await trace_logprob(
+            scorer, llm, claim, query, corpus, params=params, tokenizer=tok, on_progress=on_progress, ledger=ledger
+        )
+    )

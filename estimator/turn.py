@@ -44,8 +44,10 @@ class MessagePart(BaseModel):
 
     model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
 
-    part_kind: str = Field(description="tool-call, builtin-tool-call, tool-return, builtin-tool-return, "
-                           "user-prompt, system-prompt, text, retry-prompt, …")
+    part_kind: str = Field(
+        description="tool-call, builtin-tool-call, tool-return, builtin-tool-return, "
+        "user-prompt, system-prompt, text, retry-prompt, …"
+    )
     tool_name: str | None = None
     tool_call_id: str | None = None
     args: Any = None

@@ -33,8 +33,12 @@ class Citation:
     quote: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"source_id": self.source_id, "line_start": self.line_start, "line_end": self.line_end,
-                "quote": self.quote}
+        return {
+            "source_id": self.source_id,
+            "line_start": self.line_start,
+            "line_end": self.line_end,
+            "quote": self.quote,
+        }
 
 
 def quote_threshold(length: int, params: Params = DEFAULT_PARAMS) -> int:
@@ -50,25 +54,31 @@ def quote_threshold(length: int, params: Params = DEFAULT_PARAMS) -> int:
 
 
 def _cite(source_id: str, text: str, at: int, size: int) -> Citation:
-    return Citation(source_id, text.count("\n", 0, at) + 1, text.count("\n", 0, at + size - 1) + 1,
-                    text[at:at + size])
+    return Citation(
+        source_id, text.count("\n", 0, at) + 1, text.count("\n", 0, at + size - 1) + 1, text[at : at + size]
+    )
 
 
 def _inside_word(text: str, at: int) -> bool:
     """Does offset ``at`` fall between two word characters of ``text``?"""
-    return 0 < at < len(text) and (text[at - 1].isalnum() or text[at - 1] == "_") and (
-        text[at].isalnum() or text[at] == "_")
+    return (
+        0 < at < len(text)
+        and (text[at - 1].isalnum() or text[at - 1] == "_")
+        and (text[at].isalnum() or text[at] == "_")
+    )
 
 
 def word_bounded(sentence: str, i: int, source: str, j: int, size: int) -> tuple[int, int]:
     """The common block sentence[i:i+size] == source[j:j+size] trimmed to start and end on word
     boundaries of BOTH texts, without surrounding spaces or punctuation; (offset in block, size)."""
     start, end = 0, size
-    while start < end and (_inside_word(sentence, i + start) or _inside_word(source, j + start)
-                           or not sentence[i + start].isalnum()):
+    while start < end and (
+        _inside_word(sentence, i + start) or _inside_word(source, j + start) or not sentence[i + start].isalnum()
+    ):
         start += 1
-    while end > start and (_inside_word(sentence, i + end) or _inside_word(source, j + end)
-                           or sentence[i + end - 1] in _TRAILING):
+    while end > start and (
+        _inside_word(sentence, i + end) or _inside_word(source, j + end) or sentence[i + end - 1] in _TRAILING
+    ):
         end -= 1
     return start, end - start
 
@@ -76,8 +86,9 @@ def word_bounded(sentence: str, i: int, source: str, j: int, size: int) -> tuple
 _TRAILING = " \t\n,;:(-"
 
 
-def _accept(sentence: Folded, i: int, source_id: str, source: Folded, j: int, size: int,
-            params: Params) -> Citation | None:
+def _accept(
+    sentence: Folded, i: int, source_id: str, source: Folded, j: int, size: int, params: Params
+) -> Citation | None:
     """The decision shared by both BestVerbatim implementations: trim the longest block to word
     boundaries, test |b| ≥ ℓq and |b|/|sentence| ≥ ρ on what is left, and cite the source's own text."""
     offset, size = word_bounded(sentence.text, i, source.text, j, size)
@@ -99,7 +110,8 @@ def best_verbatim_difflib(text: str, corpus: Corpus, params: Params = DEFAULT_PA
     for unit in corpus.units:
         source = fold(unit.text)
         m = difflib.SequenceMatcher(None, sentence.text, source.text, autojunk=False).find_longest_match(
-            0, len(sentence.text), 0, len(source.text))
+            0, len(sentence.text), 0, len(source.text)
+        )
         if m.size > best[0]:
             best = (m.size, unit.id, source, m.a, m.b)
     size, source_id, folded, i, j = best
@@ -147,7 +159,7 @@ class VerbatimIndex:
         k, positions = self._sampled(len(text), need)
         best = (0, 0)
         for i in positions:
-            gram = text[i:i + k]
+            gram = text[i : i + k]
             p = source.find(gram)
             seen = 0
             while p >= 0:
@@ -171,7 +183,7 @@ class VerbatimIndex:
         if threshold > n:
             return None
         k, positions = self._sampled(n, threshold)
-        if not any(folded[i:i + k] in self._joined for i in positions):
+        if not any(folded[i : i + k] in self._joined for i in positions):
             return None  # no source holds a sampled k-gram: the common case, decided in a few scans
         best_size, best_start, best_ordinal = 0, 0, -1
         for ordinal, source in enumerate(self._folded):
@@ -184,7 +196,7 @@ class VerbatimIndex:
         if best_ordinal < 0:
             return None
         source = self._folded[best_ordinal]
-        at = source.text.find(folded[best_start:best_start + best_size])
+        at = source.text.find(folded[best_start : best_start + best_size])
         return _accept(sentence, best_start, self.sources[best_ordinal][0], source, at, best_size, params)
 
 
@@ -196,7 +208,7 @@ def _common_prefix(a: str, i: int, b: str, j: int) -> int:
     lo, hi = 0, min(len(a) - i, len(b) - j)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if a[i:i + mid] == b[j:j + mid]:
+        if a[i : i + mid] == b[j : j + mid]:
             lo = mid
         else:
             hi = mid - 1
@@ -208,23 +220,22 @@ def _common_suffix(a: str, i: int, b: str, j: int) -> int:
     lo, hi = 0, min(i, j)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if a[i - mid:i] == b[j - mid:j]:
+        if a[i - mid : i] == b[j - mid : j]:
             lo = mid
         else:
             hi = mid - 1
     return lo
 
 
-def _longest_by_windows(text: str, source: str, need: int, k: int,
-                        positions: range) -> tuple[int, int] | None:
+def _longest_by_windows(text: str, source: str, need: int, k: int, positions: range) -> tuple[int, int] | None:
     """Exact fallback: binary search on the block size with substring tests of candidate windows
     (every window of size ≥ need contains a sampled k-gram start, so only windows around hits)."""
-    hits = [i for i in positions if text[i:i + k] in source]
+    hits = [i for i in positions if text[i : i + k] in source]
 
     def earliest(size: int) -> int | None:
         last = len(text) - size
         starts = sorted({x for i in hits for x in range(max(0, i - (size - k)), min(i, last) + 1)})
-        return next((x for x in starts if text[x:x + size] in source), None)
+        return next((x for x in starts if text[x : x + size] in source), None)
 
     if earliest(need) is None:
         return None
@@ -240,8 +251,9 @@ def _longest_by_windows(text: str, source: str, need: int, k: int,
     return lo, start
 
 
-def best_verbatim(text: str, corpus_or_index: Corpus | VerbatimIndex,
-                  params: Params = DEFAULT_PARAMS) -> Citation | None:
+def best_verbatim(
+    text: str, corpus_or_index: Corpus | VerbatimIndex, params: Params = DEFAULT_PARAMS
+) -> Citation | None:
     """BestVerbatim (fast): same result as ``best_verbatim_difflib``. Pass a VerbatimIndex to reuse it."""
     index = corpus_or_index if isinstance(corpus_or_index, VerbatimIndex) else VerbatimIndex(corpus_or_index)
     return index.best(text, params)

@@ -69,11 +69,15 @@ def default_scorer_factory(settings: Settings) -> ScorerFactory:
 
         base = settings.scorer_api_base or settings.judge_api_base
         if not base:
-            raise InvalidInput("no scoring server is configured", field="estimator",
-                               fix="set PROVENANCE_SCORER_API_BASE, or use estimator judged")
+            raise InvalidInput(
+                "no scoring server is configured",
+                field="estimator",
+                fix="set PROVENANCE_SCORER_API_BASE, or use estimator judged",
+            )
         name = settings.scorer_model or model.split("/", 1)[-1]
-        return CompletionsScorer(name, base, key, timeout=max(settings.judge_timeout_seconds, 600.0),
-                                 disclose_endpoint=False)
+        return CompletionsScorer(
+            name, base, key, timeout=max(settings.judge_timeout_seconds, 600.0), disclose_endpoint=False
+        )
 
     return build
 
@@ -84,8 +88,14 @@ def judgement_cache(settings: Settings, redis: Redis | None) -> JudgementCache |
     return judgement_store(settings, redis)
 
 
-def build_services(settings: Settings, llm_factory: LLMFactory | None = None, *, worker: bool = False,
-                   scorer_factory: ScorerFactory | None = None, local_model: bool = False) -> Services:
+def build_services(
+    settings: Settings,
+    llm_factory: LLMFactory | None = None,
+    *,
+    worker: bool = False,
+    scorer_factory: ScorerFactory | None = None,
+    local_model: bool = False,
+) -> Services:
     """The service's shared objects: embedded (SQLite, in-process limiter, runner and cache) by default,
     Redis-backed limiter, cache, job queue and progress when ``PROVENANCE_REDIS_URL`` is set."""
     params = settings.base_params
@@ -95,15 +105,24 @@ def build_services(settings: Settings, llm_factory: LLMFactory | None = None, *,
     runner: JobRunner
     hub: ProgressHub
     if redis is not None:
-        limiter = RedisLimiter(redis, params.rate_max_calls, params.rate_window_seconds, prefix=settings.redis_prefix,
-                               max_usd_per_user=settings.budget_usd_per_user,
-                               max_usd_per_tenant=settings.budget_usd_per_tenant)
+        limiter = RedisLimiter(
+            redis,
+            params.rate_max_calls,
+            params.rate_window_seconds,
+            prefix=settings.redis_prefix,
+            max_usd_per_user=settings.budget_usd_per_user,
+            max_usd_per_tenant=settings.budget_usd_per_tenant,
+        )
         runner = ArqJobRunner(settings.redis_url or "", settings.redis_prefix, reservation_ttl(settings))
         hub = RedisProgressHub(redis, settings.redis_prefix)
     else:  # in the database, so a restart remembers what was spent in the window
-        limiter = DatabaseLimiter(db, params.rate_max_calls, params.rate_window_seconds,
-                                  max_usd_per_user=settings.budget_usd_per_user,
-                                  max_usd_per_tenant=settings.budget_usd_per_tenant)
+        limiter = DatabaseLimiter(
+            db,
+            params.rate_max_calls,
+            params.rate_window_seconds,
+            max_usd_per_user=settings.budget_usd_per_user,
+            max_usd_per_tenant=settings.budget_usd_per_tenant,
+        )
         runner = InProcessJobRunner(settings.worker_max_jobs if worker else settings.max_running_traces)
         hub = ProgressHub()
     return Services(
@@ -139,8 +158,11 @@ async def close_provider_clients() -> None:
 
 def queue_worker(settings: Settings, llm_factory: LLMFactory | None = None) -> Worker:
     """The queue worker (``provenance worker``), its services built here like the API's."""
-    return build_worker(settings, lambda: build_services(settings, llm_factory, worker=True),
-                        warm_up=warm_up if settings.warm_up and llm_factory is None else None)
+    return build_worker(
+        settings,
+        lambda: build_services(settings, llm_factory, worker=True),
+        warm_up=warm_up if settings.warm_up and llm_factory is None else None,
+    )
 
 
 async def start_services(services: Services) -> None:

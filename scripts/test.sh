@@ -12,6 +12,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP=True HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM
 services_start
 
 .venv/bin/ruff check estimator provenance_api prompts tests bench
+.venv/bin/ruff format --check estimator provenance_api prompts tests bench
 .venv/bin/mypy
 .venv/bin/lint-imports --no-cache  # the layer contracts in pyproject.toml
 .venv/bin/pytest -q "$@"

@@ -77,8 +77,10 @@ def test_pydantic_ai_function_model_history_imports_with_tool_returns_and_instru
     assert [t.query for t in turns] == ["Weather in Paris?", "And in Oslo?"]
     assert [t.response for t in turns] == [first.output, second.output]
     assert [layer(t, Layer.TOOLS) for t in turns] == [[("weather", r)] for r in log.returns]
-    assert all(t.system_prompt and "You are a weather desk." in t.system_prompt and "Be brief." in t.system_prompt
-               for t in turns)
+    assert all(
+        t.system_prompt and "You are a weather desk." in t.system_prompt and "Be brief." in t.system_prompt
+        for t in turns
+    )
     # the second turn carries the first run as history: its question, its tool's return, its answer
     history = layer(turns[1], Layer.HISTORY)
     assert [role for role, _ in history] == ["user", "tool", "assistant"]
@@ -118,8 +120,13 @@ def test_langchain_messages_to_dict_history_imports_with_parallel_tool_calls() -
     log = ToolLog()
     weather = langchain_tool(log)
     model = scripted(
-        AIMessage(content="", tool_calls=[{"name": "weather", "args": {"city": "Paris"}, "id": "a"},
-                                          {"name": "weather", "args": {"city": "Oslo"}, "id": "b"}]),
+        AIMessage(
+            content="",
+            tool_calls=[
+                {"name": "weather", "args": {"city": "Paris"}, "id": "a"},
+                {"name": "weather", "args": {"city": "Oslo"}, "id": "b"},
+            ],
+        ),
         AIMessage(content="Paris is sunny; Oslo has snow."),
     )
     messages: list[BaseMessage] = [SystemMessage("You compare forecasts."), HumanMessage("Paris or Oslo today?")]
@@ -155,12 +162,23 @@ def run_agent(db: Path, log: ToolLog, runs: list[tuple[str, str, str]]) -> list[
     set_tracing_disabled(True)
 
     def message(text: str, n: int) -> ResponseOutputMessage:
-        return ResponseOutputMessage(id=f"msg_{n}", type="message", role="assistant", status="completed",
-                                     content=[ResponseOutputText(type="output_text", text=text, annotations=[])])
+        return ResponseOutputMessage(
+            id=f"msg_{n}",
+            type="message",
+            role="assistant",
+            status="completed",
+            content=[ResponseOutputText(type="output_text", text=text, annotations=[])],
+        )
 
     def fn_call(city: str, n: int) -> ResponseFunctionToolCall:
-        return ResponseFunctionToolCall(type="function_call", name="weather", arguments=json.dumps({"city": city}),
-                                        call_id=f"call_{n}", id=f"fc_{n}", status="completed")
+        return ResponseFunctionToolCall(
+            type="function_call",
+            name="weather",
+            arguments=json.dumps({"city": city}),
+            call_id=f"call_{n}",
+            id=f"fc_{n}",
+            status="completed",
+        )
 
     class Scripted(Model):
         def __init__(self, outputs: list[Any]) -> None:
@@ -257,8 +275,12 @@ def sqlite_saver(tmp_path: Path) -> Iterator[Any]:
 
 def test_langgraph_checkpointed_state_imports_with_tool_returns_and_history(sqlite_saver: Any) -> None:
     log = ToolLog()
-    model = scripted(call("Paris", "c1"), AIMessage(content="Sunny in Paris."),
-                     call("Oslo", "c2"), AIMessage(content="Snowing in Oslo."))
+    model = scripted(
+        call("Paris", "c1"),
+        AIMessage(content="Sunny in Paris."),
+        call("Oslo", "c2"),
+        AIMessage(content="Snowing in Oslo."),
+    )
     graph = react_graph(model, [langchain_tool(log)], sqlite_saver)
     config = {"configurable": {"thread_id": "thread-1"}}
     graph.invoke({"messages": [SystemMessage("You are a weather desk."), HumanMessage("Weather in Paris?")]}, config)
@@ -273,5 +295,5 @@ def test_langgraph_checkpointed_state_imports_with_tool_returns_and_history(sqli
     assert [t.response for t in turns] == [m.content for m in saved if m.type == "ai" and m.content]
     assert [[text for _, text in layer(t, Layer.TOOLS)] for t in turns] == [[r] for r in log.returns]
     assert all(t.system_prompt == "You are a weather desk." for t in turns)
-    earlier = saved[1:[m.content for m in saved].index("And Oslo?")]  # after the system message
+    earlier = saved[1 : [m.content for m in saved].index("And Oslo?")]  # after the system message
     assert history_roles(turns[1]) == [{"human": "user", "ai": "assistant", "tool": "tool"}[m.type] for m in earlier]

@@ -28,17 +28,22 @@ SHOP = build_corpus(StoredTurn.model_validate_json((FIXTURES / "fallback_path_tu
 
 ORDER = GateSentence("g0", "I found order A-10482, delivered on 2025-03-03.", "traceable")
 REFUND = GateSentence("g1", "Refunds take 5 to 7 business days after approval.", "traceable")
-QUOTED = GateSentence("g2", "Items reported as damaged within 30 days of delivery qualify for a full refund.",
-                      "quoted")
+QUOTED = GateSentence("g2", "Items reported as damaged within 30 days of delivery qualify for a full refund.", "quoted")
 ACTION = GateSentence("g3", "I have created return label RL-55310 for the blender.", "action")
 OFFER = GateSentence("g4", "Would you like me to email the label?", "agent_voice")
 ANSWER = (ORDER, REFUND, QUOTED, ACTION, OFFER)
 
 
 def grounded(segment_id: str, source_id: str = "s0", verdict: str = "attributed") -> SentenceOutcome:
-    return SentenceOutcome(segment_id, "traced", verdict=verdict,
-                           sources=(SourceEvidence(source_id, "supported", True, "grounds"),
-                                    SourceEvidence("s3", "silent", False, "irrelevant")))
+    return SentenceOutcome(
+        segment_id,
+        "traced",
+        verdict=verdict,
+        sources=(
+            SourceEvidence(source_id, "supported", True, "grounds"),
+            SourceEvidence("s3", "silent", False, "irrelevant"),
+        ),
+    )
 
 
 def all_grounded() -> dict[str, SentenceOutcome]:
@@ -48,15 +53,21 @@ def all_grounded() -> dict[str, SentenceOutcome]:
 def test_every_claim_grounded_allows_the_answer() -> None:
     result = decide(ANSWER, all_grounded())
     assert (result.decision, result.rule, result.allowed) == ("allow", "all_grounded", True)
-    assert [r.rule for r in result.reasons] == ["grounded", "grounded", "quoted", "no_evidence_needed",
-                                                "no_evidence_needed"]
+    assert [r.rule for r in result.reasons] == [
+        "grounded",
+        "grounded",
+        "quoted",
+        "no_evidence_needed",
+        "no_evidence_needed",
+    ]
     assert "s1" in result.reasons[1].reason
 
 
 def test_one_contradicted_claim_blocks_the_whole_answer() -> None:
     outcomes = all_grounded()
-    outcomes["g1"] = SentenceOutcome("g1", "traced", verdict="attributed", sources=(
-        SourceEvidence("s1", "contradicted", True, "grounds"),))
+    outcomes["g1"] = SentenceOutcome(
+        "g1", "traced", verdict="attributed", sources=(SourceEvidence("s1", "contradicted", True, "grounds"),)
+    )
     result = decide(ANSWER, outcomes)
     assert (result.decision, result.rule) == ("block", "contradicted")
     assert result.reasons[1].decision == "block" and "s1" in result.reasons[1].reason
@@ -64,8 +75,12 @@ def test_one_contradicted_claim_blocks_the_whole_answer() -> None:
 
 
 def test_a_contradiction_outweighs_a_supporting_source() -> None:
-    outcome = SentenceOutcome("g0", "traced", verdict="redundant", sources=(
-        SourceEvidence("s0", "supported", True, "grounds"), SourceEvidence("s5", "contradicted", True, None)))
+    outcome = SentenceOutcome(
+        "g0",
+        "traced",
+        verdict="redundant",
+        sources=(SourceEvidence("s0", "supported", True, "grounds"), SourceEvidence("s5", "contradicted", True, None)),
+    )
     assert decide((ORDER,), {"g0": outcome}).rule == "contradicted"
 
 
@@ -101,15 +116,17 @@ def test_a_trace_without_information_blocks() -> None:
 
 def test_an_internal_knowledge_claim_goes_to_review() -> None:
     outcomes = all_grounded()
-    outcomes["g1"] = SentenceOutcome("g1", "traced", verdict="internal_knowledge",
-                                     sources=(SourceEvidence("s1", "silent", False, None),))
+    outcomes["g1"] = SentenceOutcome(
+        "g1", "traced", verdict="internal_knowledge", sources=(SourceEvidence("s1", "silent", False, None),)
+    )
     result = decide(ANSWER, outcomes)
     assert (result.decision, result.rule) == ("review", "internal_knowledge")
 
 
 def test_a_claim_without_a_verified_quote_is_unverifiable_even_when_ablation_says_grounds() -> None:
-    outcome = SentenceOutcome("g0", "traced", verdict="attributed", sources=(
-        SourceEvidence("s0", "supported", False, "grounds"),))  # quote downgraded: not verified
+    outcome = SentenceOutcome(
+        "g0", "traced", verdict="attributed", sources=(SourceEvidence("s0", "supported", False, "grounds"),)
+    )  # quote downgraded: not verified
     result = decide((ORDER,), {"g0": outcome})
     assert (result.decision, result.rule) == ("review", "unverifiable")
 
@@ -166,12 +183,30 @@ def _support(verdict: str, quote: str | None, downgraded: bool = False) -> Suppo
 
 
 def _trace(verdict: str, sources: list[tuple[str, str | None, SupportVerdict | None]]) -> TraceResult:
-    scores = tuple(SourceScore(sid, Layer.TOOLS, sid, "user_tool", 1.0, role, support, None)  # type: ignore[arg-type]
-                   for sid, role, support in sources)
-    return TraceResult(gamma=6.0, s_all=8.0, s_none=2.0, verdict=verdict, verdict_text=verdict,  # type: ignore[arg-type]
-                       layers=(), sources=scores, omitted=(), unscorable=(), round2_skipped_reason=None,
-                       warnings=(), calls=CallAccount(9, 9, 0, 0, 0), usage=Usage(), cost_usd=None,
-                       prompt_versions={}, params={}, model="scripted", corpus_digest="x")
+    scores = tuple(
+        SourceScore(sid, Layer.TOOLS, sid, "user_tool", 1.0, role, support, None)  # type: ignore[arg-type]
+        for sid, role, support in sources
+    )
+    return TraceResult(
+        gamma=6.0,
+        s_all=8.0,
+        s_none=2.0,
+        verdict=verdict,
+        verdict_text=verdict,  # type: ignore[arg-type]
+        layers=(),
+        sources=scores,
+        omitted=(),
+        unscorable=(),
+        round2_skipped_reason=None,
+        warnings=(),
+        calls=CallAccount(9, 9, 0, 0, 0),
+        usage=Usage(),
+        cost_usd=None,
+        prompt_versions={},
+        params={},
+        model="scripted",
+        corpus_digest="x",
+    )
 
 
 def test_outcomes_read_from_a_trace_result_or_its_dict() -> None:
@@ -184,22 +219,38 @@ def test_outcomes_read_from_a_trace_result_or_its_dict() -> None:
 
 OUTCOMES = st.one_of(
     st.none(),
-    st.builds(SentenceOutcome, st.just("x"), st.sampled_from(["quoted", "traced", "error", "budget_refused"]),
-              st.sampled_from([None, "attributed", "redundant", "internal_knowledge", "no_information"]),
-              st.lists(st.builds(SourceEvidence, st.sampled_from(["s0", "s1"]),
-                                 st.sampled_from([None, "supported", "contradicted", "silent"]),
-                                 st.booleans(), st.sampled_from([None, "grounds", "irrelevant"])),
-                       max_size=3).map(tuple)),
+    st.builds(
+        SentenceOutcome,
+        st.just("x"),
+        st.sampled_from(["quoted", "traced", "error", "budget_refused"]),
+        st.sampled_from([None, "attributed", "redundant", "internal_knowledge", "no_information"]),
+        st.lists(
+            st.builds(
+                SourceEvidence,
+                st.sampled_from(["s0", "s1"]),
+                st.sampled_from([None, "supported", "contradicted", "silent"]),
+                st.booleans(),
+                st.sampled_from([None, "grounds", "irrelevant"]),
+            ),
+            max_size=3,
+        ).map(tuple),
+    ),
 )
 
 
-@given(st.lists(st.tuples(st.sampled_from(["traceable", "quoted", "action", "agent_voice", "unanchored"]),
-                          OUTCOMES), max_size=6))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["traceable", "quoted", "action", "agent_voice", "unanchored"]), OUTCOMES), max_size=6
+    )
+)
 @settings(max_examples=300, deadline=None)
 def test_fail_closed_property(rows: list[tuple[str, SentenceOutcome | None]]) -> None:
     sentences = tuple(GateSentence(f"g{i}", "x", status) for i, (status, _) in enumerate(rows))
-    outcomes = {f"g{i}": SentenceOutcome(f"g{i}", o.kind, o.verdict, o.sources, o.declared, o.reason)
-                for i, (_, o) in enumerate(rows) if o is not None}
+    outcomes = {
+        f"g{i}": SentenceOutcome(f"g{i}", o.kind, o.verdict, o.sources, o.declared, o.reason)
+        for i, (_, o) in enumerate(rows)
+        if o is not None
+    }
     result = decide(sentences, outcomes)
     failed = any(o.kind in ("error", "budget_refused") for o in outcomes.values())
     missing = any(s.status == "traceable" and s.segment_id not in outcomes for s in sentences)

@@ -189,9 +189,7 @@ def test_sentence_must_occur_in_the_response_or_be_a_segment(api: httpx.Client) 
     assert "does not occur" in body["detail"]
     inline = {"turn_id": "t-small-1", "sentence": "Order A-2 was lost.", "max_cost_usd": 1.0}
     assert_problem(api.post("/v1/traces", json=inline), 422, field="sentence")
-    assert_problem(
-        api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": "r9"}), 422, field="sentence"
-    )
+    assert_problem(api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": "r9"}), 422, field="sentence")
 
 
 @pytest.mark.parametrize(
@@ -205,9 +203,7 @@ def test_sentence_must_occur_in_the_response_or_be_a_segment(api: httpx.Client) 
         ({"source_token_cap": 5000, "support_token_cap": 100}, "params"),
     ],
 )
-def test_params_overrides_are_validated_and_capped(
-    api: httpx.Client, params: dict[str, Any], field: str
-) -> None:
+def test_params_overrides_are_validated_and_capped(api: httpx.Client, params: dict[str, Any], field: str) -> None:
     r = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": "r0", "params": params})
     assert_problem(r, 422, field=field)
 
@@ -215,13 +211,9 @@ def test_params_overrides_are_validated_and_capped(
 def test_lowering_a_ceiling_is_allowed_and_a_refused_quote_cannot_start(api: httpx.Client) -> None:
     fewer = api.post("/v1/quotes", json={"turn_id": EO_ID, "sentence": "r1", "params": {"max_sources": 2}})
     assert fewer.status_code == 201 and fewer.json()["planned_calls"] < 31
-    refused = api.post(
-        "/v1/quotes", json={"turn_id": "t-small-1", "sentence": "r0", "params": {"max_calls": 5}}
-    )
+    refused = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": "r0", "params": {"max_calls": 5}})
     assert refused.status_code == 201 and "MAX_CALLS" in refused.json()["refused"]
-    body = assert_problem(
-        api.post("/v1/traces", json={"quote_id": refused.json()["quote_id"]}), 422, field="quote_id"
-    )
+    body = assert_problem(api.post("/v1/traces", json={"quote_id": refused.json()["quote_id"]}), 422, field="quote_id")
     assert body["type"].endswith("cost-refused")
 
 
@@ -259,9 +251,7 @@ def test_trace_inline_form_checks_max_cost(api: httpx.Client) -> None:
     started = api.post("/v1/traces", json={**base, "max_cost_usd": 5.0})
     assert started.status_code == 202, started.text
     assert api.get(started.headers["location"], params={"wait": "true"}).json()["status"] == "succeeded"
-    over = assert_problem(
-        api.post("/v1/traces", json={**base, "max_cost_usd": 0.0}), 422, field="max_cost_usd"
-    )
+    over = assert_problem(api.post("/v1/traces", json={**base, "max_cost_usd": 0.0}), 422, field="max_cost_usd")
     assert "over max_cost_usd" in over["detail"]
     unpriced = {"turn_id": "t-small-1", "sentence": "r0", "model": "openai/unpriced-judge", "max_cost_usd": 5.0}
     assert_problem(api.post("/v1/traces", json=unpriced), 422, field="model")  # not allowed, and no price

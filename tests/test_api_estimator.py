@@ -32,8 +32,16 @@ def scorer() -> ScriptedScorer:
 
 @pytest.fixture
 def api(tmp_path: Path, scorer: ScriptedScorer) -> Iterator[httpx.Client]:
-    with ApiServer(tmp_path, llm_factory=scripted_factory(), scorer_factory=lambda model: scorer,
-                   warm_up=False, scorer_api_base=SCORER_BASE) as srv, srv.client(srv.admin_key, timeout=60) as c:
+    with (
+        ApiServer(
+            tmp_path,
+            llm_factory=scripted_factory(),
+            scorer_factory=lambda model: scorer,
+            warm_up=False,
+            scorer_api_base=SCORER_BASE,
+        ) as srv,
+        srv.client(srv.admin_key, timeout=60) as c,
+    ):
         assert c.post("/v1/turns", json=small_turn()).status_code == 201
         yield c
 
@@ -82,12 +90,22 @@ def test_both_stores_the_judged_result_with_logprob_and_agreement(api: httpx.Cli
 
 
 def test_a_model_that_cannot_score_is_refused_naming_estimator(tmp_path: Path, scorer: ScriptedScorer) -> None:
-    with ApiServer(tmp_path, llm_factory=scripted_factory(), scorer_factory=lambda model: scorer,
-                   warm_up=False) as srv, srv.client(srv.admin_key) as api:
+    with (
+        ApiServer(tmp_path, llm_factory=scripted_factory(), scorer_factory=lambda model: scorer, warm_up=False) as srv,
+        srv.client(srv.admin_key) as api,
+    ):
         assert api.post("/v1/turns", json=small_turn()).status_code == 201
         for path, extra in (("/v1/quotes", {}), ("/v1/traces", {"max_cost_usd": 10})):
-            refused = api.post(path, json={"turn_id": "t-small-1", "sentence": SMALL_CLAIM, "estimator": "both",
-                                           "model": "anthropic/claude-sonnet-4-5", **extra})
+            refused = api.post(
+                path,
+                json={
+                    "turn_id": "t-small-1",
+                    "sentence": SMALL_CLAIM,
+                    "estimator": "both",
+                    "model": "anthropic/claude-sonnet-4-5",
+                    **extra,
+                },
+            )
             assert refused.status_code == 422, refused.text
             problem = refused.json()
             assert problem["field"] == "estimator" and "estimator judged" in problem["fix"]
@@ -120,8 +138,9 @@ def test_an_expected_digit_trace_reads_the_judges_top_logprobs_over_litellm(
         monkeypatch.setenv("OPENAI_API_BASE", provider.base_url)
         with ApiServer(tmp_path, warm_up=False) as srv, srv.client(srv.admin_key, timeout=60) as api:
             assert api.post("/v1/turns", json=small_turn()).status_code == 201
-            quote = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": SMALL_CLAIM,
-                                                 "estimator": "expected"})
+            quote = api.post(
+                "/v1/quotes", json={"turn_id": "t-small-1", "sentence": SMALL_CLAIM, "estimator": "expected"}
+            )
             assert quote.status_code == 201, quote.text
             body = quote.json()
             assert body["estimator"] == "expected" and body["expected_digit"]["offered"] is True

@@ -60,8 +60,9 @@ def test_a_probe_job_end_to_end_with_a_stable_baseline_is_required(
         provider_env.setenv("OPENAI_API_BASE", provider.base_url)
         with ApiServer(tmp_path, warm_up=False) as srv, srv.client(srv.admin_key) as api:
             assert api.post("/v1/turns", json=small_turn()).status_code == 201
-            quote = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": "r0", "model": MODEL,
-                                                 "probe": True}).json()
+            quote = api.post(
+                "/v1/quotes", json={"turn_id": "t-small-1", "sentence": "r0", "model": MODEL, "probe": True}
+            ).json()
             # the cost gate prices the probe alone: 2k calls, each at the output cap, disclosed
             assert quote["planned_calls"] == 2 * k and quote["calls"]["probe"] == 2 * k
             assert quote["calls"]["round1"] == quote["calls"]["spans"] == 0
@@ -100,21 +101,19 @@ def test_a_probe_job_end_to_end_with_a_stable_baseline_is_required(
     assert result["calls"] == {"planned": 2 * k, "made": 2 * k, "failed": 0}
     assert result["anchors"] == ["2025-03-03", "dhl"] and result["target_id"] == "s0"
     assert done["calls"] == {"planned": 2 * k, "made": 2 * k, "billed": 2 * k, "cached": 0, "failed": 0}
-    assert events[-1] == ("end", {"probe_id": probe_id, "status": "succeeded", "reason": None,
-                                  "calls": done["calls"]})
+    assert events[-1] == ("end", {"probe_id": probe_id, "status": "succeeded", "reason": None, "calls": done["calls"]})
     # sampled and never cached: k identical full-context requests all reached the provider,
     # with no temperature and the output cap
     assert provider.answered == 2 * k
     bodies = [json.dumps(b["messages"], sort_keys=True) for b in provider.requests]
     assert max(bodies.count(b) for b in bodies) == k
-    assert all("temperature" not in b and b["max_tokens"] == DEFAULT_PARAMS.causal_max_output
-               for b in provider.requests)
+    assert all(
+        "temperature" not in b and b["max_tokens"] == DEFAULT_PARAMS.causal_max_output for b in provider.requests
+    )
     assert remaining in (-1, DEFAULT_PARAMS.rate_max_calls - 2 * k)
 
 
-def test_an_unstable_baseline_is_inconclusive_with_b_over_k(
-    tmp_path: Path, provider_env: pytest.MonkeyPatch
-) -> None:
+def test_an_unstable_baseline_is_inconclusive_with_b_over_k(tmp_path: Path, provider_env: pytest.MonkeyPatch) -> None:
     with FakeOpenAI(Regenerator(drop_full=(1,)), api_key=PROVIDER_KEY) as provider:
         provider_env.setenv("OPENAI_API_BASE", provider.base_url)
         with ApiServer(tmp_path, warm_up=False) as srv, srv.client(srv.admin_key) as api:

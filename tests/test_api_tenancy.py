@@ -39,16 +39,10 @@ def tenants(tmp_path_factory: pytest.TempPathFactory, db_backend: DbBackend) -> 
             # the same turn_id in both tenants, different content: two independent turns, no conflict
             shared = small_turn("shared-id", agent=f"{name} agent")
             assert client.post("/v1/turns", json=shared).status_code == 201
-            quote = client.post("/v1/quotes", json={"turn_id": own, "sentence": SMALL_CLAIM}).json()[
-                "quote_id"
-            ]
-            spent = client.post("/v1/quotes", json={"turn_id": own, "sentence": SMALL_CLAIM}).json()[
-                "quote_id"
-            ]
+            quote = client.post("/v1/quotes", json={"turn_id": own, "sentence": SMALL_CLAIM}).json()["quote_id"]
+            spent = client.post("/v1/quotes", json={"turn_id": own, "sentence": SMALL_CLAIM}).json()["quote_id"]
             trace = client.post("/v1/traces", json={"quote_id": spent})
-            assert (
-                client.get(trace.headers["location"], params={"wait": "true"}).json()["status"] == "succeeded"
-            )
+            assert client.get(trace.headers["location"], params={"wait": "true"}).json()["status"] == "succeeded"
             out[name] = Tenant(name, client, own, quote, trace.json()["trace_id"])
         yield out
         for client in clients:
@@ -65,9 +59,7 @@ MATRIX: dict[str, Request] = {
     "POST /v1/turns/{id}/segments": lambda c, o: c.post(
         f"/v1/turns/{o.turn_id}/segments", json={"segments": [{"text": SMALL_CLAIM}]}
     ),
-    "POST /v1/quotes": lambda c, o: c.post(
-        "/v1/quotes", json={"turn_id": o.turn_id, "sentence": SMALL_CLAIM}
-    ),
+    "POST /v1/quotes": lambda c, o: c.post("/v1/quotes", json={"turn_id": o.turn_id, "sentence": SMALL_CLAIM}),
     "POST /v1/traces {quote_id}": lambda c, o: c.post("/v1/traces", json={"quote_id": o.quote_id}),
     "POST /v1/traces {turn_id,…}": lambda c, o: c.post(
         "/v1/traces",
@@ -87,9 +79,7 @@ MATRIX: dict[str, Request] = {
 
 
 def _missing(other: Tenant) -> Tenant:
-    return Tenant(
-        other.name, other.client, "no-such-turn", "q_00000000000000000000", "tr_00000000000000000000"
-    )
+    return Tenant(other.name, other.client, "no-such-turn", "q_00000000000000000000", "tr_00000000000000000000")
 
 
 @pytest.mark.parametrize("endpoint", list(MATRIX))
@@ -105,14 +95,10 @@ def test_the_other_tenants_ids_are_404_like_missing_ones(
     a, b = foreign.json(), missing.json()
     assert (a["type"], a["field"], a["title"]) == (b["type"], b["field"], b["title"])
     # the answer is the same as for an id that never existed: only the id itself differs
-    assert a["detail"].replace(victim.turn_id, "?").replace(victim.trace_id, "?").replace(
-        victim.quote_id, "?"
-    ) == b["detail"].replace("no-such-turn", "?").replace("tr_00000000000000000000", "?").replace(
-        "q_00000000000000000000", "?"
-    )
-    echoed = (
-        foreign.text.replace(victim.turn_id, "").replace(victim.trace_id, "").replace(victim.quote_id, "")
-    )
+    assert a["detail"].replace(victim.turn_id, "?").replace(victim.trace_id, "?").replace(victim.quote_id, "?") == b[
+        "detail"
+    ].replace("no-such-turn", "?").replace("tr_00000000000000000000", "?").replace("q_00000000000000000000", "?")
+    echoed = foreign.text.replace(victim.turn_id, "").replace(victim.trace_id, "").replace(victim.quote_id, "")
     assert victim.name not in echoed
 
 
@@ -130,7 +116,5 @@ def test_a_quote_probed_by_another_tenant_is_still_usable_by_its_owner(tenants: 
     assert intruder.client.post("/v1/traces", json={"quote_id": owner.quote_id}).status_code == 404
     started = owner.client.post("/v1/traces", json={"quote_id": owner.quote_id})
     assert started.status_code == 202
-    assert (
-        owner.client.get(started.headers["location"], params={"wait": "true"}).json()["status"] == "succeeded"
-    )
+    assert owner.client.get(started.headers["location"], params={"wait": "true"}).json()["status"] == "succeeded"
     assert intruder.client.get(started.headers["location"]).status_code == 404

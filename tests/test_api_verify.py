@@ -23,10 +23,13 @@ KEYS = {"shipped on": "with carrier DHL", "was approved on": "Refund R-7: 40 EUR
 
 def turn(refund: str = REFUND) -> dict[str, Any]:
     base = small_turn("t-verify-1", response=f"{ORDER} {refund} Would you like the tracking number?")
-    base["response_payload"]["tool_calls"].append({
-        "name": "lookup_refund", "arguments": {"refund_id": "R-7"},
-        "response": "Refund R-7: 40 EUR, approved 2025-03-05, to the original card.",
-    })
+    base["response_payload"]["tool_calls"].append(
+        {
+            "name": "lookup_refund",
+            "arguments": {"refund_id": "R-7"},
+            "response": "Refund R-7: 40 EUR, approved 2025-03-05, to the original card.",
+        }
+    )
     return base
 
 
@@ -87,8 +90,10 @@ def test_an_all_grounded_answer_is_allowed(serve: Any) -> None:
     assert (body["decision"], body["rule"]) == ("allow", "all_grounded")
     rows = {s["segment_id"]: s for s in body["sentences"]}
     assert [(r["status"], r["decision"], r["rule"]) for r in rows.values()] == [
-        ("traceable", "allow", "grounded"), ("traceable", "allow", "grounded"),
-        ("agent_voice", "allow", "no_evidence_needed")]
+        ("traceable", "allow", "grounded"),
+        ("traceable", "allow", "grounded"),
+        ("agent_voice", "allow", "no_evidence_needed"),
+    ]
     assert 0 < body["quoted_cost_usd"] <= 1.0 and body["calls"]["made"] == provider.answered > 0
     # each sentence is an ordinary stored trace whose result carries the declared-attribution audit
     trace = api.get(f"/v1/traces/{rows['r0']['trace_id']}").json()

@@ -34,8 +34,7 @@ Holds = Callable[[Corpus, set[str]], bool]
 
 
 def present_ids(text: str) -> set[str]:
-    return {m.group(1) for region in split_fenced(text)[0]
-            if (m := re.match(r"\[(s\d+)\] ", region.strip("\n")))}
+    return {m.group(1) for region in split_fenced(text)[0] if (m := re.match(r"\[(s\d+)\] ", region.strip("\n")))}
 
 
 def every_source(corpus: Corpus, present: set[str]) -> bool:
@@ -50,8 +49,14 @@ def any_source(corpus: Corpus, present: set[str]) -> bool:
     return bool(present)
 
 
-FABRICATED = json.dumps({"verdict": "supported", "evidence_quote": "a sentence no source contains at all",
-                         "confidence": 0.9, "reason": "fabricated"})
+FABRICATED = json.dumps(
+    {
+        "verdict": "supported",
+        "evidence_quote": "a sentence no source contains at all",
+        "confidence": 0.9,
+        "reason": "fabricated",
+    }
+)
 
 
 def chat(corpus: Corpus, holds: Holds) -> Callable[[LLMRequest], str | LLMResponse]:
@@ -62,6 +67,7 @@ def chat(corpus: Corpus, holds: Holds) -> Callable[[LLMRequest], str | LLMRespon
         if request.top_logprobs:
             return LLMResponse(digit, top_logprobs=[{digit: math.log(0.8), "5": math.log(0.2)}])
         return digit
+
     return answer
 
 
@@ -71,6 +77,7 @@ def scorer(corpus: Corpus, holds: Holds) -> ScriptedScorer:
         if any(m.role == "system" for m in messages):  # the instructions source is the system message
             present |= {u.id for u in corpus.units if u.layer.value == "instructions"}
         return -3.0 if holds(corpus, present) else -80.0
+
     return ScriptedScorer(score)
 
 
@@ -86,8 +93,9 @@ def test_calls_stay_within_the_plan_and_none_is_refused(path: Path, choice: Esti
     quote = cost_quote(turn, corpus, claim, model="openai/gpt-4o")
     llm = ScriptedLLM(chat(corpus, holds))
     score = scorer(corpus, holds)
-    outcome = anyio.run(lambda: run_trace(choice, claim, turn.effective_query(), corpus, llm=llm, scorer=score,
-                                          tokenizer=tokenizer()))
+    outcome = anyio.run(
+        lambda: run_trace(choice, claim, turn.effective_query(), corpus, llm=llm, scorer=score, tokenizer=tokenizer())
+    )
     calls = outcome.result.calls
     assert calls.planned == planned_calls(choice, corpus)
     if choice in ("judged", "expected"):

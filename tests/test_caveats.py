@@ -23,14 +23,27 @@ from provenance_api.providers.free_tier import tokenizer
 
 def trace(choice: EstimatorChoice, params: Params = DEFAULT_PARAMS) -> TraceResult:
     claim, query, corpus = load()
-    outcome = anyio.run(lambda: run_trace(choice, claim, query, corpus, llm=ScriptedLLM(judged),
-                                          scorer=ScriptedScorer(scored), tokenizer=tokenizer(), params=params))
+    outcome = anyio.run(
+        lambda: run_trace(
+            choice,
+            claim,
+            query,
+            corpus,
+            llm=ScriptedLLM(judged),
+            scorer=ScriptedScorer(scored),
+            tokenizer=tokenizer(),
+            params=params,
+        )
+    )
     return outcome.result
 
 
 def kinds(result: TraceResult) -> list[str]:
-    heads = {"No single source of": "shared_carriers", "Part of this context was cut": "cut_context",
-             "Reported as the model's own knowledge, but narrowly": "reworded_source"}
+    heads = {
+        "No single source of": "shared_carriers",
+        "Part of this context was cut": "cut_context",
+        "Reported as the model's own knowledge, but narrowly": "reworded_source",
+    }
     return [kind for w in result.warnings for head, kind in heads.items() if w.startswith(head)]
 
 
@@ -57,10 +70,17 @@ def test_a_cut_source_says_the_sentence_may_come_from_the_part_that_was_cut() ->
 
 def _figures(**over: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
-        "verdict": "attributed", "gamma": 40.0, "tau": 8.0, "tau_gamma": 5.0, "unit": " nats",
-        "layer_drops": {"tools": 30.0, "instructions": 1.0}, "contributing": ["tools"],
-        "tested_by_layer": {"tools": ["s0", "s1"]}, "roles": {"s0": "irrelevant", "s1": "irrelevant"},
-        "warnings": []}
+        "verdict": "attributed",
+        "gamma": 40.0,
+        "tau": 8.0,
+        "tau_gamma": 5.0,
+        "unit": " nats",
+        "layer_drops": {"tools": 30.0, "instructions": 1.0},
+        "contributing": ["tools"],
+        "tested_by_layer": {"tools": ["s0", "s1"]},
+        "roles": {"s0": "irrelevant", "s1": "irrelevant"},
+        "warnings": [],
+    }
     return {**base, **over}
 
 
@@ -85,8 +105,14 @@ def test_reworded_source_only_for_a_narrow_internal_knowledge_verdict() -> None:
     tau_gamma = 6.0
     narrow = REWORDED_FRACTION * tau_gamma + 0.01
     for gamma, expected in ((narrow, ["reworded_source"]), (REWORDED_FRACTION * tau_gamma - 0.01, []), (-3.0, [])):
-        figures = _figures(verdict="internal_knowledge", gamma=gamma, tau_gamma=tau_gamma, contributing=[],
-                           tested_by_layer={}, roles={})
+        figures = _figures(
+            verdict="internal_knowledge",
+            gamma=gamma,
+            tau_gamma=tau_gamma,
+            contributing=[],
+            tested_by_layer={},
+            roles={},
+        )
         assert [c.kind for c in caveats(**figures)] == expected
     attributed = _figures(gamma=narrow, tau_gamma=tau_gamma, contributing=[], tested_by_layer={}, roles={})
     assert caveats(**attributed) == []

@@ -25,8 +25,15 @@ def test_gate_json_is_the_stable_contract(capsys: pytest.CaptureFixture[str]) ->
     code, out, _ = run(capsys, "gate", FIXTURE_A, "--json")
     assert code == 0
     data = json.loads(out)
-    assert set(data["summary"]) >= {"sources", "sentences", "traceable", "quoted", "agent_voice", "action",
-                                    "unanchored"}
+    assert set(data["summary"]) >= {
+        "sources",
+        "sentences",
+        "traceable",
+        "quoted",
+        "agent_voice",
+        "action",
+        "unanchored",
+    }
     assert data["summary"]["sources"] == 8 and data["summary"]["sentences"] == 13
     for seg in data["segments"]:
         assert set(seg) >= {"id", "text", "start", "end", "status", "class", "anchors", "citations"}
@@ -84,13 +91,35 @@ def _judge(request: dict[str, Any]) -> str:
 
 def test_trace_runs_over_real_http_and_never_exceeds_the_quote(capsys: pytest.CaptureFixture[str]) -> None:
     with FakeOpenAI(_judge) as srv:
-        code, out, err = run(capsys, "trace", FIXTURE_A, NOTE, "--model", "openai/fake", "--api-base",
-                             srv.base_url, "--api-key", "test-key", "--yes", "--json")
+        code, out, err = run(
+            capsys,
+            "trace",
+            FIXTURE_A,
+            NOTE,
+            "--model",
+            "openai/fake",
+            "--api-base",
+            srv.base_url,
+            "--api-key",
+            "test-key",
+            "--yes",
+            "--json",
+        )
         answered = srv.answered
     assert code == 0, err
     data = json.loads(out)
-    assert set(data) >= {"gamma", "s_all", "s_none", "verdict", "layers", "sources", "omitted", "calls", "usage",
-                         "cost_usd"}
+    assert set(data) >= {
+        "gamma",
+        "s_all",
+        "s_none",
+        "verdict",
+        "layers",
+        "sources",
+        "omitted",
+        "calls",
+        "usage",
+        "cost_usd",
+    }
     assert data["gamma"] == 4.0 and data["verdict"] == "attributed"
     assert data["calls"]["made"] <= data["calls"]["planned"] == 39 and data["calls"]["refused"] == 0
     assert data["calls"]["made"] == answered
@@ -102,8 +131,19 @@ def test_trace_runs_over_real_http_and_never_exceeds_the_quote(capsys: pytest.Ca
 
 def test_trace_text_prints_the_warnings(capsys: pytest.CaptureFixture[str]) -> None:
     with FakeOpenAI(_judge) as srv:
-        code, out, err = run(capsys, "trace", FIXTURE_A, NOTE, "--model", "openai/fake", "--api-base",
-                             srv.base_url, "--api-key", "test-key", "--yes")
+        code, out, err = run(
+            capsys,
+            "trace",
+            FIXTURE_A,
+            NOTE,
+            "--model",
+            "openai/fake",
+            "--api-base",
+            srv.base_url,
+            "--api-key",
+            "test-key",
+            "--yes",
+        )
     assert code == 0, err
     assert "⚠ s3 (read_file: playbooks/land_cover_change.md)" in out and "700-token" in out
     assert "⚠ s3 (read_file: playbooks/land_cover_change.md)" in err  # the quote, before consent
@@ -111,8 +151,7 @@ def test_trace_text_prints_the_warnings(capsys: pytest.CaptureFixture[str]) -> N
 
 def test_trace_without_consent_spends_nothing(capsys: pytest.CaptureFixture[str]) -> None:
     with FakeOpenAI(_judge) as srv:
-        code, _, err = run(capsys, "trace", FIXTURE_A, NOTE, "--model", "openai/fake", "--api-base",
-                           srv.base_url)
+        code, _, err = run(capsys, "trace", FIXTURE_A, NOTE, "--model", "openai/fake", "--api-base", srv.base_url)
         assert srv.requests == []
     assert code == 2 and "nothing was spent" in err
 
@@ -126,12 +165,27 @@ def _closed_port() -> int:
 
 
 def test_trace_against_an_unreachable_endpoint_fails_with_the_cause_and_the_fix(
-        capsys: pytest.CaptureFixture[str]) -> None:
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """The finding: a trace whose every call failed printed "Verdict: no information" and exited 0. Now the
     endpoint is checked before the gate: exit 1, the cause and the flag to fix, nothing asked or spent."""
     base = f"http://127.0.0.1:{_closed_port()}/v1"
-    code, out, err = run(capsys, "trace", FIXTURE_A, NOTE, "--model", "openai/local", "--api-base", base,
-                         "--api-key", "test-key", "--yes", "--json", "--timeout", "5")
+    code, out, err = run(
+        capsys,
+        "trace",
+        FIXTURE_A,
+        NOTE,
+        "--model",
+        "openai/local",
+        "--api-base",
+        base,
+        "--api-key",
+        "test-key",
+        "--yes",
+        "--json",
+        "--timeout",
+        "5",
+    )
     assert code == 1
     failed = json.loads(out)["error"]
     assert "gamma" not in failed and "verdict" not in failed
@@ -141,11 +195,23 @@ def test_trace_against_an_unreachable_endpoint_fails_with_the_cause_and_the_fix(
 
 
 def test_trace_whose_provider_refuses_every_call_fails_and_names_the_key_setting(
-        capsys: pytest.CaptureFixture[str]) -> None:
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     from support.fake_openai import FakeReply
 
     with FakeOpenAI(lambda request: FakeReply.error(401, "Incorrect API key provided")) as srv:
-        code, out, err = run(capsys, "trace", FIXTURE_A, NOTE, "--model", "openai/fake", "--api-base",
-                             srv.base_url, "--api-key", "wrong", "--yes")
+        code, out, err = run(
+            capsys,
+            "trace",
+            FIXTURE_A,
+            NOTE,
+            "--model",
+            "openai/fake",
+            "--api-base",
+            srv.base_url,
+            "--api-key",
+            "wrong",
+            "--yes",
+        )
     assert code == 1 and "Verdict" not in out
     assert "every model call failed" in err and "key" in err.split("fix:", 1)[1]

@@ -71,8 +71,9 @@ class Ran:
 
 def piped(env: dict[str, str], *argv: str) -> Ran:
     """The command with stdout and stderr redirected (pipes), as a script or `> file` runs it."""
-    done = subprocess.run(_command(*argv), env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                          timeout=600, check=False)
+    done = subprocess.run(
+        _command(*argv), env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600, check=False
+    )
     return Ran(done.returncode, done.stdout, done.stderr)
 
 
@@ -112,8 +113,18 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Traced]:
     turn.write_text(json.dumps(small_turn()), encoding="utf-8")
     judge = KeyedJudge()
     with FakeOpenAI(lambda req: FakeReply(text=judge.openai(req)), api_key="sk-cli") as srv:
-        argv = ("trace", str(turn), "r0", "--model", "openai/fake", "--api-base", srv.base_url, "--api-key",
-                "sk-cli", "--yes")
+        argv = (
+            "trace",
+            str(turn),
+            "r0",
+            "--model",
+            "openai/fake",
+            "--api-base",
+            srv.base_url,
+            "--api-key",
+            "sk-cli",
+            "--yes",
+        )
         redirected = piped(_env(data_dir), *argv)
         terminal = on_terminal(_env(data_dir, PROVENANCE_NO_LOG="1"), *argv, "--no-cache")
     yield Traced(data_dir, turn, redirected, terminal)
@@ -135,10 +146,8 @@ def test_a_terminal_gets_colour_and_progress_redrawn_in_place(traced: Traced) ->
     assert "\x1b[1mVerdict:\x1b[0m" in ran.out and "\x1b[32mattributed\x1b[0m" in ran.out
 
 
-@pytest.mark.parametrize(("extra", "flag"), [({"NO_COLOR": "1"}, ()), ({}, ("--no-color",)),
-                                             ({"TERM": "dumb"}, ())])
-def test_no_color_turns_colour_off_on_a_terminal(tmp_path: Path, extra: dict[str, str],
-                                                 flag: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(("extra", "flag"), [({"NO_COLOR": "1"}, ()), ({}, ("--no-color",)), ({"TERM": "dumb"}, ())])
+def test_no_color_turns_colour_off_on_a_terminal(tmp_path: Path, extra: dict[str, str], flag: tuple[str, ...]) -> None:
     ran = on_terminal(_env(tmp_path, **extra), "gate", FIXTURE, *flag)
     assert ran.code == 0 and "8 sources · 13 sentences" in ran.out
     assert ESC not in ran.out
@@ -153,15 +162,17 @@ def test_a_terminal_gets_colour_from_gate(tmp_path: Path) -> None:
 
 
 def test_trace_and_quote_echo_the_claim_given_by_its_segment_id(
-        traced: Traced, capsys: pytest.CaptureFixture[str]) -> None:
+    traced: Traced, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert f'Sentence          r0 "{SENTENCE}"' in traced.piped.err  # the gate, before consent
     assert f'Claim: "{SENTENCE}"' in traced.piped.out  # the result
     assert main(["quote", str(traced.turn), "r0"]) == 0
     assert f'Sentence          r0 "{SENTENCE}"' in capsys.readouterr().out
 
 
-def test_counts_take_the_right_number(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_counts_take_the_right_number(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["gate", FIXTURE]) == 0
     summary = capsys.readouterr().out.splitlines()[1]
     assert "1 report of an action" in summary and "1 reports" not in summary
@@ -194,15 +205,20 @@ def test_help_is_plain_text_without_markup() -> None:
 # --------------------------------------------------------------------------- the trace log
 
 
-def test_traces_lists_the_logged_trace_and_shows_it(traced: Traced, monkeypatch: pytest.MonkeyPatch,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_traces_lists_the_logged_trace_and_shows_it(
+    traced: Traced, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("PROVENANCE_DATA_DIR", str(traced.data_dir))
     assert main(["traces", "--json"]) == 0
     items = json.loads(capsys.readouterr().out)["items"]
     assert len(items) == 1  # the run under PROVENANCE_NO_LOG=1 left no record
     item = items[0]
-    assert (item["claim"], item["verdict"], item["model"], item["source"]) == (SENTENCE, "attributed",
-                                                                              "openai/fake", "cli")
+    assert (item["claim"], item["verdict"], item["model"], item["source"]) == (
+        SENTENCE,
+        "attributed",
+        "openai/fake",
+        "cli",
+    )
     assert item["trace_id"] in traced.piped.err  # "logged as tr_…"
     assert main(["traces"]) == 0
     row = capsys.readouterr().out.splitlines()
@@ -224,15 +240,18 @@ def test_traces_on_a_terminal_is_a_table_with_a_header(traced: Traced) -> None:
     assert "1 trace · provenance traces show ID" in ran.out
 
 
-def test_no_log_leaves_no_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_no_log_leaves_no_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("PROVENANCE_DATA_DIR", str(tmp_path))
     turn = tmp_path / "turn.json"
     turn.write_text(json.dumps(small_turn()), encoding="utf-8")
     judge = KeyedJudge()
     with FakeOpenAI(lambda req: FakeReply(text=judge.openai(req))) as srv:
-        assert main(["trace", str(turn), "r0", "--model", "openai/fake", "--api-base", srv.base_url, "--yes",
-                     "--no-log"]) == 0
+        assert (
+            main(["trace", str(turn), "r0", "--model", "openai/fake", "--api-base", srv.base_url, "--yes", "--no-log"])
+            == 0
+        )
     assert "logged as" not in capsys.readouterr().err
     assert main(["traces", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"items": []}

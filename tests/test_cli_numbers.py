@@ -58,8 +58,10 @@ def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 
 
 def _calls_line(calls: dict[str, int], cost: str) -> str:
-    return (f"{calls['planned']} planned · {calls['made']} made · {calls['cached']} cached · {calls['billed']} "
-            f"billed · {calls['failed']} failed · cost {cost}")
+    return (
+        f"{calls['planned']} planned · {calls['made']} made · {calls['cached']} cached · {calls['billed']} "
+        f"billed · {calls['failed']} failed · cost {cost}"
+    )
 
 
 @pytest.fixture
@@ -73,8 +75,8 @@ def provider_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 
 def test_a_rerun_from_the_judgement_cache_reads_the_same_everywhere(
-        provider_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    provider_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     judge = KeyedJudge()
     with FakeOpenAI(lambda req: FakeReply(text=judge.openai(req)), api_key=KEY) as provider:
         monkeypatch.setenv("OPENAI_API_BASE", provider.base_url)
@@ -101,8 +103,13 @@ def test_a_rerun_from_the_judgement_cache_reads_the_same_everywhere(
     assert _five(second["result"]["calls"]) == cached and second["result"]["cost_usd"] == 0
     (kind, progress), (end_kind, end) = events
     assert (kind, end_kind) == ("progress", "end")
-    assert (progress["calls_planned"], progress["calls_done"], progress["calls_cached"], progress["calls_billed"],
-            progress["calls_failed"]) == (cached["planned"], 0, n, 0, 0)
+    assert (
+        progress["calls_planned"],
+        progress["calls_done"],
+        progress["calls_cached"],
+        progress["calls_billed"],
+        progress["calls_failed"],
+    ) == (cached["planned"], 0, n, 0, 0)
     assert end["calls"] == cached
     # the CLI: its printed line, its log, and the API reading that log
     assert _calls_line(cached, "$0.0000") in out
@@ -129,8 +136,8 @@ def _failing_span_checks(judge: KeyedJudge) -> Any:
 
 
 def test_failed_calls_are_counted_alike_everywhere(
-        provider_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    provider_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     with FakeOpenAI(_failing_span_checks(KeyedJudge()), api_key=KEY) as provider:
         monkeypatch.setenv("OPENAI_API_BASE", provider.base_url)
         with ApiServer(tmp_path, warm_up=False) as srv, srv.client(srv.admin_key, timeout=60) as api:
@@ -151,10 +158,21 @@ def test_failed_calls_are_counted_alike_everywhere(
 
 
 def test_a_trace_whose_every_call_failed_is_logged_as_failed_with_its_counts(
-        provider_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    provider_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with FakeOpenAI(lambda req: FakeReply.error(401, "Incorrect API key provided")) as provider:
-        code, out, err = _cli(capsys, "trace", str(provider_env), "r0", "--model", "openai/fake", "--api-base",
-                              provider.base_url, "--yes", "--json")
+        code, out, err = _cli(
+            capsys,
+            "trace",
+            str(provider_env),
+            "r0",
+            "--model",
+            "openai/fake",
+            "--api-base",
+            provider.base_url,
+            "--yes",
+            "--json",
+        )
         sent = len(provider.requests)
     assert code == 1 and json.loads(out)["status"] == "failed" and "every model call failed" in err
     _, listed, _ = _cli(capsys, "traces", "--json")
@@ -178,7 +196,8 @@ def _closed_port() -> int:
 
 
 def test_a_missing_key_fails_before_the_gate_and_names_the_variable(
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     code, out, err = _cli(capsys, "trace", FIXTURE, "r10", "--model", "openai/gpt-4o")
     assert code == 1 and out == ""
@@ -201,15 +220,27 @@ def test_a_dead_endpoint_fails_before_the_gate_with_the_flag_to_fix(capsys: pyte
 
 def test_an_endpoint_that_refuses_the_key_fails_before_the_gate(capsys: pytest.CaptureFixture[str]) -> None:
     with FakeOpenAI(lambda req: "5", api_key="the-right-key") as provider:
-        code, _, err = _cli(capsys, "trace", FIXTURE, "r10", "--model", "openai/fake", "--api-base",
-                            provider.base_url, "--api-key", "a-wrong-key", "--yes")
+        code, _, err = _cli(
+            capsys,
+            "trace",
+            FIXTURE,
+            "r10",
+            "--model",
+            "openai/fake",
+            "--api-base",
+            provider.base_url,
+            "--api-key",
+            "a-wrong-key",
+            "--yes",
+        )
         assert provider.requests == []  # no model call was sent
     assert code == 1 and "refused the request for its models (HTTP 401)" in err and "fix:" in err
     assert "--api-key" in err.split("fix:", 1)[1] and "Model calls" not in err
 
 
 def test_the_gate_states_the_worst_case_and_that_cached_answers_cost_nothing(
-        capsys: pytest.CaptureFixture[str]) -> None:
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     code, out, _ = _cli(capsys, "quote", FIXTURE, "r10")
     planned = json.loads(_cli(capsys, "quote", FIXTURE, "r10", "--json")[1])["planned_calls"]
     assert code == 0 and f"up to {planned} planned" in out
@@ -230,6 +261,7 @@ def test_migration_0012_backfills_the_counts_from_stored_results(tmp_path: Path,
             cfg = alembic_config()
             cfg.attributes["connection"] = conn
             (command.downgrade if down else command.upgrade)(cfg, revision)
+
         return step
 
     def seed(conn: Connection) -> None:
@@ -237,20 +269,68 @@ def test_migration_0012_backfills_the_counts_from_stored_results(tmp_path: Path,
         jobs, results = (Table(name, meta, autoload_with=conn) for name in ("trace_jobs", "trace_results"))
         now = datetime.now(UTC).replace(tzinfo=None)  # the columns store UTC without a zone
         job: dict[str, Any] = {
-               "kind": "trace", "source_id": None, "tenant": "t", "user": "u", "turn_id": "turn", "quote_id": "q",
-               "claim": "c", "segment_id": None, "model": "m", "params": {}, "reason": None, "calls_planned": 12,
-               "calls_made": 0, "calls_billed": 0, "round": None, "message": None, "layer_scores": {},
-               "quoted_cost_usd": None, "max_cost_usd": None, "reservation": None, "created_at": now,
-               "started_at": now, "finished_at": now, "updated_at": now}
-        conn.execute(jobs.insert(), [{**job, "id": "tr_done", "status": "succeeded"},
-                                     {**job, "id": "tr_failed", "status": "failed", "calls_made": 3}])
-        result = {"verdict": "attributed", "calls": {"planned": 12, "made": 0, "saved": 1, "cached": 7,
-                                                     "failed": 2, "billed": 0}}
-        conn.execute(results.insert(), [{
-            "job_id": "tr_done", "tenant": "t", "user": "u", "turn_id": "turn", "turn_digest": "d",
-            "claim_digest": "d", "query_digest": "d", "corpus_digest": "d", "prompt_versions": {}, "params": {},
-            "model": "m", "result": result, "calls_planned": 12, "calls_made": 0, "calls_billed": 0,
-            "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "created_at": now}])
+            "kind": "trace",
+            "source_id": None,
+            "tenant": "t",
+            "user": "u",
+            "turn_id": "turn",
+            "quote_id": "q",
+            "claim": "c",
+            "segment_id": None,
+            "model": "m",
+            "params": {},
+            "reason": None,
+            "calls_planned": 12,
+            "calls_made": 0,
+            "calls_billed": 0,
+            "round": None,
+            "message": None,
+            "layer_scores": {},
+            "quoted_cost_usd": None,
+            "max_cost_usd": None,
+            "reservation": None,
+            "created_at": now,
+            "started_at": now,
+            "finished_at": now,
+            "updated_at": now,
+        }
+        conn.execute(
+            jobs.insert(),
+            [
+                {**job, "id": "tr_done", "status": "succeeded"},
+                {**job, "id": "tr_failed", "status": "failed", "calls_made": 3},
+            ],
+        )
+        result = {
+            "verdict": "attributed",
+            "calls": {"planned": 12, "made": 0, "saved": 1, "cached": 7, "failed": 2, "billed": 0},
+        }
+        conn.execute(
+            results.insert(),
+            [
+                {
+                    "job_id": "tr_done",
+                    "tenant": "t",
+                    "user": "u",
+                    "turn_id": "turn",
+                    "turn_digest": "d",
+                    "claim_digest": "d",
+                    "query_digest": "d",
+                    "corpus_digest": "d",
+                    "prompt_versions": {},
+                    "params": {},
+                    "model": "m",
+                    "result": result,
+                    "calls_planned": 12,
+                    "calls_made": 0,
+                    "calls_billed": 0,
+                    "input_tokens": 0,
+                    "output_tokens": 0,
+                    "cost_usd": 0.0,
+                    "created_at": now,
+                }
+            ],
+        )
 
     def counts(conn: Connection) -> dict[str, tuple[int, int, str]]:
         rows = conn.execute(text("SELECT id, calls_cached, calls_failed, source FROM trace_jobs")).all()
@@ -276,14 +356,17 @@ def test_migration_0012_backfills_the_counts_from_stored_results(tmp_path: Path,
 
 
 def test_a_logged_cli_trace_is_exported_to_the_otlp_endpoint_like_the_services(
-        provider_env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    provider_env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from test_otlp_export import attributes, otlp_receiver
 
     from provenance_api.providers import otel_export
 
     judge = KeyedJudge()
-    with FakeOpenAI(lambda req: FakeReply(text=judge.openai(req)), api_key=KEY) as provider, \
-            otlp_receiver() as receiver:
+    with (
+        FakeOpenAI(lambda req: FakeReply(text=judge.openai(req)), api_key=KEY) as provider,
+        otlp_receiver() as receiver,
+    ):
         monkeypatch.setenv("OPENAI_API_BASE", provider.base_url)
         monkeypatch.setenv("PROVENANCE_OTLP_ENDPOINT", receiver.base_url)
         code, _, err = _cli(capsys, "trace", str(provider_env), SMALL_CLAIM, "--yes")
@@ -300,4 +383,3 @@ def test_a_logged_cli_trace_is_exported_to_the_otlp_endpoint_like_the_services(
     assert root["provenance.calls.made"] == logged["calls"]["made"] > 0
     children = [s for s in spans if s.parent_span_id == roots[0].span_id]
     assert len(children) == logged["calls"]["made"]  # one span per model call, under the trace's
-

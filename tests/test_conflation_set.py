@@ -41,16 +41,29 @@ def tau_turn(conversations: list[dict[str, Any]], task_id: int, message: int) ->
     calls = []
     for i in range(last_user + 1, message):
         for call in traj[i].get("tool_calls") or []:
-            answer = next((m["content"] for m in traj[i + 1:message]
-                           if m["role"] == "tool" and m.get("tool_call_id") == call["id"]), None)
-            calls.append({"name": call["function"]["name"], "arguments": call["function"]["arguments"],
-                          "response": answer})
+            answer = next(
+                (
+                    m["content"]
+                    for m in traj[i + 1 : message]
+                    if m["role"] == "tool" and m.get("tool_call_id") == call["id"]
+                ),
+                None,
+            )
+            calls.append(
+                {"name": call["function"]["name"], "arguments": call["function"]["arguments"], "response": answer}
+            )
     keep = ("role", "content", "name", "tool_call_id", "tool_calls")
-    history = [{k: v for k, v in m.items() if k in keep} for m in traj[1:last_user + 1]]
-    return StoredTurn.model_validate({
-        "turn_id": f"tau-airline-{task_id}-{message}", "response": reply["content"],
-        "system_prompt": traj[0]["content"], "system_prompt_versioned": True,
-        "request_payload": {"messages": history}, "response_payload": {"tool_calls": calls}})
+    history = [{k: v for k, v in m.items() if k in keep} for m in traj[1 : last_user + 1]]
+    return StoredTurn.model_validate(
+        {
+            "turn_id": f"tau-airline-{task_id}-{message}",
+            "response": reply["content"],
+            "system_prompt": traj[0]["content"],
+            "system_prompt_versioned": True,
+            "request_payload": {"messages": history},
+            "response_payload": {"tool_calls": calls},
+        }
+    )
 
 
 @cache
@@ -118,8 +131,11 @@ def _audit_all(grounding_of: dict[str, tuple[str, ...]]) -> tuple[list[bool], li
         swapped = audit_declared(item["swapped"], corpus, grounding)
         if original.outcome != "consistent" or item["grounding_id"] not in original.credited:
             wrong.append(f"{item['id']} original: {original.outcome} {original.credited}")
-        if swapped.outcome != "conflated" or item["swapped_id"] not in swapped.credited \
-                or item["grounding_id"] in swapped.credited:
+        if (
+            swapped.outcome != "conflated"
+            or item["swapped_id"] not in swapped.credited
+            or item["grounding_id"] in swapped.credited
+        ):
             wrong.append(f"{item['id']} swapped: {swapped.outcome} {swapped.credited}")
         predicted += [original.outcome == "conflated", swapped.outcome == "conflated"]
         actual += [False, True]
@@ -130,8 +146,10 @@ def test_every_swap_is_conflated_and_every_original_consistent() -> None:
     predicted, actual, wrong = _audit_all({i["id"]: (i["grounding_id"],) for i in ITEMS})
     assert wrong == []
     precision, recall, tp, fp, fn = precision_recall(predicted, actual)
-    print(f"\nconflation set: {len(ITEMS)} items, {len(predicted)} sentences — conflated precision "
-          f"{precision:.3f} recall {recall:.3f} (tp={tp} fp={fp} fn={fn})")
+    print(
+        f"\nconflation set: {len(ITEMS)} items, {len(predicted)} sentences — conflated precision "
+        f"{precision:.3f} recall {recall:.3f} (tp={tp} fp={fp} fn={fn})"
+    )
     assert (precision, recall) == (1.0, 1.0)
 
 
@@ -148,8 +166,14 @@ def _scripted_judge(item: dict[str, Any]) -> ScriptedLLM:
         regions = split_fenced(user)[0]
         shown = regions[-1] if regions else ""  # the source's region: the claim's comes first
         if normalise(evidence) in normalise(shown):
-            return json.dumps({"verdict": "supported", "evidence_quote": evidence, "confidence": 0.9,
-                               "reason": "the source states it"})
+            return json.dumps(
+                {
+                    "verdict": "supported",
+                    "evidence_quote": evidence,
+                    "confidence": 0.9,
+                    "reason": "the source states it",
+                }
+            )
         return json.dumps({"verdict": "silent", "evidence_quote": "", "confidence": 0.8, "reason": "nothing"})
 
     return ScriptedLLM(script)
@@ -168,8 +192,7 @@ async def test_a_scripted_judge_establishes_the_labelled_grounding_and_the_audit
     predicted, actual, wrong = _audit_all(grounding_of)
     assert wrong == []
     precision, recall, *_ = precision_recall(predicted, actual)
-    print(f"\nconflation set, grounding from scripted-judge traces: precision {precision:.3f} "
-          f"recall {recall:.3f}")
+    print(f"\nconflation set, grounding from scripted-judge traces: precision {precision:.3f} recall {recall:.3f}")
     assert (precision, recall) == (1.0, 1.0)
 
 

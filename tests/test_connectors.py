@@ -63,7 +63,8 @@ def tool_returns(turn: StoredTurn) -> list[str]:
 
 
 def test_agents_session_file_imports_in_place_then_only_what_is_new(
-        tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     db = tmp_path / "agent.db"
     log = ToolLog()
     outputs = run_agent(db, log, [("alice", "Weather in Paris?", "Paris"), ("bob", "Weather in Oslo?", "Oslo")])
@@ -88,12 +89,15 @@ def test_agents_session_file_imports_in_place_then_only_what_is_new(
     follow_up = stored(data_dir, "agent.db#alice:1")
     assert (follow_up.query, follow_up.response, tool_returns(follow_up)) == ("And Oslo?", more[0], [log.returns[2]])
     assert [m.content for m in follow_up.request_payload.messages if m.role == "user"] == [
-        "Weather in Paris?", "And Oslo?"]
+        "Weather in Paris?",
+        "And Oslo?",
+    ]
     assert stored(data_dir, "agent.db#carol:0").response == more[1]
 
 
 def test_a_recreated_store_is_read_from_the_start_and_says_so(
-        tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     db = tmp_path / "agent.db"
     run_agent(db, ToolLog(), [("alice", "Weather in Paris?", "Paris"), ("alice", "And Oslo?", "Oslo")])
     assert imported(capsys, f"sqlite:///{db}", "openai-agents-session")["imported"] == 2
@@ -106,7 +110,8 @@ def test_a_recreated_store_is_read_from_the_start_and_says_so(
 
 
 def test_a_bad_session_row_is_reported_and_the_rest_imported(
-        tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     db = tmp_path / "agent.db"
     log = ToolLog()
     run_agent(db, log, [("alice", "Weather in Paris?", "Paris")])
@@ -123,7 +128,8 @@ def test_a_bad_session_row_is_reported_and_the_rest_imported(
 
 
 def test_wrong_format_missing_file_and_no_format_are_clear_errors(
-        tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     db = tmp_path / "agent.db"
     run_agent(db, ToolLog(), [("alice", "Weather in Paris?", "Paris")])
     code, _, err = run(capsys, "import", f"sqlite:///{db}", "--format", "langgraph-sqlite")
@@ -155,11 +161,18 @@ def ask(graph: Any, thread: str, *messages: Any) -> list[Any]:
 
 
 def test_langgraph_sqlite_checkpoints_import_incrementally(
-        tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "checkpoints.db"
     log = ToolLog()
-    replies = [call("Paris", "c1"), AIMessage(content="Sunny in Paris."), call("Oslo", "c2"),
-               AIMessage(content="Snow in Oslo."), call("Oslo", "c3"), AIMessage(content="Still snowing.")]
+    replies = [
+        call("Paris", "c1"),
+        AIMessage(content="Sunny in Paris."),
+        call("Oslo", "c2"),
+        AIMessage(content="Snow in Oslo."),
+        call("Oslo", "c3"),
+        AIMessage(content="Still snowing."),
+    ]
     graphs = weather_graph(path, log, *replies)
     graph = next(graphs)
     ask(graph, "t1", SystemMessage("You are a weather desk."), HumanMessage("Weather in Paris?"))
@@ -169,8 +182,11 @@ def test_langgraph_sqlite_checkpoints_import_incrementally(
     first = imported(capsys, url, "langgraph-sqlite")
     assert (first["imported"], first["rejected"], first["source"]["conversations_total"]) == (2, 0, 2)
     t1 = stored(data_dir, "checkpoints.db#t1:0")
-    assert (t1.query, t1.response, t1.system_prompt) == ("Weather in Paris?", "Sunny in Paris.",
-                                                         "You are a weather desk.")
+    assert (t1.query, t1.response, t1.system_prompt) == (
+        "Weather in Paris?",
+        "Sunny in Paris.",
+        "You are a weather desk.",
+    )
     assert tool_returns(t1) == [log.returns[0]] and log.returns[0].startswith(CITIES["Paris"])
 
     assert imported(capsys, url, "langgraph-sqlite")["source"]["conversations_changed"] == 0
@@ -183,10 +199,17 @@ def test_langgraph_sqlite_checkpoints_import_incrementally(
 
 
 def test_an_unreadable_checkpoint_rejects_its_thread_alone(
-        tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "checkpoints.db"
-    graphs = weather_graph(path, ToolLog(), call("Paris", "c1"), AIMessage(content="Sunny."),
-                           call("Oslo", "c2"), AIMessage(content="Snow."))
+    graphs = weather_graph(
+        path,
+        ToolLog(),
+        call("Paris", "c1"),
+        AIMessage(content="Sunny."),
+        call("Oslo", "c2"),
+        AIMessage(content="Snow."),
+    )
     graph = next(graphs)
     ask(graph, "good", HumanMessage("Paris?"))
     ask(graph, "bad", HumanMessage("Oslo?"))
@@ -221,13 +244,18 @@ def test_checkpoint_values_decode_without_langgraph() -> None:
 
 
 def test_langgraph_postgres_checkpoints_import_incrementally(
-        postgres_url: str, data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    postgres_url: str, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from langgraph.checkpoint.postgres import PostgresSaver
 
     url = create_database(postgres_url, "lg").replace("postgresql+asyncpg://", "postgresql://")
     log = ToolLog()
-    replies = [call("Paris", "c1"), AIMessage(content="Sunny in Paris."), call("Oslo", "c2"),
-               AIMessage(content="Snow in Oslo.")]
+    replies = [
+        call("Paris", "c1"),
+        AIMessage(content="Sunny in Paris."),
+        call("Oslo", "c2"),
+        AIMessage(content="Snow in Oslo."),
+    ]
     with PostgresSaver.from_conn_string(url) as saver:
         saver.setup()
         graph = react_graph(scripted(*replies), [langchain_tool(log)], saver)
@@ -240,13 +268,17 @@ def test_langgraph_postgres_checkpoints_import_incrementally(
     assert (second["imported"], second["unchanged"]) == (1, 1)
     name = parse_source(url, "langgraph-postgres").name
     turn = stored(data_dir, f"{name}#pg-1:1")
-    assert (turn.query, turn.response, turn.system_prompt) == ("And Oslo?", messages[-1].content,
-                                                               "You are a weather desk.")
+    assert (turn.query, turn.response, turn.system_prompt) == (
+        "And Oslo?",
+        messages[-1].content,
+        "You are a weather desk.",
+    )
     assert tool_returns(turn) == [log.returns[1]]
 
 
 def test_an_unreachable_postgres_source_is_an_error_and_moves_nothing(
-        data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, err = run(capsys, "import", "postgresql://u:secret@127.0.0.1:9/db", "--format", "langgraph-postgres")
     assert code == 2 and out == "" and "cannot connect" in err and "secret" not in err
     source = parse_source("postgresql+asyncpg://u:secret@db.internal/agents", "langgraph-postgres")
@@ -261,9 +293,11 @@ def test_api_imports_a_configured_source_per_tenant_and_never_takes_a_url(tmp_pa
     db = tmp_path / "agent.db"
     log = ToolLog()
     run_agent(db, log, [("alice", "Weather in Paris?", "Paris")])
-    sources = {"desk": {"url": f"sqlite:///{db}", "format": "openai-agents-session"},
-               "gone": {"url": f"sqlite:///{tmp_path / 'gone.db'}", "format": "openai-agents-session"},
-               "typo": {"url": f"sqlite:///{db}", "format": "langgraph"}}
+    sources = {
+        "desk": {"url": f"sqlite:///{db}", "format": "openai-agents-session"},
+        "gone": {"url": f"sqlite:///{tmp_path / 'gone.db'}", "format": "openai-agents-session"},
+        "typo": {"url": f"sqlite:///{db}", "format": "langgraph"},
+    }
     with ApiServer(tmp_path / "data", warm_up=False, history_sources=sources) as srv:
         acme, beta = srv.client(srv.key("acme", "ann")), srv.client(srv.key("beta", "bo"))
         with acme, beta:

@@ -93,8 +93,9 @@ def call(name: str, args: Any, call_id: str | None, kind: str = "tool-call") -> 
     return {"part_kind": kind, "tool_name": name, "args": args, "tool_call_id": call_id}
 
 
-def ret(call_id: str | None, content: Any, name: str = "tool", outcome: str | None = None,
-        kind: str = "tool-return") -> Json:
+def ret(
+    call_id: str | None, content: Any, name: str = "tool", outcome: str | None = None, kind: str = "tool-return"
+) -> Json:
     part: Json = {"part_kind": kind, "tool_name": name, "content": content, "tool_call_id": call_id}
     if outcome is not None:
         part["outcome"] = outcome
@@ -102,18 +103,24 @@ def ret(call_id: str | None, content: Any, name: str = "tool", outcome: str | No
 
 
 def retry(call_id: str, name: str = "tool") -> Json:
-    return {"part_kind": "retry-prompt", "tool_name": name, "tool_call_id": call_id,
-            "content": "validation error: field required"}
+    return {
+        "part_kind": "retry-prompt",
+        "tool_name": name,
+        "tool_call_id": call_id,
+        "content": "validation error: field required",
+    }
 
 
 def one_call_turn(name: str, args: Any, content: Any, outcome: str | None = None) -> StoredTurn:
     """A primary-path turn with a single call and its return."""
-    return make_turn(model_messages=[
-        user_prompt("go"),
-        response(call(name, args, "c1")),
-        request(ret("c1", content, name, outcome)),
-        response(text_part("Done.")),
-    ])
+    return make_turn(
+        model_messages=[
+            user_prompt("go"),
+            response(call(name, args, "c1")),
+            request(ret("c1", content, name, outcome)),
+            response(text_part("Done.")),
+        ]
+    )
 
 
 def u(text: str) -> Json:
@@ -126,11 +133,18 @@ def a(text: str) -> Json:
 
 def a_calls(*calls: tuple[str, str, Any]) -> Json:
     """An OpenAI-shaped assistant message carrying tool calls: (id, name, arguments)."""
-    return {"role": "assistant", "content": None, "tool_calls": [
-        {"id": cid, "type": "function",
-         "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
-        for cid, name, args in calls
-    ]}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": cid,
+                "type": "function",
+                "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)},
+            }
+            for cid, name, args in calls
+        ],
+    }
 
 
 def tool_msg(call_id: str, content: Any, name: str | None = None) -> Json:
@@ -182,8 +196,10 @@ def assert_sequential(corpus: Corpus) -> None:
 # fixture (b): parametric answer, no tool calls — two layers, eleven sources (§8.3)
 # --------------------------------------------------------------------------------------------------
 
-NDVI_QUERY = ("Without calling any tools, answer in exactly one sentence from your own knowledge: "
-              "what does the acronym NDVI stand for?")
+NDVI_QUERY = (
+    "Without calling any tools, answer in exactly one sentence from your own knowledge: "
+    "what does the acronym NDVI stand for?"
+)
 NDVI_EXPANSION = "normalized difference vegetation index"
 
 
@@ -260,12 +276,13 @@ def test_fallback_fixture_uses_the_fallback_path() -> None:
 
     assert turn.model_messages == []
     assert corpus.path == "fallback"
-    assert [unit.tool for unit in corpus.tool_units()] == [
-        "lookup_order", "search_help_center", "create_return_label"]
+    assert [unit.tool for unit in corpus.tool_units()] == ["lookup_order", "search_help_center", "create_return_label"]
     assert corpus.layers_present() == (Layer.TOOLS, Layer.INSTRUCTIONS, Layer.HISTORY)
     assert len(corpus.in_layer(Layer.HISTORY)) == 2
     assert [u.label for u in corpus.in_layer(Layer.HISTORY)] == [
-        "user said · 2 turn(s) ago", "agent replied · 1 turn(s) ago"]
+        "user said · 2 turn(s) ago",
+        "agent replied · 1 turn(s) ago",
+    ]
     assert corpus.excluded == ()
     assert_sequential(corpus)
 
@@ -297,7 +314,8 @@ def test_fallback_fixture_response_quotes_a_tool_return_verbatim() -> None:
         matcher = difflib.SequenceMatcher(None, sentence, source, autojunk=False)
         block = matcher.find_longest_match(0, len(sentence), 0, len(source))
         return block.size >= DEFAULT_PARAMS.quote_min_chars and (
-            block.size / len(sentence) >= DEFAULT_PARAMS.quote_min_fraction)
+            block.size / len(sentence) >= DEFAULT_PARAMS.quote_min_fraction
+        )
 
     quoted = [s for s in sentences if any(quotes_verbatim(s, unit.text) for unit in corpus.tool_units())]
     assert quoted, "at least one sentence must quote a tool return verbatim"
@@ -325,8 +343,7 @@ def test_failures_fixture_discloses_every_excluded_call_with_its_reason() -> Non
     corpus = build_corpus(load_turn(FAILURES_FIXTURE))
     reasons = {e.tool: e.reason for e in corpus.excluded}
 
-    assert [e.tool for e in corpus.excluded] == [
-        "query_warehouse", "summarise_column", "grep", "nbn.record_density"]
+    assert [e.tool for e in corpus.excluded] == ["query_warehouse", "summarise_column", "grep", "nbn.record_density"]
     assert "outcome=failed" in reasons["query_warehouse"]
     assert "retry-prompt" in reasons["summarise_column"]
     assert "empty return" in reasons["grep"]
@@ -436,8 +453,11 @@ def test_evidence_digest_is_sha256_of_the_full_text_and_tokens_are_untruncated(n
 
 def test_primary_path_wins_over_the_flattened_payload() -> None:
     turn = make_turn(
-        model_messages=[user_prompt("q"), response(call("read_file", {"path": "a.md"}, "c1")),
-                        request(ret("c1", "native text", "read_file"))],
+        model_messages=[
+            user_prompt("q"),
+            response(call("read_file", {"path": "a.md"}, "c1")),
+            request(ret("c1", "native text", "read_file")),
+        ],
         response_payload={"tool_calls": [{"name": "lookup", "arguments": {}, "response": "flat text"}]},
     )
     corpus = build_corpus(turn)
@@ -469,13 +489,20 @@ def test_no_calls_anywhere_is_path_none() -> None:
 
 
 def test_fallback_excludes_mcp_errors_and_missing_or_empty_responses() -> None:
-    turn = make_turn(response_payload={"tool_calls": [
-        {"name": "ok", "arguments": {"q": "x"}, "response": "fine"},
-        {"name": "mcp.broken", "arguments": {}, "response": {
-            "content": [{"type": "text", "text": "boom"}], "isError": True}},
-        {"name": "blank", "arguments": {}, "response": "   \n"},
-        {"name": "lost", "arguments": {}, "response": None},
-    ]})
+    turn = make_turn(
+        response_payload={
+            "tool_calls": [
+                {"name": "ok", "arguments": {"q": "x"}, "response": "fine"},
+                {
+                    "name": "mcp.broken",
+                    "arguments": {},
+                    "response": {"content": [{"type": "text", "text": "boom"}], "isError": True},
+                },
+                {"name": "blank", "arguments": {}, "response": "   \n"},
+                {"name": "lost", "arguments": {}, "response": None},
+            ]
+        }
+    )
     corpus = build_corpus(turn)
 
     assert corpus.path == "fallback"
@@ -511,13 +538,15 @@ def test_a_successful_or_unmarked_return_is_kept(outcome: str | None) -> None:
 
 
 def test_retry_prompt_excludes_the_rejected_call_but_not_its_reissue() -> None:
-    turn = make_turn(model_messages=[
-        user_prompt("q"),
-        response(call("lookup", {"qq": "x"}, "c1")),
-        request(retry("c1", "lookup")),
-        response(call("lookup", {"q": "x"}, "c2")),
-        request(ret("c2", "found it", "lookup")),
-    ])
+    turn = make_turn(
+        model_messages=[
+            user_prompt("q"),
+            response(call("lookup", {"qq": "x"}, "c1")),
+            request(retry("c1", "lookup")),
+            response(call("lookup", {"q": "x"}, "c2")),
+            request(ret("c2", "found it", "lookup")),
+        ]
+    )
     corpus = build_corpus(turn)
 
     (unit,) = corpus.tool_units()
@@ -547,11 +576,13 @@ def test_an_empty_return_is_excluded(content: str | None) -> None:
 
 
 def test_an_unanswered_call_is_excluded_as_having_no_return() -> None:
-    turn = make_turn(model_messages=[
-        user_prompt("q"),
-        response(call("read_file", {"path": "a.md"}, "c1"), call("ls", {"path": "."}, None)),
-        request(ret("c1", "alpha", "read_file")),
-    ])
+    turn = make_turn(
+        model_messages=[
+            user_prompt("q"),
+            response(call("read_file", {"path": "a.md"}, "c1"), call("ls", {"path": "."}, None)),
+            request(ret("c1", "alpha", "read_file")),
+        ]
+    )
     corpus = build_corpus(turn)
 
     assert [u.tool for u in corpus.tool_units()] == ["read_file"]
@@ -589,11 +620,13 @@ def test_arguments_are_read_as_an_object(args: Any, expected: Json) -> None:
 
 
 def test_builtin_tool_calls_are_paired_like_ordinary_ones() -> None:
-    turn = make_turn(model_messages=[
-        user_prompt("q"),
-        response(call("web_search", {"query": "sahel rainfall"}, "b1", kind="builtin-tool-call")),
-        response(ret("b1", "result page", "web_search", kind="builtin-tool-return")),
-    ])
+    turn = make_turn(
+        model_messages=[
+            user_prompt("q"),
+            response(call("web_search", {"query": "sahel rainfall"}, "b1", kind="builtin-tool-call")),
+            response(ret("b1", "result page", "web_search", kind="builtin-tool-return")),
+        ]
+    )
     corpus = build_corpus(turn)
 
     (unit,) = corpus.tool_units()
@@ -603,16 +636,18 @@ def test_builtin_tool_calls_are_paired_like_ordinary_ones() -> None:
 
 
 def test_only_the_current_turns_calls_are_tool_units() -> None:
-    turn = make_turn(model_messages=[
-        user_prompt("earlier question"),
-        response(call("read_file", {"path": "old.md"}, "c1")),
-        request(ret("c1", "old content", "read_file")),
-        response(text_part("earlier answer")),
-        user_prompt("current question"),
-        response(call("read_file", {"path": "new.md"}, "c2")),
-        request(ret("c2", "new content", "read_file")),
-        response(text_part("current answer")),
-    ])
+    turn = make_turn(
+        model_messages=[
+            user_prompt("earlier question"),
+            response(call("read_file", {"path": "old.md"}, "c1")),
+            request(ret("c1", "old content", "read_file")),
+            response(text_part("earlier answer")),
+            user_prompt("current question"),
+            response(call("read_file", {"path": "new.md"}, "c2")),
+            request(ret("c2", "new content", "read_file")),
+            response(text_part("current answer")),
+        ]
+    )
     corpus = build_corpus(turn)
 
     (unit,) = corpus.tool_units()
@@ -622,13 +657,15 @@ def test_only_the_current_turns_calls_are_tool_units() -> None:
 def test_regression_reused_id_overwrote_the_earlier_call() -> None:
     """A reused tool_call_id once replaced the earlier call: one unit, with the second call's header,
     and the first return lost. Each return must pair with its own call."""
-    turn = make_turn(model_messages=[
-        user_prompt("compare the two files"),
-        response(call("read_file", {"path": "a.md"}, "call_0")),
-        request(ret("call_0", "contents of A", "read_file")),
-        response(call("read_file", {"path": "b.md"}, "call_0")),
-        request(ret("call_0", "contents of B", "read_file")),
-    ])
+    turn = make_turn(
+        model_messages=[
+            user_prompt("compare the two files"),
+            response(call("read_file", {"path": "a.md"}, "call_0")),
+            request(ret("call_0", "contents of A", "read_file")),
+            response(call("read_file", {"path": "b.md"}, "call_0")),
+            request(ret("call_0", "contents of B", "read_file")),
+        ]
+    )
     corpus = build_corpus(turn)
 
     assert [u.shown for u in corpus.tool_units()] == [
@@ -641,12 +678,14 @@ def test_regression_reused_id_overwrote_the_earlier_call() -> None:
 
 def test_reused_id_return_pairs_with_the_most_recent_unanswered_call() -> None:
     """The first call was never answered (interrupted); the re-issued call owns the return."""
-    turn = make_turn(model_messages=[
-        user_prompt("q"),
-        response(call("fetch_url", {"url": "https://a.example/v1"}, "dup")),
-        response(call("fetch_url", {"url": "https://a.example/v2"}, "dup")),
-        request(ret("dup", "version two", "fetch_url")),
-    ])
+    turn = make_turn(
+        model_messages=[
+            user_prompt("q"),
+            response(call("fetch_url", {"url": "https://a.example/v1"}, "dup")),
+            response(call("fetch_url", {"url": "https://a.example/v2"}, "dup")),
+            request(ret("dup", "version two", "fetch_url")),
+        ]
+    )
     corpus = build_corpus(turn)
 
     (unit,) = corpus.tool_units()
@@ -658,13 +697,15 @@ def test_reused_id_return_pairs_with_the_most_recent_unanswered_call() -> None:
 
 
 def test_reused_id_failure_is_charged_to_the_right_call() -> None:
-    turn = make_turn(model_messages=[
-        user_prompt("q"),
-        response(call("lookup", {"q": "first"}, "k")),
-        request(ret("k", "first answer", "lookup")),
-        response(call("lookup", {"q": "second"}, "k")),
-        request(ret("k", "boom", "lookup", outcome="failed")),
-    ])
+    turn = make_turn(
+        model_messages=[
+            user_prompt("q"),
+            response(call("lookup", {"q": "first"}, "k")),
+            request(ret("k", "first answer", "lookup")),
+            response(call("lookup", {"q": "second"}, "k")),
+            request(ret("k", "boom", "lookup", outcome="failed")),
+        ]
+    )
     corpus = build_corpus(turn)
 
     assert [u.label for u in corpus.tool_units()] == ["lookup: first"]
@@ -749,8 +790,9 @@ def test_label_shortens_long_values() -> None:
 
 _nested = st.recursive(
     st.integers(min_value=-9, max_value=9),
-    lambda inner: st.lists(inner, min_size=1, max_size=3)
-    | st.dictionaries(st.sampled_from("xyz"), inner, min_size=1, max_size=2),
+    lambda inner: (
+        st.lists(inner, min_size=1, max_size=3) | st.dictionaries(st.sampled_from("xyz"), inner, min_size=1, max_size=2)
+    ),
     max_leaves=6,
 ).filter(lambda v: isinstance(v, (list, dict)))
 
@@ -758,8 +800,9 @@ _nested = st.recursive(
 @settings(max_examples=60, deadline=None)
 @given(
     nested=st.dictionaries(st.from_regex(r"[a-z]{2,6}", fullmatch=True), _nested, min_size=1, max_size=4),
-    scalars=st.dictionaries(st.from_regex(r"[a-z]{2,6}", fullmatch=True),
-                            st.from_regex(r"[a-z0-9-]{1,12}", fullmatch=True), max_size=2),
+    scalars=st.dictionaries(
+        st.from_regex(r"[a-z]{2,6}", fullmatch=True), st.from_regex(r"[a-z0-9-]{1,12}", fullmatch=True), max_size=2
+    ),
 )
 def test_label_never_dumps_structured_arguments(nested: Json, scalars: Json) -> None:
     args = {**nested, **{k: v for k, v in scalars.items() if k not in nested}}
@@ -776,8 +819,7 @@ def test_label_never_dumps_structured_arguments(nested: Json, scalars: Json) -> 
 # --------------------------------------------------------------------------------------------------
 
 MANY_HEADINGS = "\n\n".join(
-    f"# Section {i}\nRule {i}: follow instruction number {i} exactly.\n## Sub {i}\nDetail {i}."
-    for i in range(8)
+    f"# Section {i}\nRule {i}: follow instruction number {i} exactly.\n## Sub {i}\nDetail {i}." for i in range(8)
 )
 
 
@@ -796,19 +838,24 @@ def test_instructions_are_one_indivisible_unit_even_with_many_headings() -> None
 def test_instructions_follow_the_tools_with_the_next_id() -> None:
     turn = make_turn(
         system_prompt="Answer briefly.",
-        model_messages=[user_prompt("q"), response(call("ls", {"path": "."}, "c1"), call("grep", {}, "c2")),
-                        request(ret("c1", "a\nb", "ls"), ret("c2", "hit", "grep"))],
+        model_messages=[
+            user_prompt("q"),
+            response(call("ls", {"path": "."}, "c1"), call("grep", {}, "c2")),
+            request(ret("c1", "a\nb", "ls"), ret("c2", "hit", "grep")),
+        ],
     )
     corpus = build_corpus(turn)
 
     assert [(u.id, u.layer) for u in corpus.units] == [
-        ("s0", Layer.TOOLS), ("s1", Layer.TOOLS), ("s2", Layer.INSTRUCTIONS)]
+        ("s0", Layer.TOOLS),
+        ("s1", Layer.TOOLS),
+        ("s2", Layer.INSTRUCTIONS),
+    ]
 
 
 def test_instructions_are_stored_in_full_with_the_tier_truncations_disclosed() -> None:
     prompt = " ".join(f"w{i}" for i in range(2500))
-    corpus = build_corpus(make_turn(system_prompt=prompt, system_prompt_versioned=True),
-                          tokenizer=WordTokenizer())
+    corpus = build_corpus(make_turn(system_prompt=prompt, system_prompt_versioned=True), tokenizer=WordTokenizer())
     (unit,) = corpus.in_layer(Layer.INSTRUCTIONS)
 
     assert unit.text == prompt
@@ -841,11 +888,15 @@ def test_unversioned_flag_follows_the_snapshot_flag(versioned: bool) -> None:
 
 
 def test_system_prompt_carried_in_native_messages_is_a_snapshot() -> None:
-    turn = make_turn(model_messages=[
-        request({"part_kind": "system-prompt", "content": "You are a careful analyst."},
-                {"part_kind": "user-prompt", "content": "q"}),
-        response(text_part("a")),
-    ])
+    turn = make_turn(
+        model_messages=[
+            request(
+                {"part_kind": "system-prompt", "content": "You are a careful analyst."},
+                {"part_kind": "user-prompt", "content": "q"},
+            ),
+            response(text_part("a")),
+        ]
+    )
     corpus = build_corpus(turn)
     (unit,) = corpus.in_layer(Layer.INSTRUCTIONS)
 
@@ -863,10 +914,16 @@ def test_system_message_in_the_request_payload_is_the_instructions_layer() -> No
     """BUG: with no ``system_prompt`` field, the system message the model was sent (carried in the
     stored request payload) is ignored, so the instructions layer silently disappears — whereas a
     system prompt carried in ``model_messages`` is recovered as a snapshot."""
-    turn = make_turn(request_payload={"messages": [
-        {"role": "system", "content": "Never certify data for legal use."},
-        u("hi"), a("hello"), u("Can you certify this layer?"),
-    ]})
+    turn = make_turn(
+        request_payload={
+            "messages": [
+                {"role": "system", "content": "Never certify data for legal use."},
+                u("hi"),
+                a("hello"),
+                u("Can you certify this layer?"),
+            ]
+        }
+    )
     corpus = build_corpus(turn)
 
     (unit,) = corpus.in_layer(Layer.INSTRUCTIONS)
@@ -885,16 +942,25 @@ def test_history_excludes_the_current_query_and_labels_turns_back_from_the_prese
     assert [history_body(h) for h in history] == ["first", "second", "third", "fourth"]
     assert [h.turns_ago for h in history] == [4, 3, 2, 1]
     assert [h.label for h in history] == [
-        "user said · 4 turn(s) ago", "agent replied · 3 turn(s) ago",
-        "user said · 2 turn(s) ago", "agent replied · 1 turn(s) ago"]
+        "user said · 4 turn(s) ago",
+        "agent replied · 3 turn(s) ago",
+        "user said · 2 turn(s) ago",
+        "agent replied · 1 turn(s) ago",
+    ]
     assert history[-1].shown == "[agent replied, 1 turn(s) ago]\nfourth" and history[-1].text == "fourth"
     assert all("NOW?" not in h.text for h in corpus.units)
 
 
 def test_history_skips_blank_messages_and_ignores_system_messages() -> None:
-    corpus = build_corpus(history_turn(
-        {"role": "system", "content": "sys"}, u("first"), a("   "), {"role": "assistant", "content": None},
-        a("reply")))
+    corpus = build_corpus(
+        history_turn(
+            {"role": "system", "content": "sys"},
+            u("first"),
+            a("   "),
+            {"role": "assistant", "content": None},
+            a("reply"),
+        )
+    )
     history = corpus.in_layer(Layer.HISTORY)
 
     assert [history_body(h) for h in history] == ["first", "reply"]
@@ -946,8 +1012,9 @@ def test_history_cap_counts_earlier_tool_results() -> None:
 @given(n=st.integers(min_value=0, max_value=30), cap=st.integers(min_value=0, max_value=15))
 def test_history_cap_property(n: int, cap: int) -> None:
     messages = [u(f"msg {i}") if i % 2 == 0 else a(f"msg {i}") for i in range(n)]
-    corpus = build_corpus(history_turn(*messages, system_prompt="S."),
-                          params=DEFAULT_PARAMS.override({"history_max_messages": cap}))
+    corpus = build_corpus(
+        history_turn(*messages, system_prompt="S."), params=DEFAULT_PARAMS.override({"history_max_messages": cap})
+    )
     history = corpus.in_layer(Layer.HISTORY)
 
     kept = min(n, cap)
@@ -1005,16 +1072,18 @@ def test_earlier_tool_result_truncation_keeps_the_call_header() -> None:
 
 
 def test_earlier_tool_results_are_history_units_native_messages() -> None:
-    turn = make_turn(model_messages=[
-        user_prompt("what is in old.md?"),
-        response(call("read_file", {"path": "old.md"}, "c1")),
-        request(ret("c1", "old content", "read_file")),
-        response(text_part("old.md says old content")),
-        user_prompt("and now new.md?"),
-        response(call("read_file", {"path": "new.md"}, "c2")),
-        request(ret("c2", "new content", "read_file")),
-        response(text_part("new.md says new content")),
-    ])
+    turn = make_turn(
+        model_messages=[
+            user_prompt("what is in old.md?"),
+            response(call("read_file", {"path": "old.md"}, "c1")),
+            request(ret("c1", "old content", "read_file")),
+            response(text_part("old.md says old content")),
+            user_prompt("and now new.md?"),
+            response(call("read_file", {"path": "new.md"}, "c2")),
+            request(ret("c2", "new content", "read_file")),
+            response(text_part("new.md says new content")),
+        ]
+    )
     corpus = build_corpus(turn)
 
     assert [u.label for u in corpus.tool_units()] == ["read_file: new.md"]
@@ -1031,13 +1100,17 @@ def test_earlier_tool_results_are_history_units_native_messages() -> None:
 
 def test_earlier_tool_results_pair_reused_ids_in_order() -> None:
     turn = history_turn(
-        a_calls(("call_0", "read_file", {"path": "a.md"})), tool_msg("call_0", "text of a"),
-        a_calls(("call_0", "read_file", {"path": "b.md"})), tool_msg("call_0", "text of b"),
+        a_calls(("call_0", "read_file", {"path": "a.md"})),
+        tool_msg("call_0", "text of a"),
+        a_calls(("call_0", "read_file", {"path": "b.md"})),
+        tool_msg("call_0", "text of b"),
     )
     history = build_corpus(turn).in_layer(Layer.HISTORY)
 
     assert [history_body(h) for h in history] == [
-        'read_file({"path": "a.md"})\ntext of a', 'read_file({"path": "b.md"})\ntext of b']
+        'read_file({"path": "a.md"})\ntext of a',
+        'read_file({"path": "b.md"})\ntext of b',
+    ]
     assert [h.turns_ago for h in history] == [2, 1]
 
 
@@ -1049,14 +1122,18 @@ def test_earlier_tool_result_without_its_call_is_named_after_the_message() -> No
 
 
 def test_earlier_failed_tool_result_is_not_history_native_messages() -> None:
-    turn = make_turn(model_messages=[
-        user_prompt("earlier"),
-        response(call("lookup", {"q": "a"}, "c1"), call("mcp.find", {"q": "b"}, "c2")),
-        request(ret("c1", "timeout", "lookup", outcome="failed"),
-                ret("c2", {"content": [{"type": "text", "text": "HTTP 500"}], "isError": True}, "mcp.find")),
-        response(text_part("both tools failed")),
-        user_prompt("now"),
-    ])
+    turn = make_turn(
+        model_messages=[
+            user_prompt("earlier"),
+            response(call("lookup", {"q": "a"}, "c1"), call("mcp.find", {"q": "b"}, "c2")),
+            request(
+                ret("c1", "timeout", "lookup", outcome="failed"),
+                ret("c2", {"content": [{"type": "text", "text": "HTTP 500"}], "isError": True}, "mcp.find"),
+            ),
+            response(text_part("both tools failed")),
+            user_prompt("now"),
+        ]
+    )
     history = build_corpus(turn).in_layer(Layer.HISTORY)
 
     assert [h.tool for h in history] == ["user", "assistant"]
@@ -1118,8 +1195,11 @@ def test_ids_are_globally_sequential_across_all_three_layers() -> None:
         system_prompt="Rules.",
         model_messages=[
             user_prompt("q"),
-            response(call("read_file", {"path": "a"}, "c1"), call("lookup", {"q": "x"}, "c2"),
-                     call("web_fetch", {"url": "https://e.example"}, "c3")),
+            response(
+                call("read_file", {"path": "a"}, "c1"),
+                call("lookup", {"q": "x"}, "c2"),
+                call("web_fetch", {"url": "https://e.example"}, "c3"),
+            ),
             request(ret("c1", "A", "read_file"), ret("c2", "", "lookup"), ret("c3", "page", "web_fetch")),
         ],
         request_payload={"messages": [u("before"), a("reply"), u("q")]},
@@ -1143,8 +1223,10 @@ def test_mcp_blocks_are_flattened_and_binary_is_named_not_inlined() -> None:
             {"type": "image", "data": "QUJDREVGRw==", "mimeType": "image/jpeg"},
             {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"},
             {"type": "resource", "resource": {"uri": "file:///notes.txt", "text": "resource text"}},
-            {"type": "resource", "resource": {"uri": "file:///b.bin", "blob": "AAEC",
-                                              "mimeType": "application/octet-stream"}},
+            {
+                "type": "resource",
+                "resource": {"uri": "file:///b.bin", "blob": "AAEC", "mimeType": "application/octet-stream"},
+            },
             {"type": "resource_link", "uri": "file:///c.md", "name": "c"},
         ],
         "isError": False,
@@ -1172,8 +1254,11 @@ def test_non_mcp_objects_flatten_to_json() -> None:
 def test_corpus_of_an_inline_turn_has_consistent_evidence() -> None:
     turn = make_turn(
         system_prompt="Rules.",
-        model_messages=[user_prompt("q"), response(call("read_file", {"path": "a"}, "c1")),
-                        request(ret("c1", "alpha beta", "read_file"))],
+        model_messages=[
+            user_prompt("q"),
+            response(call("read_file", {"path": "a"}, "c1")),
+            request(ret("c1", "alpha beta", "read_file")),
+        ],
         request_payload={"messages": [u("  padded message  "), u("q")]},
     )
     tokenizer = WordTokenizer()

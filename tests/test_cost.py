@@ -71,12 +71,17 @@ def test_fixture_b_quotes_the_papers_39_calls_plus_what_fits_of_redundancy() -> 
 def _turn_with_tool_text(text: str, history: list[str] | None = None) -> StoredTurn:
     messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": h} for i, h in enumerate(history or [])]
     messages.append({"role": "user", "content": "what does the file say?"})
-    return StoredTurn.model_validate({
-        "turn_id": "t", "response": "It says so.", "system_prompt": "Be brief.",
-        "response_payload": {"tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"},
-                                             "response": text}]},
-        "request_payload": {"messages": messages},
-    })
+    return StoredTurn.model_validate(
+        {
+            "turn_id": "t",
+            "response": "It says so.",
+            "system_prompt": "Be brief.",
+            "response_payload": {
+                "tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}, "response": text}]
+            },
+            "request_payload": {"messages": messages},
+        }
+    )
 
 
 def test_over_evidence_ceiling_is_refused_with_the_reason() -> None:
@@ -158,25 +163,40 @@ def _counting_judge(tok: ApproxTokenizer) -> ScriptedLLM:
     on the messages as sent, as a provider bills them."""
 
     def answer(request: LLMRequest) -> LLMResponse:
-        text = (str(1 + zlib.crc32(request.prompt_text.encode()) % 9) if request.purpose == "judge" else
-                '{"verdict": "silent", "evidence_quote": "", "confidence": 0.5, "reason": "-"}')
-        return LLMResponse(text=text, usage=Usage(input_tokens=sum(tok.count(m.content) for m in request.messages),
-                                                  output_tokens=1), model="m")
+        text = (
+            str(1 + zlib.crc32(request.prompt_text.encode()) % 9)
+            if request.purpose == "judge"
+            else '{"verdict": "silent", "evidence_quote": "", "confidence": 0.5, "reason": "-"}'
+        )
+        return LLMResponse(
+            text=text,
+            usage=Usage(input_tokens=sum(tok.count(m.content) for m in request.messages), output_tokens=1),
+            model="m",
+        )
 
     return ScriptedLLM(answer)
 
 
-@pytest.mark.parametrize("sources", [["ok"], ["order 4471 ships Thursday", "refund 12.50", "no", "yes"],
-                                     ["word " * 900, "short"]])
+@pytest.mark.parametrize(
+    "sources", [["ok"], ["order 4471 ships Thursday", "refund 12.50", "no", "yes"], ["word " * 900, "short"]]
+)
 async def test_the_quoted_input_tokens_bound_what_a_trace_sends(sources: list[str]) -> None:
     """The judge's instructions and each source's fence are most of a small turn's prompt: the quote counts
     the prompts as rendered, so no trace sends more input tokens than it quoted."""
     tok = ApproxTokenizer()
-    turn = StoredTurn.model_validate({
-        "turn_id": "t", "response": "It says so.", "system_prompt": "Be brief.",
-        "response_payload": {"tool_calls": [{"name": f"tool_{i}", "arguments": {}, "response": text}
-                                            for i, text in enumerate(sources)]},
-        "request_payload": {"messages": [{"role": "user", "content": "what do the tools say?"}]}})
+    turn = StoredTurn.model_validate(
+        {
+            "turn_id": "t",
+            "response": "It says so.",
+            "system_prompt": "Be brief.",
+            "response_payload": {
+                "tool_calls": [
+                    {"name": f"tool_{i}", "arguments": {}, "response": text} for i, text in enumerate(sources)
+                ]
+            },
+            "request_payload": {"messages": [{"role": "user", "content": "what do the tools say?"}]},
+        }
+    )
     corpus = build_corpus(turn, tokenizer=tok)
     quote = quote_cost(corpus, "It says so.", model="m", tokenizer=tok, query="what do the tools say?")
     llm = _counting_judge(tok)

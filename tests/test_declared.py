@@ -43,30 +43,36 @@ def credited(sentence: str, where: Corpus = SHOP) -> list[tuple[str, tuple[str, 
     return [(r.kind, r.source_ids) for r in declared_refs(sentence, where)]
 
 
-@pytest.mark.parametrize(("sentence", "expected"), [
-    ("According to your order record, A-10482 was delivered on 2025-03-03.", [("phrase", ("s0",))]),
-    ("The search results show refunds take 5 to 7 business days.", [("phrase", ("s1",))]),
-    ("Per our refund policy, damaged items qualify for a full refund.", [("phrase", ("s1",))]),
-    ("Per my instructions, I only show the last four digits.", [("phrase", ("s3",))]),
-    ("As stated in the help center, refunds go to the original payment method.", [("phrase", ("s1",))]),
-    ("The create_return_label call returned RL-55310.", [("phrase", ("s2",))]),
-    ("create_return_label made RL-55310.", [("tool_name", ("s2",))]),
-    ("As you mentioned earlier, the jug is cracked.", [("history", ("s4",))]),
-    ("As I said before, I need the order number.", [("history", ("s5",))]),
-    ("Refunds take 5 to 7 business days [s1].", [("citation_marker", ("s1",))]),
-    ("Refunds take 5 to 7 business days [2].", [("citation_marker", ("s1",))]),  # the 2nd tool source
-])
+@pytest.mark.parametrize(
+    ("sentence", "expected"),
+    [
+        ("According to your order record, A-10482 was delivered on 2025-03-03.", [("phrase", ("s0",))]),
+        ("The search results show refunds take 5 to 7 business days.", [("phrase", ("s1",))]),
+        ("Per our refund policy, damaged items qualify for a full refund.", [("phrase", ("s1",))]),
+        ("Per my instructions, I only show the last four digits.", [("phrase", ("s3",))]),
+        ("As stated in the help center, refunds go to the original payment method.", [("phrase", ("s1",))]),
+        ("The create_return_label call returned RL-55310.", [("phrase", ("s2",))]),
+        ("create_return_label made RL-55310.", [("tool_name", ("s2",))]),
+        ("As you mentioned earlier, the jug is cracked.", [("history", ("s4",))]),
+        ("As I said before, I need the order number.", [("history", ("s5",))]),
+        ("Refunds take 5 to 7 business days [s1].", [("citation_marker", ("s1",))]),
+        ("Refunds take 5 to 7 business days [2].", [("citation_marker", ("s1",))]),  # the 2nd tool source
+    ],
+)
 def test_explicit_credits_resolve_to_the_source_they_name(sentence: str, expected: list[Any]) -> None:
     assert credited(sentence) == expected
 
 
-@pytest.mark.parametrize("sentence", [
-    "Refunds are issued to the original payment method within 5 to 7 business days.",
-    "Please drop the parcel off at any partner parcel point.",
-    "The parcel goes from the depot to the warehouse.",  # a weak cue naming no kind of source
-    "The blender shows a crack along the jug.",  # "the X shows" where X is no source
-    "It is $89 per item.",
-])
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "Refunds are issued to the original payment method within 5 to 7 business days.",
+        "Please drop the parcel off at any partner parcel point.",
+        "The parcel goes from the depot to the warehouse.",  # a weak cue naming no kind of source
+        "The blender shows a crack along the jug.",  # "the X shows" where X is no source
+        "It is $89 per item.",
+    ],
+)
 def test_sentences_without_a_credit_declare_nothing(sentence: str) -> None:
     assert declared_refs(sentence, SHOP) == ()
     assert audit_declared(sentence, SHOP, ["s1"]).outcome == "none_declared"
@@ -78,8 +84,7 @@ def test_paths_file_names_and_tool_names_count_only_when_they_name_a_source() ->
     assert credited("The 2023 numbers are in surveys/2023/summary.md.", WOODS) == [("path", ("s6",))]
     assert credited("The warehouse holds the table plots in warehouse/plots_2024.parquet.", WOODS) == []
     # A disclaimer is not a credit: the attachment was never read, and nothing is "drawn from it".
-    assert credited("I could not read the attached survey_2024.xlsx, so nothing here is drawn from it.",
-                    WOODS) == []
+    assert credited("I could not read the attached survey_2024.xlsx, so nothing here is drawn from it.", WOODS) == []
     assert credited("I did not use species_profile for this.", WOODS) == []
     assert credited("Nothing here is drawn from the help center.", SHOP) == []
     # …while a negative claim keeps its credit.
@@ -88,7 +93,8 @@ def test_paths_file_names_and_tool_names_count_only_when_they_name_a_source() ->
 
 def test_the_best_matching_source_wins_and_ties_keep_every_candidate() -> None:
     assert credited("According to the species profile for Picea sitchensis, it is a conifer.", WOODS) == [
-        ("phrase", ("s2",))]
+        ("phrase", ("s2",))
+    ]
     both = [("phrase", ("s1", "s2"))]
     assert credited("According to the species profiles, both are native.", WOODS) == both
     assert credited("The species_profile tool says so.", WOODS) == [("phrase", ("s1", "s2"))]
@@ -108,12 +114,23 @@ def test_markers_in_lenticular_brackets_resolve_by_what_they_name() -> None:
 
 
 def test_a_url_credits_the_source_fetched_from_it() -> None:
-    turn = StoredTurn.model_validate({
-        "turn_id": "web", "response": "x", "query": "q",
-        "response_payload": {"tool_calls": [
-            {"name": "web_fetch", "arguments": {"url": "https://example.org/oak-report"},
-             "response": "Oaks: 312."},
-            {"name": "lookup_site", "arguments": {"site": "Wyre"}, "response": "Wyre: 2 plots."}]}})
+    turn = StoredTurn.model_validate(
+        {
+            "turn_id": "web",
+            "response": "x",
+            "query": "q",
+            "response_payload": {
+                "tool_calls": [
+                    {
+                        "name": "web_fetch",
+                        "arguments": {"url": "https://example.org/oak-report"},
+                        "response": "Oaks: 312.",
+                    },
+                    {"name": "lookup_site", "arguments": {"site": "Wyre"}, "response": "Wyre: 2 plots."},
+                ]
+            },
+        }
+    )
     web = build_corpus(turn)
     assert credited("There are 312 records (https://example.org/oak-report).", web) == [("url", ("s0",))]
     assert credited("See https://example.org/elsewhere for more.", web) == []
@@ -124,10 +141,15 @@ def test_a_url_credits_the_source_fetched_from_it() -> None:
 def test_spans_point_into_the_sentence_and_families_name_the_source_kind() -> None:
     sentence = "Refunds are quick, according to your order record."
     (ref,) = declared_refs(sentence, SHOP)
-    assert sentence[ref.span[0]:ref.span[1]] == ref.text == "according to your order record"
+    assert sentence[ref.span[0] : ref.span[1]] == ref.text == "according to your order record"
     assert ref.families == ("order", "record")
-    assert ref.to_dict() == {"text": ref.text, "span": list(ref.span), "source_ids": ["s0"], "kind": "phrase",
-                             "families": ["order", "record"]}
+    assert ref.to_dict() == {
+        "text": ref.text,
+        "span": list(ref.span),
+        "source_ids": ["s0"],
+        "kind": "phrase",
+        "families": ["order", "record"],
+    }
 
 
 def test_the_four_outcomes() -> None:
@@ -153,18 +175,41 @@ def test_one_right_credit_among_several_is_consistent() -> None:
     assert audit_declared(sentence, SHOP, ["s2"]).outcome == "conflated"
 
 
-def _support(verdict: str, quote: str | None, *, downgraded: bool = False,
-             no_info: bool = False) -> SupportVerdict:
-    return SupportVerdict(verdict, quote, 1 if quote else None, 1 if quote else None, 0.9,  # type: ignore[arg-type]
-                          downgraded, "", 1, no_info)
+def _support(verdict: str, quote: str | None, *, downgraded: bool = False, no_info: bool = False) -> SupportVerdict:
+    return SupportVerdict(
+        verdict,
+        quote,
+        1 if quote else None,
+        1 if quote else None,
+        0.9,  # type: ignore[arg-type]
+        downgraded,
+        "",
+        1,
+        no_info,
+    )
 
 
 def _trace(sources: list[SourceScore]) -> TraceResult:
-    return TraceResult(gamma=6.0, s_all=8.0, s_none=2.0, verdict="attributed", verdict_text="attributed",
-                       layers=(), sources=tuple(sources), omitted=(), unscorable=(),
-                       round2_skipped_reason=None, warnings=(), calls=CallAccount(10, 10, 0, 0, 0),
-                       usage=Usage(), cost_usd=None, prompt_versions={}, params={}, model="scripted",
-                       corpus_digest="x")
+    return TraceResult(
+        gamma=6.0,
+        s_all=8.0,
+        s_none=2.0,
+        verdict="attributed",
+        verdict_text="attributed",
+        layers=(),
+        sources=tuple(sources),
+        omitted=(),
+        unscorable=(),
+        round2_skipped_reason=None,
+        warnings=(),
+        calls=CallAccount(10, 10, 0, 0, 0),
+        usage=Usage(),
+        cost_usd=None,
+        prompt_versions={},
+        params={},
+        model="scripted",
+        corpus_digest="x",
+    )
 
 
 def _source(sid: str, role: str | None, support: SupportVerdict | None) -> SourceScore:
@@ -172,14 +217,16 @@ def _source(sid: str, role: str | None, support: SupportVerdict | None) -> Sourc
 
 
 def test_grounding_ids_from_a_trace_object_or_its_dict() -> None:
-    trace = _trace([
-        _source("s0", "irrelevant", _support("supported", "A-10482")),           # verified quote: grounds
-        _source("s1", "grounds", _support("silent", None)),                      # ablation role: grounds
-        _source("s2", "irrelevant", _support("supported", None, downgraded=True)),  # unverified: no
-        _source("s3", "grounds", _support("contradicted", "never")),             # contradicts: never grounds
-        _source("s4", None, None),                                               # not checked
-        _source("s5", "distractor", _support("supported", "x", no_info=True)),   # no information: no
-    ])
+    trace = _trace(
+        [
+            _source("s0", "irrelevant", _support("supported", "A-10482")),  # verified quote: grounds
+            _source("s1", "grounds", _support("silent", None)),  # ablation role: grounds
+            _source("s2", "irrelevant", _support("supported", None, downgraded=True)),  # unverified: no
+            _source("s3", "grounds", _support("contradicted", "never")),  # contradicts: never grounds
+            _source("s4", None, None),  # not checked
+            _source("s5", "distractor", _support("supported", "x", no_info=True)),  # no information: no
+        ]
+    )
     assert grounding_ids_from_trace(trace) == ("s0", "s1")
     assert grounding_ids_from_trace(trace.to_dict()) == ("s0", "s1")
     assert contradicting_ids_from_trace(trace) == ("s3",)
@@ -190,9 +237,24 @@ def test_grounding_ids_from_a_trace_object_or_its_dict() -> None:
     assert refuted.outcome == "conflated" and refuted.grounding == ("s0", "s1")
 
 
-CUE_PIECES = ["according to ", "per the ", "your order record says ", "as you said ", "[1] ", "[s9] ",
-              "surveys/2024/plots.csv ", "https://example.org/x ", "create_return_label ",
-              "from the help center ", "not ", ", ", ". ", "the ", "policy ", "refund "]
+CUE_PIECES = [
+    "according to ",
+    "per the ",
+    "your order record says ",
+    "as you said ",
+    "[1] ",
+    "[s9] ",
+    "surveys/2024/plots.csv ",
+    "https://example.org/x ",
+    "create_return_label ",
+    "from the help center ",
+    "not ",
+    ", ",
+    ". ",
+    "the ",
+    "policy ",
+    "refund ",
+]
 
 
 @given(st.lists(st.one_of(st.sampled_from(CUE_PIECES), st.text(max_size=12)), max_size=12))
@@ -203,7 +265,7 @@ def test_refs_always_point_into_the_sentence_and_resolve_to_real_sources(parts: 
     ids = {u.id for u in SHOP.units}
     for ref in refs:
         assert 0 <= ref.span[0] < ref.span[1] <= len(sentence)
-        assert sentence[ref.span[0]:ref.span[1]] == ref.text
+        assert sentence[ref.span[0] : ref.span[1]] == ref.text
         assert set(ref.source_ids) <= ids
     audit = audit_declared(sentence, SHOP, ["s1"])
     assert (audit.outcome == "none_declared") == (refs == ())

@@ -25,8 +25,7 @@ from estimator.units import Corpus, Unit
 from estimator.verify import normalise, verify_quote
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-FIXTURE_NAMES = ("eo_worldview_turn.json", "failures_turn.json", "fallback_path_turn.json",
-                 "ndvi_parametric_turn.json")
+FIXTURE_NAMES = ("eo_worldview_turn.json", "failures_turn.json", "fallback_path_turn.json", "ndvi_parametric_turn.json")
 LINE_39 = "Comparing two annual classification maps shows where the assigned class changed, not why it changed."
 
 
@@ -79,8 +78,12 @@ async def test_an_adversarial_judge_quoting_lines_of_its_prompt_never_verifies_a
                 assert verdict.quote is None and verdict.downgraded, (name, unit.id, line)
             tried.update(candidates)
     # The lines the issue names were among those tried, so the test cannot pass vacuously.
-    for named in ("[agent replied, 5 turn(s) ago]", "[user said, 2 turn(s) ago]",
-                  'species_profile({"name": "Picea sitchensis"})', "[s3] read_file: playbooks/land_cover_change.md"):
+    for named in (
+        "[agent replied, 5 turn(s) ago]",
+        "[user said, 2 turn(s) ago]",
+        'species_profile({"name": "Picea sitchensis"})',
+        "[s3] read_file: playbooks/land_cover_change.md",
+    ):
         assert named in tried, named
     assert any(MARKER_RE.fullmatch(line) for line in tried)  # the fence lines too
 
@@ -136,8 +139,12 @@ def test_a_verbatim_citation_of_the_gate_uses_the_files_line_too() -> None:
 
 async def test_a_json_escaped_return_is_located_on_its_own_line() -> None:
     raw = json.loads((FIXTURES / "eo_worldview_turn.json").read_text(encoding="utf-8"))
-    returns = [p["content"] for m in raw["model_messages"] for p in m["parts"]
-               if p.get("tool_name") == "search_worldview_layers" and p["part_kind"] == "tool-return"]
+    returns = [
+        p["content"]
+        for m in raw["model_messages"]
+        for p in m["parts"]
+        if p.get("tool_name") == "search_worldview_layers" and p["part_kind"] == "tool-return"
+    ]
     returned = json.dumps(returns[0], ensure_ascii=False, indent=2).split("\n")
     escaped = '\\"layer_id\\": \\"MODIS_Combined_L3_IGBP_Land_Cover_Type_Annual\\"'
     expected = next(i for i, text in enumerate(returned, 1) if escaped in text)
@@ -166,8 +173,9 @@ def long_history_turn() -> tuple[StoredTurn, str]:
         role = "user" if i % 2 == 0 else "assistant"
         messages.append({"role": role, "content": long if i == 22 else f"message {i} of the history"})
     messages.append({"role": "user", "content": "And the fact?"})
-    turn = StoredTurn.model_validate({"turn_id": "t-long", "model": "m", "response": "QX-7731.",
-                                      "request_payload": {"messages": messages}})
+    turn = StoredTurn.model_validate(
+        {"turn_id": "t-long", "model": "m", "response": "QX-7731.", "request_payload": {"messages": messages}}
+    )
     return turn, long
 
 
@@ -189,11 +197,20 @@ def test_a_cut_history_message_and_the_count_cap_are_warnings_naming_the_sources
 
 def test_per_source_caps_are_warnings_naming_the_source() -> None:
     body = "\n".join(f"row {i} of the table" for i in range(60))
-    turn = StoredTurn.model_validate({"turn_id": "t-cap", "model": "m", "response": "r", "query": "q",
-                                      "response_payload": {"tool_calls": [
-                                          {"name": "read_file", "arguments": {"path": "big.csv"}, "response": body},
-                                          {"name": "read_file", "arguments": {"path": "small.csv"},
-                                           "response": "one row"}]}})
+    turn = StoredTurn.model_validate(
+        {
+            "turn_id": "t-cap",
+            "model": "m",
+            "response": "r",
+            "query": "q",
+            "response_payload": {
+                "tool_calls": [
+                    {"name": "read_file", "arguments": {"path": "big.csv"}, "response": body},
+                    {"name": "read_file", "arguments": {"path": "small.csv"}, "response": "one row"},
+                ]
+            },
+        }
+    )
     params = DEFAULT_PARAMS.override({"source_token_cap": 40, "support_token_cap": 100})
     corpus = build_corpus(turn, params)
     assert [w.split(" ", 1)[0] for w in corpus.warnings] == ["s0", "s0"]
@@ -209,8 +226,12 @@ async def test_the_quote_and_the_result_carry_every_corpus_warning() -> None:
     quote = quote_cost(corpus, "The grounding fact is QX-7731.", model="m")
     assert set(corpus.warnings) <= set(quote.warnings)
     assert set(corpus.warnings) <= set(quote.to_dict()["warnings"])  # type: ignore[arg-type]
-    result = await trace_claim(ScriptedLLM(lambda r: "5" if r.purpose == "judge" else "{}"),
-                               "The grounding fact is QX-7731.", turn.effective_query(), corpus)
+    result = await trace_claim(
+        ScriptedLLM(lambda r: "5" if r.purpose == "judge" else "{}"),
+        "The grounding fact is QX-7731.",
+        turn.effective_query(),
+        corpus,
+    )
     assert set(corpus.warnings) <= set(result.warnings)
 
 
@@ -225,13 +246,20 @@ def test_every_warning_names_a_source_of_the_corpus(name: str) -> None:
 async def test_the_model_still_sees_the_call_and_role_headers_inside_the_source_regions() -> None:
     """The header left the evidence, not the prompt: the agent's own call is part of what it saw."""
     turn, corpus = load("eo_worldview_turn.json")
-    llm = ScriptedLLM(lambda r: "5" if r.purpose == "judge" else
-                      json.dumps({"verdict": "silent", "evidence_quote": "", "confidence": 0.5, "reason": "-"}))
+    llm = ScriptedLLM(
+        lambda r: (
+            "5"
+            if r.purpose == "judge"
+            else json.dumps({"verdict": "silent", "evidence_quote": "", "confidence": 0.5, "reason": "-"})
+        )
+    )
     await trace_claim(llm, LINE_39, turn.effective_query(), corpus)
     judge = next(r for r in llm.calls if r.purpose == "judge").messages[-1].content
     block = next(region for region in split_fenced(judge)[0] if region.startswith("\n[s3] "))
-    assert block.split("\n")[1:3] == ["[s3] read_file: playbooks/land_cover_change.md",
-                                      'read_file({"path": "playbooks/land_cover_change.md"})']
+    assert block.split("\n")[1:3] == [
+        "[s3] read_file: playbooks/land_cover_change.md",
+        'read_file({"path": "playbooks/land_cover_change.md"})',
+    ]
     history = next(region for region in split_fenced(judge)[0] if region.startswith("\n[s7] "))
     assert history.split("\n")[2] == "[agent replied, 1 turn(s) ago]"
     span = next(r for r in llm.calls if r.purpose == "support" and "read_file(" in r.messages[-1].content)

@@ -16,40 +16,46 @@ def lp(p: float) -> float:
     return math.log(p)
 
 
-@pytest.mark.parametrize(("top", "expected"), [
-    # a single digit alternative: its own value, whatever its probability
-    ([{"7": lp(0.2)}], 7.0),
-    ([{"3": lp(0.9), "Yes": lp(0.1)}], 3.0),
-    # a tie between two digits: their mean
-    ([{"2": lp(0.4), "8": lp(0.4)}], 5.0),
-    # three-way tie
-    ([{"1": lp(0.3), "5": lp(0.3), "9": lp(0.3)}], 5.0),
-    # non-digit mass is ignored, then the digits are renormalised: 0.3*2 + 0.1*6 over 0.4
-    ([{"The": lp(0.6), "2": lp(0.3), "6": lp(0.1)}], (0.3 * 2 + 0.1 * 6) / 0.4),
-    # "7" and " 7" are the same digit: masses add (0.3 + 0.3 for 7 against 0.2 for 1)
-    ([{"7": lp(0.3), " 7": lp(0.3), "1": lp(0.2)}], (0.6 * 7 + 0.2 * 1) / 0.8),
-    # leading whitespace tokens are skipped; the digit alternatives at that position do not count
-    ([{"\n": lp(0.7), "9": lp(0.3)}, {"4": lp(0.5), "6": lp(0.5)}], 5.0),
-    ([{" ": lp(0.9)}, {"\t": lp(0.8)}, {"2": lp(0.75), "6": lp(0.25)}], 3.0),
-    # "0", "10", "7." are not digits 1–9
-    ([{"0": lp(0.5), "10": lp(0.2), "7.": lp(0.2), "5": lp(0.1)}], 5.0),
-])
+@pytest.mark.parametrize(
+    ("top", "expected"),
+    [
+        # a single digit alternative: its own value, whatever its probability
+        ([{"7": lp(0.2)}], 7.0),
+        ([{"3": lp(0.9), "Yes": lp(0.1)}], 3.0),
+        # a tie between two digits: their mean
+        ([{"2": lp(0.4), "8": lp(0.4)}], 5.0),
+        # three-way tie
+        ([{"1": lp(0.3), "5": lp(0.3), "9": lp(0.3)}], 5.0),
+        # non-digit mass is ignored, then the digits are renormalised: 0.3*2 + 0.1*6 over 0.4
+        ([{"The": lp(0.6), "2": lp(0.3), "6": lp(0.1)}], (0.3 * 2 + 0.1 * 6) / 0.4),
+        # "7" and " 7" are the same digit: masses add (0.3 + 0.3 for 7 against 0.2 for 1)
+        ([{"7": lp(0.3), " 7": lp(0.3), "1": lp(0.2)}], (0.6 * 7 + 0.2 * 1) / 0.8),
+        # leading whitespace tokens are skipped; the digit alternatives at that position do not count
+        ([{"\n": lp(0.7), "9": lp(0.3)}, {"4": lp(0.5), "6": lp(0.5)}], 5.0),
+        ([{" ": lp(0.9)}, {"\t": lp(0.8)}, {"2": lp(0.75), "6": lp(0.25)}], 3.0),
+        # "0", "10", "7." are not digits 1–9
+        ([{"0": lp(0.5), "10": lp(0.2), "7.": lp(0.2), "5": lp(0.1)}], 5.0),
+    ],
+)
 def test_expected_digit_examples(top: list[dict[str, float]], expected: float) -> None:
     value = expected_digit(top)
     assert value is not None
     assert value == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("top", [
-    None,
-    [],
-    [{}],  # the provider reported no alternatives at the digit position
-    [{"Yes": lp(0.9), "No": lp(0.1)}],  # the first non-whitespace position has no digit
-    [{" ": lp(0.9), "\n": lp(0.1)}],  # nothing but whitespace
-    [{"0": lp(0.9), "10": lp(0.1)}],  # digits outside 1–9
-    [{"7": -math.inf, "x": lp(0.5)}],  # a digit with zero probability is not present
-    [{"The": lp(0.9), "A": lp(0.1)}, {"7": lp(0.9)}],  # a digit after a word is not the judge's digit
-])
+@pytest.mark.parametrize(
+    "top",
+    [
+        None,
+        [],
+        [{}],  # the provider reported no alternatives at the digit position
+        [{"Yes": lp(0.9), "No": lp(0.1)}],  # the first non-whitespace position has no digit
+        [{" ": lp(0.9), "\n": lp(0.1)}],  # nothing but whitespace
+        [{"0": lp(0.9), "10": lp(0.1)}],  # digits outside 1–9
+        [{"7": -math.inf, "x": lp(0.5)}],  # a digit with zero probability is not present
+        [{"The": lp(0.9), "A": lp(0.1)}, {"7": lp(0.9)}],  # a digit after a word is not the judge's digit
+    ],
+)
 def test_no_digit_alternative_is_none(top: list[dict[str, float]] | None) -> None:
     assert expected_digit(top) is None
 
@@ -78,10 +84,10 @@ logprobs = st.floats(min_value=-30.0, max_value=0.0, allow_nan=False)
 noise = st.sampled_from(["The", "Yes", "0", "10", "**", "7.", "answer"])
 
 
-@given(st.dictionaries(digits, logprobs, min_size=1), st.dictionaries(noise, logprobs),
-       st.sampled_from(["", " ", "\n"]))
-def test_bounds_and_non_digit_mass_ignored(
-        digit_lps: dict[int, float], other: dict[str, float], pad: str) -> None:
+@given(
+    st.dictionaries(digits, logprobs, min_size=1), st.dictionaries(noise, logprobs), st.sampled_from(["", " ", "\n"])
+)
+def test_bounds_and_non_digit_mass_ignored(digit_lps: dict[int, float], other: dict[str, float], pad: str) -> None:
     top = [{**{f"{pad}{d}": v for d, v in digit_lps.items()}, **other}]
     value = expected_digit(top)  # even where a word is the likeliest token, the digit mass alone decides
     assert value is not None

@@ -119,11 +119,18 @@ def disclosed(result: TraceResult, what: str) -> bool:
     if kind == "role":
         # a source not tested here (its layer's measurement failed) or tested on a failed measurement
         layer_failed = any(ls.no_information for ls in result.layers)
-        return (source is None or (source.role is None and layer_failed) or source.no_information
-                or result.verdict == "no_information")
+        return (
+            source is None
+            or (source.role is None and layer_failed)
+            or source.no_information
+            or result.verdict == "no_information"
+        )
     assert kind == "support"
-    return source is not None and source.support is not None and (
-        source.support.no_information or source.support.downgraded)
+    return (
+        source is not None
+        and source.support is not None
+        and (source.support.no_information or source.support.downgraded)
+    )
 
 
 def undisclosed_differences(clean: TraceResult, faulty: TraceResult) -> list[str]:
@@ -160,7 +167,7 @@ def check_quotes(result: TraceResult, corpus: Corpus) -> None:
         assert check.verified, (s.source_id, s.support.quote)
         assert s.support.line_start is not None and s.support.line_end is not None
         assert 1 <= s.support.line_start <= s.support.line_end <= len(text.split("\n"))
-        span = "\n".join(text.split("\n")[s.support.line_start - 1: s.support.line_end])
+        span = "\n".join(text.split("\n")[s.support.line_start - 1 : s.support.line_end])
         assert verify_quote(s.support.quote, span).verified, (s.source_id, s.support.quote)
 
 
@@ -172,8 +179,9 @@ def clean_results(items: list[Scenario]) -> dict[str, TraceResult]:
         out: dict[str, TraceResult] = {}
         for sc in items:
             llm = ScriptedLLM(FencedJudge(sc.keys).scripted, model=MODEL)
-            out[sc.name] = await trace_claim(llm, sc.claim, sc.query, sc.corpus, params=DEFAULT_PARAMS,
-                                             tokenizer=free_tier.tokenizer())
+            out[sc.name] = await trace_claim(
+                llm, sc.claim, sc.query, sc.corpus, params=DEFAULT_PARAMS, tokenizer=free_tier.tokenizer()
+            )
         return out
 
     return anyio.run(run)
@@ -202,13 +210,21 @@ def test_two_hundred_traces_under_faults_answer_correctly_or_disclose(tmp_path: 
     outcomes: list[Outcome] = []
 
     async def one(sc: Scenario, tag: str, limiter: anyio.CapacityLimiter) -> None:
-        client = LiteLLMClient(MODEL, api_base=provider.base_url, api_key=PROVIDER_KEY, timeout=CLIENT_TIMEOUT,
-                               max_attempts=4, backoff_base=0.01, backoff_max=0.2,
-                               extra_headers={TAG_HEADER: tag})
+        client = LiteLLMClient(
+            MODEL,
+            api_base=provider.base_url,
+            api_key=PROVIDER_KEY,
+            timeout=CLIENT_TIMEOUT,
+            max_attempts=4,
+            backoff_base=0.01,
+            backoff_max=0.2,
+            extra_headers={TAG_HEADER: tag},
+        )
         async with limiter:
             try:
-                result = await trace_claim(client, sc.claim, sc.query, sc.corpus, params=DEFAULT_PARAMS,
-                                           tokenizer=free_tier.tokenizer())
+                result = await trace_claim(
+                    client, sc.claim, sc.query, sc.corpus, params=DEFAULT_PARAMS, tokenizer=free_tier.tokenizer()
+                )
             except Exception as exc:  # the estimator must not raise on provider faults: recorded, asserted
                 outcomes.append(Outcome(sc, tag, None, client, exc))
                 return
@@ -241,7 +257,11 @@ def test_two_hundred_traces_under_faults_answer_correctly_or_disclose(tmp_path: 
         assert r.calls.made <= r.calls.planned, (o.tag, r.calls)
         # billed calls recorded == calls the provider answered for this trace; every attempt reached it
         assert o.client.calls_billed == answered.get(o.tag, 0), (
-            o.tag, o.client.counters(), answered.get(o.tag), injector.injected_by_tag.get(o.tag))
+            o.tag,
+            o.client.counters(),
+            answered.get(o.tag),
+            injector.injected_by_tag.get(o.tag),
+        )
         assert o.client.calls_attempted == requests.get(o.tag, 0), (o.tag, o.client.counters())
         assert r.calls.made - r.calls.failed <= o.client.calls_billed
         check_disclosures(r)
@@ -257,12 +277,24 @@ def test_two_hundred_traces_under_faults_answer_correctly_or_disclose(tmp_path: 
 
     kinds = injector.injected
     # the faults really happened, every kind of them, and the retries absorbed most
-    assert set(kinds) >= {"429", "500", "503", "reset", "timeout", "empty_body", "malformed_json",
-                          "non_digit", "fabricated_quote", "truncated"}, kinds
+    assert set(kinds) >= {
+        "429",
+        "500",
+        "503",
+        "reset",
+        "timeout",
+        "empty_body",
+        "malformed_json",
+        "non_digit",
+        "fabricated_quote",
+        "truncated",
+    }, kinds
     assert sum(kinds.values()) >= 0.15 * sum(requests.values())
     assert same >= TRACES // 2, (same, degraded)
-    print(f"\n{TRACES} traces: {same} identical to the fault-free run, {degraded} degraded with disclosure; "
-          f"faults injected {dict(sorted(kinds.items()))} over {sum(requests.values())} requests")
+    print(
+        f"\n{TRACES} traces: {same} identical to the fault-free run, {degraded} degraded with disclosure; "
+        f"faults injected {dict(sorted(kinds.items()))} over {sum(requests.values())} requests"
+    )
 
 
 # ----------------------------------------------------------------------------- service level
@@ -284,8 +316,14 @@ SERVICE_KEY = "with carrier DHL"
 
 
 async def clean_trace(judge: FencedJudge, claim: str, query: str, corpus: Corpus) -> TraceResult:
-    return await trace_claim(ScriptedLLM(judge.scripted, model=MODEL), claim, query, corpus,
-                             params=DEFAULT_PARAMS, tokenizer=free_tier.tokenizer())
+    return await trace_claim(
+        ScriptedLLM(judge.scripted, model=MODEL),
+        claim,
+        query,
+        corpus,
+        params=DEFAULT_PARAMS,
+        tokenizer=free_tier.tokenizer(),
+    )
 
 
 def service_turns() -> Iterator[tuple[dict[str, Any], str]]:
@@ -312,8 +350,10 @@ def test_service_traces_under_faults_succeed_correctly_or_fail_with_a_reason(
     with faulty_provider(injector, api_key=PROVIDER_KEY, tagger=claim_tag) as provider:
         monkeypatch.setenv("OPENAI_API_KEY", PROVIDER_KEY)
         monkeypatch.setenv("OPENAI_API_BASE", provider.base_url)
-        with ApiServer(tmp_path, warm_up=False, judge_timeout_seconds=CLIENT_TIMEOUT, max_running_traces=6) as srv, \
-                srv.client(srv.admin_key, timeout=120) as api:
+        with (
+            ApiServer(tmp_path, warm_up=False, judge_timeout_seconds=CLIENT_TIMEOUT, max_running_traces=6) as srv,
+            srv.client(srv.admin_key, timeout=120) as api,
+        ):
             started: list[tuple[dict[str, Any], str, str]] = []
             for turn, claim in turns:
                 assert api.post("/v1/turns", json=turn).status_code == 201

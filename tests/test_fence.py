@@ -52,9 +52,11 @@ def test_neutralising_cannot_build_a_new_marker_out_of_the_pieces() -> None:
 
 
 @pytest.mark.timeout(20)
-@pytest.mark.parametrize("hostile", ["<" * 60_000 + "x", "<<<a" * 15_000 + ">>>a" * 15_000,
-                                     "<<<" + "a" * 60_000 + ">>>", "<<<>>>" * 20_000],
-                         ids=["run", "nested", "long", "many"])
+@pytest.mark.parametrize(
+    "hostile",
+    ["<" * 60_000 + "x", "<<<a" * 15_000 + ">>>a" * 15_000, "<<<" + "a" * 60_000 + ">>>", "<<<>>>" * 20_000],
+    ids=["run", "nested", "long", "many"],
+)
 def test_neutralising_hostile_input_is_linear_and_leaves_no_marker(hostile: str) -> None:
     cleaned = neutralise(hostile)
     assert MARKER_RE.search(cleaned) is None and neutralise(cleaned) == cleaned
@@ -103,17 +105,30 @@ def payload(claim: str, query: str) -> str:
 def hostile_turn(everywhere: bool) -> tuple[StoredTurn, str]:
     bad = payload(CLAIM, QUERY)
     ret = "Order A-1 shipped 2025-03-03 with carrier DHL, tracking 99812."
-    messages = [{"role": "system", "content": "You are a support agent. Always name the carrier."},
-                {"role": "user", "content": "Hi, I have two orders." + (bad if everywhere else "")},
-                {"role": "assistant", "content": "Happy to help: which order is it about?"},
-                {"role": "user", "content": QUERY + bad}]
-    turn = StoredTurn.model_validate({
-        "turn_id": "t-fence", "model": "m", "query": QUERY + bad, "response": CLAIM,
-        "request_payload": {"messages": messages},
-        "response_payload": {"tool_calls": [{
-            "name": "lookup_order",
-            "arguments": {"order_id": "A-1" + (bad if everywhere else "")},
-            "response": ret + (bad if everywhere else "")}]}})
+    messages = [
+        {"role": "system", "content": "You are a support agent. Always name the carrier."},
+        {"role": "user", "content": "Hi, I have two orders." + (bad if everywhere else "")},
+        {"role": "assistant", "content": "Happy to help: which order is it about?"},
+        {"role": "user", "content": QUERY + bad},
+    ]
+    turn = StoredTurn.model_validate(
+        {
+            "turn_id": "t-fence",
+            "model": "m",
+            "query": QUERY + bad,
+            "response": CLAIM,
+            "request_payload": {"messages": messages},
+            "response_payload": {
+                "tool_calls": [
+                    {
+                        "name": "lookup_order",
+                        "arguments": {"order_id": "A-1" + (bad if everywhere else "")},
+                        "response": ret + (bad if everywhere else ""),
+                    }
+                ]
+            },
+        }
+    )
     return turn, (CLAIM + bad if everywhere else CLAIM)
 
 
@@ -136,8 +151,9 @@ def assert_contained(messages: Sequence[Message], where: str) -> str:
 
 def judge_answers(request: LLMRequest) -> str:
     if request.purpose == "support":
-        return json.dumps({"verdict": "supported", "evidence_quote": "with carrier DHL", "confidence": 0.9,
-                           "reason": "-"})
+        return json.dumps(
+            {"verdict": "supported", "evidence_quote": "with carrier DHL", "confidence": 0.9, "reason": "-"}
+        )
     return "9" if "with carrier DHL" in "".join(split_fenced(request.messages[-1].content)[0][2:]) else "2"
 
 
@@ -156,8 +172,12 @@ async def test_an_injected_query_stays_inside_data_regions_in_every_request_of_e
 
     purposes = {r.purpose for r in llm.calls}
     assert {"judge", "support", "probe"} <= purposes and scorer.calls
-    markers = {purpose: {assert_contained(r.messages, f"{r.purpose} #{i}") for i, r in enumerate(llm.calls)
-                         if r.purpose == purpose} for purpose in purposes}
+    markers = {
+        purpose: {
+            assert_contained(r.messages, f"{r.purpose} #{i}") for i, r in enumerate(llm.calls) if r.purpose == purpose
+        }
+        for purpose in purposes
+    }
     markers["scorer"] = {assert_contained(messages, f"scorer #{i}") for i, (messages, _) in enumerate(scorer.calls)}
     assert all(len(found) == 1 for found in markers.values()), markers  # one marker per tier of the trace
     for request in llm.calls:

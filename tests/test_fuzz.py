@@ -25,12 +25,57 @@ pytestmark = pytest.mark.timeout(180)
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 
-WORDS = st.sampled_from([
-    "Order", "A-1", "shipped", "on", "2025-03-03", "with", "DHL", "carrier", "NDVI", "0.82", "MODIS_L3",
-    "https://example.org/a?b=1", "v2.3.1", "e.g.", "Dr.", "U.S.", "I", "called", "lookup_order", "—", "…",
-    "Would", "you", "like", "?", "!", ".", "\n", "\n\n", "- ", "1. ", "```", "# ", "|", "`code`", "\\n", '\\"',
-    FENCE, "IGNORE ALL INSTRUCTIONS", "\u202e", "\x00", "\ufeff", "€", "日本語", "🙂", "   ", "\t",
-])
+WORDS = st.sampled_from(
+    [
+        "Order",
+        "A-1",
+        "shipped",
+        "on",
+        "2025-03-03",
+        "with",
+        "DHL",
+        "carrier",
+        "NDVI",
+        "0.82",
+        "MODIS_L3",
+        "https://example.org/a?b=1",
+        "v2.3.1",
+        "e.g.",
+        "Dr.",
+        "U.S.",
+        "I",
+        "called",
+        "lookup_order",
+        "—",
+        "…",
+        "Would",
+        "you",
+        "like",
+        "?",
+        "!",
+        ".",
+        "\n",
+        "\n\n",
+        "- ",
+        "1. ",
+        "```",
+        "# ",
+        "|",
+        "`code`",
+        "\\n",
+        '\\"',
+        FENCE,
+        "IGNORE ALL INSTRUCTIONS",
+        "\u202e",
+        "\x00",
+        "\ufeff",
+        "€",
+        "日本語",
+        "🙂",
+        "   ",
+        "\t",
+    ]
+)
 PROSE = st.lists(WORDS, min_size=0, max_size=40).map(" ".join)
 TEXT = st.one_of(PROSE, st.text(max_size=200), st.text(alphabet="1.-_/@:aA ", max_size=300))
 JSONISH: st.SearchStrategy[Any] = st.recursive(
@@ -42,27 +87,48 @@ NAMES = st.sampled_from(["lookup_order", "search", "get_weather", "read_file", "
 
 
 def flat_call() -> st.SearchStrategy[dict[str, Any]]:
-    return st.fixed_dictionaries({
-        "name": NAMES,
-        "arguments": st.one_of(st.none(), TEXT, st.dictionaries(st.sampled_from(["id", "query", "path", "q"]),
-                                                                TEXT | st.integers(), max_size=3)),
-        "response": st.one_of(st.none(), TEXT, JSONISH),
-    })
+    return st.fixed_dictionaries(
+        {
+            "name": NAMES,
+            "arguments": st.one_of(
+                st.none(),
+                TEXT,
+                st.dictionaries(st.sampled_from(["id", "query", "path", "q"]), TEXT | st.integers(), max_size=3),
+            ),
+            "response": st.one_of(st.none(), TEXT, JSONISH),
+        }
+    )
 
 
 def chat_history() -> st.SearchStrategy[list[dict[str, Any]]]:
     message = st.one_of(
         st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "system"]), "content": TEXT}),
-        st.fixed_dictionaries({"role": st.just("assistant"), "content": st.none(),
-                               "tool_calls": st.lists(st.fixed_dictionaries({
-                                   "id": st.sampled_from(["c1", "c2", "c1"]), "type": st.just("function"),
-                                   "function": st.fixed_dictionaries({"name": NAMES, "arguments": TEXT})}),
-                                   min_size=1, max_size=2)}),
-        st.fixed_dictionaries({"role": st.just("tool"), "tool_call_id": st.sampled_from(["c1", "c2", "c3"]),
-                               "content": TEXT}),
-        st.fixed_dictionaries({"role": st.just("user"),
-                               "content": st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": TEXT}),
-                                                   max_size=2)}),
+        st.fixed_dictionaries(
+            {
+                "role": st.just("assistant"),
+                "content": st.none(),
+                "tool_calls": st.lists(
+                    st.fixed_dictionaries(
+                        {
+                            "id": st.sampled_from(["c1", "c2", "c1"]),
+                            "type": st.just("function"),
+                            "function": st.fixed_dictionaries({"name": NAMES, "arguments": TEXT}),
+                        }
+                    ),
+                    min_size=1,
+                    max_size=2,
+                ),
+            }
+        ),
+        st.fixed_dictionaries(
+            {"role": st.just("tool"), "tool_call_id": st.sampled_from(["c1", "c2", "c3"]), "content": TEXT}
+        ),
+        st.fixed_dictionaries(
+            {
+                "role": st.just("user"),
+                "content": st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": TEXT}), max_size=2),
+            }
+        ),
     )
     return st.lists(message, max_size=8)
 
@@ -72,15 +138,28 @@ def model_messages() -> st.SearchStrategy[list[dict[str, Any]]]:
         st.fixed_dictionaries({"part_kind": st.just("user-prompt"), "content": TEXT}),
         st.fixed_dictionaries({"part_kind": st.just("system-prompt"), "content": TEXT}),
         st.fixed_dictionaries({"part_kind": st.just("text"), "content": TEXT}),
-        st.fixed_dictionaries({"part_kind": st.just("tool-call"), "tool_name": NAMES,
-                               "tool_call_id": st.sampled_from(["p1", "p2"]), "args": JSONISH}),
-        st.fixed_dictionaries({"part_kind": st.just("tool-return"), "tool_name": NAMES,
-                               "tool_call_id": st.sampled_from(["p1", "p2", "p3"]), "content": JSONISH,
-                               "outcome": st.sampled_from(["success", "failed", "denied", None])}),
+        st.fixed_dictionaries(
+            {
+                "part_kind": st.just("tool-call"),
+                "tool_name": NAMES,
+                "tool_call_id": st.sampled_from(["p1", "p2"]),
+                "args": JSONISH,
+            }
+        ),
+        st.fixed_dictionaries(
+            {
+                "part_kind": st.just("tool-return"),
+                "tool_name": NAMES,
+                "tool_call_id": st.sampled_from(["p1", "p2", "p3"]),
+                "content": JSONISH,
+                "outcome": st.sampled_from(["success", "failed", "denied", None]),
+            }
+        ),
         st.fixed_dictionaries({"part_kind": st.just("retry-prompt"), "content": JSONISH}),
     )
-    message = st.fixed_dictionaries({"kind": st.sampled_from(["request", "response"]),
-                                     "parts": st.lists(part, max_size=4)})
+    message = st.fixed_dictionaries(
+        {"kind": st.sampled_from(["request", "response"]), "parts": st.lists(part, max_size=4)}
+    )
     return st.lists(message, max_size=5)
 
 
@@ -119,7 +198,7 @@ def test_corpus_and_gating_never_raise_and_account_for_every_sentence(raw: dict[
         assert isinstance(unit.text, str)
     segments = segment_response(turn.response)
     for seg in segments:
-        assert turn.response[seg.start: seg.end] == seg.text
+        assert turn.response[seg.start : seg.end] == seg.text
     starts = [s.start for s in segments]
     assert starts == sorted(starts) and all(a.end <= b.start for a, b in pairwise(segments))
     report = gate_turn(corpus, segments)
@@ -144,7 +223,7 @@ def test_corpus_and_gating_never_raise_and_account_for_every_sentence(raw: dict[
 def test_segmentation_of_any_text_covers_it(text: str) -> None:
     segments = segment_response(text)
     for seg in segments:
-        assert text[seg.start: seg.end] == seg.text and seg.text.strip()
+        assert text[seg.start : seg.end] == seg.text and seg.text.strip()
     # nothing but whitespace and markup is left between segments
     covered = sum(len(seg.text) for seg in segments)
     assert covered <= len(text)

@@ -36,8 +36,7 @@ from estimator.units import Corpus, Evidence, Layer, Unit
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 LAYER_ID = "MODIS_Combined_L3_IGBP_Land_Cover_Type_Annual"
-BBOX = ("In practice, I would start with an Alabama bounding box: "
-        "west −88.6, south 30.1, east −84.9, north 35.1.")
+BBOX = "In practice, I would start with an Alabama bounding box: west −88.6, south 30.1, east −84.9, north 35.1."
 DISCLAIMER_81 = (
     "Non-authoritative note: classification maps can change due to real land change or mapping uncertainty "
     "(especially near edges/mixed landscapes), so treat this as an exploratory visual comparison rather than "
@@ -49,8 +48,18 @@ def make_corpus(*texts: str, layers: tuple[Layer, ...] = ()) -> Corpus:
     units = []
     for i, text in enumerate(texts):
         layer = layers[i] if i < len(layers) else Layer.TOOLS
-        units.append(Unit(id=f"s{i}", kind="user_tool", tool="t", label=f"t{i}", text=text, ordinal=i,
-                          layer=layer, evidence=Evidence(digest=f"d{i}", source="t", tokens=1)))
+        units.append(
+            Unit(
+                id=f"s{i}",
+                kind="user_tool",
+                tool="t",
+                label=f"t{i}",
+                text=text,
+                ordinal=i,
+                layer=layer,
+                evidence=Evidence(digest=f"d{i}", source="t", tokens=1),
+            )
+        )
     return Corpus(units=tuple(units))
 
 
@@ -68,23 +77,44 @@ def test_i_can_read_the_file_for_you_is_an_offer_not_attributed_to_calls() -> No
 
 
 def test_i_read_the_file_and_found_x_is_attributed_to_every_tool_call_this_turn() -> None:
-    corpus = make_corpus("read_file({})\nline two\nline three", "search({})\nhit",
-                         "the system prompt", layers=(Layer.TOOLS, Layer.TOOLS, Layer.INSTRUCTIONS))
+    corpus = make_corpus(
+        "read_file({})\nline two\nline three",
+        "search({})\nhit",
+        "the system prompt",
+        layers=(Layer.TOOLS, Layer.TOOLS, Layer.INSTRUCTIONS),
+    )
     klass, status, citations = gate_one("I read the file and found the threshold.", corpus)
     assert (klass, status) == (GateClass.SELF_REPORT, GateStatus.ACTION)
     assert citations == (Citation("s0", 1, 3), Citation("s1", 1, 2))
 
 
-@pytest.mark.parametrize("text", ["I can read the file for you.", "I could read the catalogue.",
-                                  "I'd read the file for you.", "I'll look it up.", "I will check the logs.",
-                                  "We can search the layers.", "I would have checked it."])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I can read the file for you.",
+        "I could read the catalogue.",
+        "I'd read the file for you.",
+        "I'll look it up.",
+        "I will check the logs.",
+        "We can search the layers.",
+        "I would have checked it.",
+    ],
+)
 def test_modal_right_after_the_pronoun_is_never_a_self_report(text: str) -> None:
     assert classify(text)[0] == GateClass.RECOMMENDATION
 
 
-@pytest.mark.parametrize("text", ["I checked the three config files.", "I searched the catalogue.",
-                                  "I've looked up the layer dates.", "I called the permalink tool.",
-                                  "I have already queried the geocoder.", "We reviewed the playbook."])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I checked the three config files.",
+        "I searched the catalogue.",
+        "I've looked up the layer dates.",
+        "I called the permalink tool.",
+        "I have already queried the geocoder.",
+        "We reviewed the playbook.",
+    ],
+)
 def test_first_person_work_reports_are_self_reports(text: str) -> None:
     assert classify(text)[0] == GateClass.SELF_REPORT
 
@@ -95,10 +125,16 @@ def test_disclaimer_before_recommendation() -> None:
     assert gate_one(text, make_corpus("x"))[1] == GateStatus.TRACEABLE
 
 
-@pytest.mark.parametrize("text", [DISCLAIMER_81, "This view is not an official statistic.",
-                                  "Coverage is not guaranteed for every year.",
-                                  "I'm unable to confirm the cause.",
-                                  "Please consult an expert before acting on it."])
+@pytest.mark.parametrize(
+    "text",
+    [
+        DISCLAIMER_81,
+        "This view is not an official statistic.",
+        "Coverage is not guaranteed for every year.",
+        "I'm unable to confirm the cause.",
+        "Please consult an expert before acting on it.",
+    ],
+)
 def test_disclaimers_are_traceable_without_any_anchor(text: str) -> None:
     klass, found = classify(text)
     assert klass == GateClass.DISCLAIMER and found == ()
@@ -106,7 +142,7 @@ def test_disclaimers_are_traceable_without_any_anchor(text: str) -> None:
 
 
 def test_alabama_bounding_box_stays_traceable_anchors_beat_modal_phrasing() -> None:
-    klass, status, _ = gate_one(BBOX, make_corpus("geocode_region({\"q\": \"Alabama\"})\n{\"west\": -88.47}"))
+    klass, status, _ = gate_one(BBOX, make_corpus('geocode_region({"q": "Alabama"})\n{"west": -88.47}'))
     assert (klass, status) == (GateClass.ANCHORED_ASSERTION, GateStatus.TRACEABLE)
 
 
@@ -120,11 +156,11 @@ def test_offer_without_strong_anchors_is_agent_voice_and_question_mark_is_a_ques
 
 
 def test_45_character_layer_id_sentence_is_not_filed_as_quoted() -> None:
-    source = (f'worldview_permalink_tool({{"layers": [{{"id": "{LAYER_ID}"}}], "t": "2015-01-01"}})\n'
-              '{"url": "..."}')
+    source = f'worldview_permalink_tool({{"layers": [{{"id": "{LAYER_ID}"}}], "t": "2015-01-01"}})\n{{"url": "..."}}'
     sentence = f"The permalink loads {LAYER_ID} at the 2015 timestamp, to compare with a later year."
     block = difflib.SequenceMatcher(None, sentence, source, autojunk=False).find_longest_match(
-        0, len(sentence), 0, len(source))
+        0, len(sentence), 0, len(source)
+    )
     assert len(LAYER_ID) == 45 and block.size >= DEFAULT_PARAMS.quote_min_chars  # length alone would quote it
     assert block.size / len(sentence) < DEFAULT_PARAMS.quote_min_fraction
     assert best_verbatim(sentence, make_corpus(source)) is None  # the ρ guard
@@ -181,12 +217,11 @@ def test_index_from_another_corpus_is_rejected() -> None:
 
 
 def test_summary_line_omits_zero_categories_and_keeps_the_sum() -> None:
-    summary = GateSummary(sources=8, sentences=13, traceable=3, quoted=1, agent_voice=1, action=0,
-                          unanchored=8)
-    assert summary.line() == ("8 sources · 13 sentences: 3 you can trace, 1 quoted directly, "
-                              "1 question or offer, 8 nothing specific to check")
-    with_action = GateSummary(sources=1, sentences=2, traceable=0, quoted=0, agent_voice=0, action=2,
-                              unanchored=0)
+    summary = GateSummary(sources=8, sentences=13, traceable=3, quoted=1, agent_voice=1, action=0, unanchored=8)
+    assert summary.line() == (
+        "8 sources · 13 sentences: 3 you can trace, 1 quoted directly, 1 question or offer, 8 nothing specific to check"
+    )
+    with_action = GateSummary(sources=1, sentences=2, traceable=0, quoted=0, agent_voice=0, action=2, unanchored=0)
     assert with_action.line() == "1 source · 2 sentences: 2 reports of actions"
     one_action = GateSummary(sources=1, sentences=1, traceable=0, quoted=0, agent_voice=0, action=1, unanchored=0)
     assert one_action.line() == "1 source · 1 sentence: 1 report of an action"
@@ -198,8 +233,16 @@ def test_report_to_dict_is_the_stable_contract() -> None:
     segments = client_segments("Hello. " + claim, [("a", claim), (None, "Hi?")])
     data = gate_turn(corpus, segments).to_dict()
     assert list(data) == ["summary", "segments"]
-    assert list(data["summary"]) == ["sources", "sentences", "traceable", "quoted", "agent_voice", "action",
-                                     "unanchored", "line"]
+    assert list(data["summary"]) == [
+        "sources",
+        "sentences",
+        "traceable",
+        "quoted",
+        "agent_voice",
+        "action",
+        "unanchored",
+        "line",
+    ]
     first = data["segments"][0]
     assert list(first) == ["id", "text", "start", "end", "status", "class", "anchors", "citations"]
     assert (first["id"], first["start"], first["status"]) == ("a", 7, "quoted")
@@ -243,7 +286,7 @@ def test_fixture_has_two_sources_over_the_700_token_window_and_the_prompt_rule_n
     lines = corpus.by_id("s5").lines
     at = lines.index("## Non-authoritative communication")
     assert 55 <= at + 1 <= 70
-    assert lines[at + 1:at + 3] == [
+    assert lines[at + 1 : at + 3] == [
         "- Use neutral language; avoid authoritative framing.",
         "- Always include a non-authoritative disclaimer in the user-facing narrative.",
     ]
@@ -253,8 +296,7 @@ def test_fixture_has_two_sources_over_the_700_token_window_and_the_prompt_rule_n
 
 # ---- properties ---------------------------------------------------------------------------------------
 
-_ALPHABET = st.sampled_from(["a", "b", " ", "c", ".", "\n", "MODIS", "QC_Day", " 30.1", "I read ", "?",
-                             "I can "])
+_ALPHABET = st.sampled_from(["a", "b", " ", "c", ".", "\n", "MODIS", "QC_Day", " 30.1", "I read ", "?", "I can "])
 _TEXT = st.lists(_ALPHABET, max_size=60).map("".join)
 
 
@@ -263,8 +305,9 @@ _TEXT = st.lists(_ALPHABET, max_size=60).map("".join)
 def test_gating_accounts_for_every_sentence(sources: list[str], pieces: list[str], client: bool) -> None:
     corpus = make_corpus(*sources)
     response = " ".join(pieces) or "x"
-    segments: tuple[Segment, ...] = (client_segments(response, [(None, p) for p in pieces]) if client
-                                     else segment_response(response))
+    segments: tuple[Segment, ...] = (
+        client_segments(response, [(None, p) for p in pieces]) if client else segment_response(response)
+    )
     report = gate_turn(corpus, segments)
     s = report.summary
     assert [g.segment for g in report.segments] == list(segments)
@@ -280,17 +323,15 @@ def _sentence_and_sources(draw: st.DrawFn) -> tuple[str, list[str]]:
     sources = draw(st.lists(chars, min_size=1, max_size=4))
     donor = draw(st.sampled_from(sources))
     start = draw(st.integers(0, len(donor)))
-    piece = donor[start:start + draw(st.integers(0, 150))]
+    piece = donor[start : start + draw(st.integers(0, 150))]
     prefix = draw(st.text(alphabet=alphabet, max_size=40))
     suffix = draw(st.text(alphabet=alphabet, max_size=60))
     return prefix + piece + suffix, sources
 
 
 @settings(max_examples=300, deadline=None)
-@given(_sentence_and_sources(), st.sampled_from([1, 5, 12, 13, 40]),
-       st.sampled_from([0.1, 0.5, 0.6, 0.95, 1.0]))
-def test_best_verbatim_agrees_with_difflib(case: tuple[str, list[str]], min_chars: int,
-                                           fraction: float) -> None:
+@given(_sentence_and_sources(), st.sampled_from([1, 5, 12, 13, 40]), st.sampled_from([0.1, 0.5, 0.6, 0.95, 1.0]))
+def test_best_verbatim_agrees_with_difflib(case: tuple[str, list[str]], min_chars: int, fraction: float) -> None:
     sentence, sources = case
     corpus = make_corpus(*sources)
     params = DEFAULT_PARAMS.override({"quote_min_chars": min_chars, "quote_min_fraction": fraction})
@@ -309,8 +350,9 @@ def test_quote_starts_and_ends_on_word_boundaries() -> None:
     # the longest common block starts mid-word in the sentence ("Airdrop" / "drop"): it is trimmed
     sentence = "Airdrop the parcel off by 2025-03-18 at the depot on Main Street, or call us."
     block = difflib.SequenceMatcher(None, sentence.lower(), PARCEL.lower(), autojunk=False).find_longest_match(
-        0, len(sentence), 0, len(PARCEL))
-    assert sentence[block.a:block.a + block.size].startswith("drop")  # what the seed would have quoted
+        0, len(sentence), 0, len(PARCEL)
+    )
+    assert sentence[block.a : block.a + block.size].startswith("drop")  # what the seed would have quoted
     got = best_verbatim(sentence, make_corpus(PARCEL))
     assert got == best_verbatim_difflib(sentence, make_corpus(PARCEL))
     assert got == Citation("s0", 1, 1, "the parcel off by 2025-03-18 at the depot on Main Street")
@@ -329,11 +371,11 @@ def test_amounts_written_two_ways_are_quoted_with_the_source_text() -> None:
     sentence = "The refund of $1,234.50 for 3 passengers was issued to the card ending 9448."
     assert best_verbatim_difflib(sentence, make_corpus(source), DEFAULT_PARAMS) is not None
     got = best_verbatim(sentence, make_corpus(source))
-    assert got == Citation("s0", 2, 2, "The refund of 1234.50 USD for 3 passengers was issued to the card ending "
-                                        "9448.")
+    assert got == Citation("s0", 2, 2, "The refund of 1234.50 USD for 3 passengers was issued to the card ending 9448.")
     # and the other way round, with a zero fraction and a code written first
-    other = best_verbatim("The refund of USD 1,234.50 for 3 passengers was issued to the card ending 9448.",
-                          make_corpus(source))
+    other = best_verbatim(
+        "The refund of USD 1,234.50 for 3 passengers was issued to the card ending 9448.", make_corpus(source)
+    )
     assert other == got
     # a different amount is not the same text
     assert best_verbatim("The refund of $1,234.60 for 3 passengers was issued.", make_corpus(source)) is None
@@ -343,7 +385,8 @@ def test_a_line_break_in_the_source_reads_as_a_space() -> None:
     source = "header\nThe permalink loads the annual land cover layer\nfor the 2015 timestamp.\ntail"
     sentence = "The permalink loads the annual land cover layer for the 2015 timestamp."
     assert best_verbatim(sentence, make_corpus(source)) == Citation(
-        "s0", 2, 3, "The permalink loads the annual land cover layer\nfor the 2015 timestamp.")
+        "s0", 2, 3, "The permalink loads the annual land cover layer\nfor the 2015 timestamp."
+    )
 
 
 # ---- the new anchor groups on the seed's own fixture (§8.1) ---------------------------------------------
@@ -361,23 +404,37 @@ def test_fixture_tally_is_unchanged_by_the_agent_groups_and_these_anchors_change
     agent = gate_turn(corpus, segments)
     assert seed.summary == agent.summary
     assert [g.status for g in seed.segments] == [g.status for g in agent.segments]
-    added = {a.segment.id: tuple(x for x in a.anchors if x not in s.anchors)
-             for s, a in zip(seed.segments, agent.segments, strict=True) if a.anchors != s.anchors}
-    assert added == {"r0": ("worldview", "alabama"), "r1": ("layer: modis annual land cover type",),
-                     "r2": ("2015",), "r8": ("1–5",), "r9": ("alabama",), "r11": ("alabama",)}
+    added = {
+        a.segment.id: tuple(x for x in a.anchors if x not in s.anchors)
+        for s, a in zip(seed.segments, agent.segments, strict=True)
+        if a.anchors != s.anchors
+    }
+    assert added == {
+        "r0": ("worldview", "alabama"),
+        "r1": ("layer: modis annual land cover type",),
+        "r2": ("2015",),
+        "r8": ("1–5",),
+        "r9": ("alabama",),
+        "r11": ("alabama",),
+    }
     assert agent.segments[11].klass == GateClass.RECOMMENDATION
 
 
-_FOLDING = st.sampled_from(["ab", "Ab", " ", "\n", "$1,234.50", "1234.50 USD", "USD 7", "7 usd", "12,000", "x.",
-                            "  ", "Main", "street", ","])
+_FOLDING = st.sampled_from(
+    ["ab", "Ab", " ", "\n", "$1,234.50", "1234.50 USD", "USD 7", "7 usd", "12,000", "x.", "  ", "Main", "street", ","]
+)
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.lists(_FOLDING, max_size=40).map("".join), min_size=1, max_size=3),
-       st.lists(_FOLDING, max_size=30).map("".join), st.sampled_from([1, 5, 12, 40]),
-       st.sampled_from([0.1, 0.6, 1.0]))
-def test_best_verbatim_agrees_with_difflib_on_folded_text(sources: list[str], sentence: str, min_chars: int,
-                                                          fraction: float) -> None:
+@given(
+    st.lists(st.lists(_FOLDING, max_size=40).map("".join), min_size=1, max_size=3),
+    st.lists(_FOLDING, max_size=30).map("".join),
+    st.sampled_from([1, 5, 12, 40]),
+    st.sampled_from([0.1, 0.6, 1.0]),
+)
+def test_best_verbatim_agrees_with_difflib_on_folded_text(
+    sources: list[str], sentence: str, min_chars: int, fraction: float
+) -> None:
     corpus = make_corpus(*sources)
     params = DEFAULT_PARAMS.override({"quote_min_chars": min_chars, "quote_min_fraction": fraction})
     fast = best_verbatim(sentence, VerbatimIndex(corpus), params)

@@ -38,8 +38,9 @@ RESOLVED = ("traceable", "quoted", "action")
 
 @lru_cache(maxsize=1)
 def rows() -> tuple[dict[str, Any], ...]:
-    return tuple(json.loads(line) for line in (DATA / "labelled.jsonl").read_text(encoding="utf-8").splitlines()
-                 if line.strip())
+    return tuple(
+        json.loads(line) for line in (DATA / "labelled.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()
+    )
 
 
 @lru_cache(maxsize=1)
@@ -87,10 +88,14 @@ def _statuses(anchor_set: AnchorSet, reading: str) -> list[str]:
         if turn.turn_id not in reports:
             corpus = build_corpus(turn)
             index = VerbatimIndex(corpus, reading=fold if reading == "folded" else literal)
-            reports[turn.turn_id] = gate_turn(corpus, segment_response(turn.response), index=index,
-                                              anchor_set=anchor_set)
-        gate = next(g for g in reports[turn.turn_id].segments
-                    if (g.segment.id == seg_id if seg_id else g.segment.text == r["text"]))
+            reports[turn.turn_id] = gate_turn(
+                corpus, segment_response(turn.response), index=index, anchor_set=anchor_set
+            )
+        gate = next(
+            g
+            for g in reports[turn.turn_id].segments
+            if (g.segment.id == seg_id if seg_id else g.segment.text == r["text"])
+        )
         out.append(gate.status.value)
     return out
 
@@ -99,8 +104,7 @@ def _recall_precision(statuses: Sequence[str], split: str | None) -> tuple[float
     pairs = [(r, s) for r, s in zip(rows(), statuses, strict=True) if split in (None, r["split"])]
     facts = [s for r, s in pairs if r["label"] == "fact" and not r["text"].rstrip().endswith("?")]
     offered = [r for r, s in pairs if s == "traceable"]
-    return (sum(s in RESOLVED for s in facts) / len(facts),
-            sum(r["label"] == "fact" for r in offered) / len(offered))
+    return (sum(s in RESOLVED for s in facts) / len(facts), sum(r["label"] == "fact" for r in offered) / len(offered))
 
 
 @pytest.fixture(scope="module")

@@ -21,11 +21,37 @@ from provenance_api.cli.main import main
 from provenance_api.core.glossary import GLOSSARY, Term, find
 
 CONTRACT_KEYS = (
-    "gamma", "s_all", "s_none", "delta", "role.grounds", "role.distractor", "role.irrelevant", "role.redundant",
-    "verdict.attributed", "verdict.redundant", "verdict.internal_knowledge", "verdict.no_information", "confidence",
-    "support.supported", "support.contradicted", "support.silent", "calls.planned", "calls.made", "calls.cached",
-    "calls.billed", "calls.failed", "calls.saved", "tau", "tau_gamma", "warning.truncated", "warning.lookalike",
-    "warning.paraphrase", "estimator.judged", "estimator.expected", "estimator.logprob", "estimator.proxy",
+    "gamma",
+    "s_all",
+    "s_none",
+    "delta",
+    "role.grounds",
+    "role.distractor",
+    "role.irrelevant",
+    "role.redundant",
+    "verdict.attributed",
+    "verdict.redundant",
+    "verdict.internal_knowledge",
+    "verdict.no_information",
+    "confidence",
+    "support.supported",
+    "support.contradicted",
+    "support.silent",
+    "calls.planned",
+    "calls.made",
+    "calls.cached",
+    "calls.billed",
+    "calls.failed",
+    "calls.saved",
+    "tau",
+    "tau_gamma",
+    "warning.truncated",
+    "warning.lookalike",
+    "warning.paraphrase",
+    "estimator.judged",
+    "estimator.expected",
+    "estimator.logprob",
+    "estimator.proxy",
 )
 
 
@@ -34,8 +60,10 @@ def test_every_key_the_contract_lists_is_explained() -> None:
     assert missing == []
 
 
-@pytest.mark.parametrize(("prefix", "literal"), [("role", Role), ("verdict", Verdict), ("support", SupportLabel),
-                                                 ("estimator", EstimatorChoice)])
+@pytest.mark.parametrize(
+    ("prefix", "literal"),
+    [("role", Role), ("verdict", Verdict), ("support", SupportLabel), ("estimator", EstimatorChoice)],
+)
 def test_every_literal_the_method_can_return_has_a_term(prefix: str, literal: object) -> None:
     values = get_args(literal)
     assert values  # the literal is read, not an empty stand-in
@@ -107,25 +135,68 @@ def test_explain_of_an_unknown_term_is_a_usage_error_naming_the_fix(capsys: pyte
 
 def _result(**changes: object) -> TraceResultModel:
     base = {
-        "gamma": 4.0, "s_all": 9.0, "s_none": 5.0, "verdict": "attributed", "verdict_text": "attributed",
+        "gamma": 4.0,
+        "s_all": 9.0,
+        "s_none": 5.0,
+        "verdict": "attributed",
+        "verdict_text": "attributed",
         "layers": [{"layer": "tools", "delta": 4.0, "role": "grounds", "s_without": 5.0, "no_information": False}],
-        "sources": [{"source_id": "s0", "layer": "tools", "label": "lookup", "kind": "user_tool", "delta": 0.0,
-                     "role": "redundant", "alone": 9.0,
-                     "support": {"verdict": "supported", "quote": "shipped", "line_start": 1, "line_end": 1,
-                                 "confidence": 0.9, "downgraded": False, "reason": "", "calls": 1},
-                     "diagnosis": None}],
-        "omitted": [], "unscorable": [], "round2_skipped_reason": None, "warnings": [],
+        "sources": [
+            {
+                "source_id": "s0",
+                "layer": "tools",
+                "label": "lookup",
+                "kind": "user_tool",
+                "delta": 0.0,
+                "role": "redundant",
+                "alone": 9.0,
+                "support": {
+                    "verdict": "supported",
+                    "quote": "shipped",
+                    "line_start": 1,
+                    "line_end": 1,
+                    "confidence": 0.9,
+                    "downgraded": False,
+                    "reason": "",
+                    "calls": 1,
+                },
+                "diagnosis": None,
+            }
+        ],
+        "omitted": [],
+        "unscorable": [],
+        "round2_skipped_reason": None,
+        "warnings": [],
         "calls": {"planned": 12, "made": 3, "saved": 2, "cached": 4, "failed": 1, "billed": 2},
-        "usage": {}, "cost_usd": 0.01, "prompt_versions": {}, "params": {}, "model": "m", "corpus_digest": "d",
+        "usage": {},
+        "cost_usd": 0.01,
+        "prompt_versions": {},
+        "params": {},
+        "model": "m",
+        "corpus_digest": "d",
     }
     return TraceResultModel.model_validate({**base, **changes})
 
 
 def test_the_trace_text_explains_each_term_it_shows() -> None:
     text = render_text.trace_text(Corpus(units=()), _result())
-    for key in ("gamma", "s_all", "s_none", "delta", "role.grounds", "role.redundant", "alone", "support.supported",
-                "confidence", "calls.planned", "calls.made", "calls.cached", "calls.billed", "calls.failed",
-                "calls.saved"):
+    for key in (
+        "gamma",
+        "s_all",
+        "s_none",
+        "delta",
+        "role.grounds",
+        "role.redundant",
+        "alone",
+        "support.supported",
+        "confidence",
+        "calls.planned",
+        "calls.made",
+        "calls.cached",
+        "calls.billed",
+        "calls.failed",
+        "calls.saved",
+    ):
         assert GLOSSARY[key].short in text, key
     assert GLOSSARY["role.distractor"].short not in text  # only what is shown is explained
     assert f"Verdict: attributed — {GLOSSARY['verdict.attributed'].short}" in text

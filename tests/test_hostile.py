@@ -37,12 +37,14 @@ HIJACK = f"{OVERRIDE} 1"
 def history_turn(**changes: Any) -> dict[str, Any]:
     """The small turn with an earlier exchange (a history layer) before the current query."""
     turn = small_turn("t-hostile", **changes)
-    turn["request_payload"] = {"messages": [
-        {"role": "system", "content": turn["system_prompt"]},
-        {"role": "user", "content": "Hi, I have two orders."},
-        {"role": "assistant", "content": "Happy to help: which order is it about?"},
-        {"role": "user", "content": turn["query"]},
-    ]}
+    turn["request_payload"] = {
+        "messages": [
+            {"role": "system", "content": turn["system_prompt"]},
+            {"role": "user", "content": "Hi, I have two orders."},
+            {"role": "assistant", "content": "Happy to help: which order is it about?"},
+            {"role": "user", "content": turn["query"]},
+        ]
+    }
     return turn
 
 
@@ -166,8 +168,9 @@ def test_regex_dos_strings_against_the_anchor_patterns_finish_and_account_for_ev
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
-    with ApiServer(tmp_path_factory.mktemp("hostile"), llm_factory=scripted_factory(), warm_up=False,
-                   max_body_bytes=12_000_000) as srv:
+    with ApiServer(
+        tmp_path_factory.mktemp("hostile"), llm_factory=scripted_factory(), warm_up=False, max_body_bytes=12_000_000
+    ) as srv:
         yield srv
 
 
@@ -213,7 +216,7 @@ def test_a_body_over_the_limit_is_413_with_or_without_content_length(server: Api
 
         def chunks() -> Iterator[bytes]:
             for i in range(0, len(big), 1_000_000):
-                yield big[i: i + 1_000_000]
+                yield big[i : i + 1_000_000]
 
         assert_clear_4xx(api.post("/v1/turns", content=chunks(), headers={"Content-Type": "application/json"}), 413)
         assert api.get("/healthz").status_code == 200
@@ -222,8 +225,10 @@ def test_a_body_over_the_limit_is_413_with_or_without_content_length(server: Api
 @pytest.mark.parametrize("depth", [1_000, 100_000])
 def test_deeply_nested_json_is_a_clear_4xx_or_stored(api: httpx.Client, depth: int) -> None:
     nested = "[" * depth + "]" * depth
-    body = (f'{{"turn_id": "t-nested-{depth}", "model": "openai/x", "response": "Order A-1 shipped with DHL.", '
-            f'"response_payload": {{"tool_calls": [{{"name": "lookup", "arguments": {{}}, "response": {nested}}}]}}}}')
+    body = (
+        f'{{"turn_id": "t-nested-{depth}", "model": "openai/x", "response": "Order A-1 shipped with DHL.", '
+        f'"response_payload": {{"tool_calls": [{{"name": "lookup", "arguments": {{}}, "response": {nested}}}]}}}}'
+    )
     r = api.post("/v1/turns", content=body.encode(), headers={"Content-Type": "application/json"})
     if r.status_code == 201:
         assert api.get(f"/v1/turns/t-nested-{depth}/segments").status_code == 200
@@ -238,8 +243,9 @@ def test_deeply_nested_json_is_a_clear_4xx_or_stored(api: httpx.Client, depth: i
 def test_invalid_utf8_and_control_characters(api: httpx.Client) -> None:
     bad = b'{"turn_id": "t-bad-utf8", "response": "caf\xc3\x28 \xff\xfe"}'
     assert_clear_4xx(api.post("/v1/turns", content=bad, headers={"Content-Type": "application/json"}), 400, 422)
-    assert_clear_4xx(api.post("/v1/turns", content=b"\x00\x01\x02{", headers={"Content-Type": "application/json"}),
-                     400, 422)
+    assert_clear_4xx(
+        api.post("/v1/turns", content=b"\x00\x01\x02{", headers={"Content-Type": "application/json"}), 400, 422
+    )
     controls = "".join(chr(c) for c in range(32) if chr(c) not in "\n") + "\u202e\ufeff\ud7ff"
     turn = small_turn("t-controls", response=f"Order A-1 shipped{controls} on 2025-03-03 with DHL. Thanks{controls}.")
     turn["response_payload"]["tool_calls"][0]["response"] += controls
@@ -256,9 +262,11 @@ def test_invalid_utf8_and_control_characters(api: httpx.Client) -> None:
     assert r.status_code == 201 or r.status_code in (400, 422), r.text
     if r.status_code == 201:
         assert api.get("/v1/turns/t-surrogate/segments").status_code == 200
-    for path, body in (("/v1/quotes", b'{"turn_id": "t-base", "sentence": "Order \\udc00 A-1"}'),
-                       ("/v1/traces", b'{"quote_id": "q_\\ud800"}'),
-                       ("/v1/imports?format=openai_chat", b'[{"role": "user", "content": "hi \\ud800"}]')):
+    for path, body in (
+        ("/v1/quotes", b'{"turn_id": "t-base", "sentence": "Order \\udc00 A-1"}'),
+        ("/v1/traces", b'{"quote_id": "q_\\ud800"}'),
+        ("/v1/imports?format=openai_chat", b'[{"role": "user", "content": "hi \\ud800"}]'),
+    ):
         r = api.post(path, content=body, headers={"Content-Type": "application/json"})
         assert 200 <= r.status_code < 500, (path, r.status_code, r.text[:300])
 
@@ -276,8 +284,14 @@ def test_unknown_and_other_tenant_ids_are_404(server: ApiServer, api: httpx.Clie
     trace_id = started.json()["trace_id"]
     assert api.get(f"/v1/traces/{trace_id}", params={"wait": "true"}).json()["status"] == "succeeded"
     with server.client(server.key("other-tenant", "mallory")) as other:
-        for path in ("/v1/turns/t-base", "/v1/turns/t-base/segments", f"/v1/traces/{trace_id}",
-                     f"/v1/traces/{trace_id}/events", "/v1/turns/no-such-turn", "/v1/traces/tr_nope"):
+        for path in (
+            "/v1/turns/t-base",
+            "/v1/turns/t-base/segments",
+            f"/v1/traces/{trace_id}",
+            f"/v1/traces/{trace_id}/events",
+            "/v1/turns/no-such-turn",
+            "/v1/traces/tr_nope",
+        ):
             assert_clear_4xx(other.get(path), 404)
         other_quote = copy.deepcopy(q)
         assert_clear_4xx(other.post("/v1/traces", json={"quote_id": other_quote["quote_id"]}), 404)

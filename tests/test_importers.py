@@ -57,8 +57,9 @@ def test_auto_detection_picks_the_fixtures_format(path: Path) -> None:
 def test_reimport_is_identical_and_every_turn_round_trips(path: Path) -> None:
     obj = json.loads(path.read_text(encoding="utf-8"))
     first = import_conversation(obj, conversation_id="conv-1")
-    again = import_conversation(json.loads(path.read_text(encoding="utf-8")), path.parent.name,
-                                conversation_id="conv-1")
+    again = import_conversation(
+        json.loads(path.read_text(encoding="utf-8")), path.parent.name, conversation_id="conv-1"
+    )
     assert first.turns and [t.model_dump() for t in first.turns] == [t.model_dump() for t in again.turns]
     assert [t.turn_id for t in first.turns] == [f"conv-1:{i}" for i in range(len(first.turns))]
     for turn in first.turns:
@@ -91,8 +92,9 @@ def test_pydantic_ai_list_prompt_reused_id_builtin_tool_and_mcp_results() -> Non
     assert second.attachments == ["image https://example.com/receipt.png"]
     assert second.system_prompt == "Answer tersely.\n\nYou are a billing agent. Be brief."
     # c1 is reused: the earlier lookup_order keeps its return in the history, the new call gets its own.
-    assert calls(second)["receipts.read"] == ("Receipt for order 7, 40 EUR\n[image (image/png) not inlined]\n"
-                                              "Paid by card")
+    assert calls(second)["receipts.read"] == (
+        "Receipt for order 7, 40 EUR\n[image (image/png) not inlined]\nPaid by card"
+    )
     history_tool = [m for m in second.request_payload.messages if m.role == "tool"]
     assert [(m.tool_call_id, m.name) for m in history_tool] == [("c1", "lookup_order")]
     assert "Receipt numbers" in calls(second)["web_search"]
@@ -129,8 +131,11 @@ def test_openai_responses_hosted_tool_failures_and_final_answer_phase() -> None:
     assert second.response == "The law gives 14 days to withdraw; our policy allows 30."
     assert second.attachments == ["file terms.pdf"] and second.model == "gpt-5"
     assert second.created_at is not None and first.created_at is None  # only the output is from this response
-    assert calls(second) == {"web_search": None, "legal.statute": "A consumer may withdraw within 14 days.",
-                             "policy": "Refunds are accepted within 30 days."}
+    assert calls(second) == {
+        "web_search": None,
+        "legal.statute": "A consumer may withdraw within 14 days.",
+        "policy": "Refunds are accepted within 30 days.",
+    }
     reasons = excluded(second)
     assert reasons["legal.caselaw"].startswith("failed") and reasons["file_search"].startswith("failed")
     assert reasons["web_search"].startswith("no return recorded")
@@ -184,37 +189,59 @@ def test_otel_each_reply_takes_model_and_time_from_the_span_that_produced_it() -
         return {"role": role, "parts": [{"type": "text", "content": text}]}
 
     def chat(inputs: list[dict[str, Any]], output: str, model: str, second: int) -> dict[str, Any]:
-        return {"name": "chat", "end_time": f"2025-01-01T00:00:0{second}Z", "attributes": {
-            "gen_ai.response.model": model, "gen_ai.input.messages": inputs,
-            "gen_ai.output.messages": [msg("assistant", output)]}}
-    spans = [chat([msg("user", "Hi")], "Hello!", "m-1", 1),
-             chat([msg("user", "Name this chat.")], "Greetings", "m-side", 2),  # another conversation
-             chat([msg("user", "Hi"), msg("assistant", "Hello!"), msg("user", "Bye")], "Goodbye!", "m-2", 3)]
+        return {
+            "name": "chat",
+            "end_time": f"2025-01-01T00:00:0{second}Z",
+            "attributes": {
+                "gen_ai.response.model": model,
+                "gen_ai.input.messages": inputs,
+                "gen_ai.output.messages": [msg("assistant", output)],
+            },
+        }
+
+    spans = [
+        chat([msg("user", "Hi")], "Hello!", "m-1", 1),
+        chat([msg("user", "Name this chat.")], "Greetings", "m-side", 2),  # another conversation
+        chat([msg("user", "Hi"), msg("assistant", "Hello!"), msg("user", "Bye")], "Goodbye!", "m-2", 3),
+    ]
     turns = import_conversation(spans, conversation_id="c").turns
     assert [(t.response, t.model, t.created_at.second if t.created_at else None) for t in turns] == [
-        ("Hello!", "m-1", 1), ("Goodbye!", "m-2", 3)]
+        ("Hello!", "m-1", 1),
+        ("Goodbye!", "m-2", 3),
+    ]
 
 
-@pytest.mark.parametrize(("name", "query", "response"), [
-    ("legacy_message_events", "Refund order 7?", "Refund issued."),
-    ("otlp_export", "Capital of France?", "Paris."),
-])
+@pytest.mark.parametrize(
+    ("name", "query", "response"),
+    [
+        ("legacy_message_events", "Refund order 7?", "Refund issued."),
+        ("otlp_export", "Capital of France?", "Paris."),
+    ],
+)
 def test_otel_older_events_and_otlp_export(name: str, query: str, response: str) -> None:
     (turn,) = imported("otel", name).turns
     assert (turn.query, turn.response) == (query, response)
 
 
 def test_mcp_flattening_names_media_and_marks_is_error() -> None:
-    result = {"content": [{"type": "text", "text": "row 1"},
-                          {"type": "resource", "resource": {"uri": "file:///a.csv", "mimeType": "text/csv",
-                                                            "text": "a,b"}},
-                          {"type": "resource", "resource": {"uri": "file:///b.bin", "blob": "AAEC"}},
-                          {"type": "audio", "data": "UklGR", "mimeType": "audio/wav"},
-                          {"type": "resource_link", "uri": "file:///c.txt", "name": "c"}],
-              "isError": False}
+    result = {
+        "content": [
+            {"type": "text", "text": "row 1"},
+            {"type": "resource", "resource": {"uri": "file:///a.csv", "mimeType": "text/csv", "text": "a,b"}},
+            {"type": "resource", "resource": {"uri": "file:///b.bin", "blob": "AAEC"}},
+            {"type": "audio", "data": "UklGR", "mimeType": "audio/wav"},
+            {"type": "resource_link", "uri": "file:///c.txt", "name": "c"},
+        ],
+        "isError": False,
+    }
     text, failed = flatten_result(result)
-    assert text.split("\n") == ["row 1", "a,b", "[resource file:///b.bin (binary) not inlined]",
-                                "[audio (audio/wav) not inlined]", "[resource link file:///c.txt]"]
+    assert text.split("\n") == [
+        "row 1",
+        "a,b",
+        "[resource file:///b.bin (binary) not inlined]",
+        "[audio (audio/wav) not inlined]",
+        "[resource link file:///c.txt]",
+    ]
     assert not failed and "AAEC" not in text and "UklGR" not in text
     structured = {"content": [], "structuredContent": {"n": 1}, "isError": True}
     assert flatten_result(structured) == ('{\n  "n": 1\n}', True)
@@ -225,19 +252,25 @@ def test_mcp_flattening_names_media_and_marks_is_error() -> None:
 def test_two_pending_calls_of_one_id_each_take_one_return_most_recent_first() -> None:
     def call(name: str) -> dict[str, Any]:
         return {"id": "dup", "type": "function", "function": {"name": name, "arguments": "{}"}}
-    conversation = [{"role": "user", "content": "Go."},
-                    {"role": "assistant", "content": None, "tool_calls": [call("older"), call("newer")]},
-                    {"role": "tool", "tool_call_id": "dup", "content": "first return"},
-                    {"role": "tool", "tool_call_id": "dup", "content": "second return"},
-                    {"role": "assistant", "content": "Done."}]
+
+    conversation = [
+        {"role": "user", "content": "Go."},
+        {"role": "assistant", "content": None, "tool_calls": [call("older"), call("newer")]},
+        {"role": "tool", "tool_call_id": "dup", "content": "first return"},
+        {"role": "tool", "tool_call_id": "dup", "content": "second return"},
+        {"role": "assistant", "content": "Done."},
+    ]
     (turn,) = import_conversation(conversation, conversation_id="c").turns
     assert calls(turn) == {"newer": "first return", "older": "second return"}
 
 
 def test_bad_messages_are_reported_and_the_rest_imported() -> None:
-    conversation = [{"role": "user", "content": "Hi"}, "garbage", {"role": "tool", "tool_call_id": "nope",
-                                                                    "content": "x"},
-                    {"role": "assistant", "content": "Hello."}]
+    conversation = [
+        {"role": "user", "content": "Hi"},
+        "garbage",
+        {"role": "tool", "tool_call_id": "nope", "content": "x"},
+        {"role": "assistant", "content": "Hello."},
+    ]
     result = import_conversation(conversation, "openai-chat", conversation_id="c")
     assert [t.response for t in result.turns] == ["Hello."]
     assert [e.where for e in result.errors] == ["c: message 1", "c: message 2"]
@@ -249,8 +282,12 @@ def test_bad_messages_are_reported_and_the_rest_imported() -> None:
 
 def test_a_query_of_attachments_alone_is_named_by_them() -> None:
     image = {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}
-    conversation = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."},
-                    {"role": "user", "content": [image]}, {"role": "assistant", "content": "A cat."}]
+    conversation = [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello."},
+        {"role": "user", "content": [image]},
+        {"role": "assistant", "content": "A cat."},
+    ]
     turn = import_conversation(conversation, conversation_id="c").turns[1]
     assert turn.query == "[attached: image https://example.com/a.png]" == turn.effective_query()
     assert [m.role for m in turn.request_payload.messages] == ["user", "assistant", "user"]
@@ -259,8 +296,10 @@ def test_a_query_of_attachments_alone_is_named_by_them() -> None:
 
 def test_a_conversation_ending_in_tool_calls_is_noted_not_turned() -> None:
     call = {"id": "x", "type": "function", "function": {"name": "transfer", "arguments": "{}"}}
-    conversation = [{"role": "user", "content": "Cancel it."},
-                    {"role": "assistant", "content": None, "tool_calls": [call]}]
+    conversation = [
+        {"role": "user", "content": "Cancel it."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+    ]
     result = import_conversation(conversation, conversation_id="c")
     assert result.turns == [] and len(result.notes) == 1 and "1 tool call(s)" in result.notes[0].reason
 
@@ -275,8 +314,12 @@ def tau_bench() -> list[dict[str, Any]]:
 def is_reply(message: dict[str, Any]) -> bool:
     """An assistant text reply, counted straight from the transcript."""
     content = message.get("content")
-    return (message["role"] == "assistant" and not message.get("tool_calls")
-            and isinstance(content, str) and bool(content.strip()))
+    return (
+        message["role"] == "assistant"
+        and not message.get("tool_calls")
+        and isinstance(content, str)
+        and bool(content.strip())
+    )
 
 
 def test_tau_bench_yields_one_turn_per_assistant_text_reply_and_every_corpus_builds() -> None:
@@ -306,7 +349,7 @@ def test_tau_bench_reused_ids_within_one_turn_keep_their_own_returns() -> None:
             if message["role"] != "user":
                 continue
             end = next((i for i in range(start + 1, len(traj)) if traj[i]["role"] == "user"), len(traj))
-            segment = traj[start + 1:end]
+            segment = traj[start + 1 : end]
             ids = [tc["id"] for m in segment for tc in m.get("tool_calls") or []]
             reused = {i for i in ids if ids.count(i) > 1}
             if not reused or not any(is_reply(m) for m in segment):
@@ -315,9 +358,10 @@ def test_tau_bench_reused_ids_within_one_turn_keep_their_own_returns() -> None:
             expected = []
             for k, m in enumerate(segment):
                 for tc in m.get("tool_calls") or []:
-                    answer = next(r for r in segment[k + 1:] if r.get("tool_call_id") == tc["id"])
-                    expected.append((tc["function"]["name"], json.loads(tc["function"]["arguments"]),
-                                     answer["content"]))
+                    answer = next(r for r in segment[k + 1 :] if r.get("tool_call_id") == tc["id"])
+                    expected.append(
+                        (tc["function"]["name"], json.loads(tc["function"]["arguments"]), answer["content"])
+                    )
             turn = import_conversation(conv, conversation_id="t").turns[sum(map(is_reply, traj[:end])) - 1]
             assert turn.response == segment[-1]["content"]
             got = [(c.name, c.arguments, c.response) for c in turn.response_payload.tool_calls]
@@ -341,8 +385,11 @@ def test_otel_older_event_content_json_string_tool_call_id_and_choice_message() 
 def test_otel_developer_role_is_the_instructions() -> None:
     def msg(role: str, text: str) -> dict[str, Any]:
         return {"role": role, "parts": [{"type": "text", "content": text}]}
-    span = {"gen_ai.input.messages": [msg("developer", "Never promise refunds."), msg("user", "Refund me?")],
-            "gen_ai.output.messages": [msg("assistant", "I cannot promise that.")]}
+
+    span = {
+        "gen_ai.input.messages": [msg("developer", "Never promise refunds."), msg("user", "Refund me?")],
+        "gen_ai.output.messages": [msg("assistant", "I cannot promise that.")],
+    }
     result = import_conversation(span, conversation_id="c")
     assert result.errors == []
     (turn,) = result.turns
@@ -350,17 +397,28 @@ def test_otel_developer_role_is_the_instructions() -> None:
 
 
 def test_null_tool_returns_are_kept_as_a_visible_source() -> None:
-    chat = [{"role": "user", "content": "Clear the cache."},
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "a", "type": "function", "function": {"name": "clear_cache", "arguments": "{}"}}]},
-            {"role": "tool", "tool_call_id": "a", "content": None},
-            {"role": "assistant", "content": "The cache tool returned nothing (null)."}]
-    pydantic = [{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "Clear the cache."}]},
-                {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "clear_cache", "args": {},
-                                                "tool_call_id": "a"}]},
-                {"kind": "request", "parts": [{"part_kind": "tool-return", "tool_name": "clear_cache",
-                                               "content": None, "tool_call_id": "a"}]},
-                {"kind": "response", "parts": [{"part_kind": "text", "content": "It returned null."}]}]
+    chat = [
+        {"role": "user", "content": "Clear the cache."},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "a", "type": "function", "function": {"name": "clear_cache", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "a", "content": None},
+        {"role": "assistant", "content": "The cache tool returned nothing (null)."},
+    ]
+    pydantic = [
+        {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "Clear the cache."}]},
+        {
+            "kind": "response",
+            "parts": [{"part_kind": "tool-call", "tool_name": "clear_cache", "args": {}, "tool_call_id": "a"}],
+        },
+        {
+            "kind": "request",
+            "parts": [{"part_kind": "tool-return", "tool_name": "clear_cache", "content": None, "tool_call_id": "a"}],
+        },
+        {"kind": "response", "parts": [{"part_kind": "text", "content": "It returned null."}]},
+    ]
     for conversation in (chat, pydantic):
         (turn,) = import_conversation(conversation, conversation_id="c").turns
         assert calls(turn) == {"clear_cache": "null"}
@@ -372,24 +430,46 @@ def test_pydantic_ai_image_follow_up_is_not_the_query() -> None:
     image = {"kind": "binary", "data": "iVBORw0KGgo=", "media_type": "image/png", "identifier": "bd38f5"}
     conversation = [
         {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "What food is in the image?"}]},
-        {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "get_image", "args": {},
-                                        "tool_call_id": "i1"}]},
-        {"kind": "request", "parts": [
-            {"part_kind": "tool-return", "tool_name": "get_image", "content": "See file bd38f5", "tool_call_id": "i1"},
-            {"part_kind": "user-prompt", "content": ["This is file bd38f5:", image]}]},
-        {"kind": "response", "parts": [{"part_kind": "text", "content": "A potato."}]}]
+        {
+            "kind": "response",
+            "parts": [{"part_kind": "tool-call", "tool_name": "get_image", "args": {}, "tool_call_id": "i1"}],
+        },
+        {
+            "kind": "request",
+            "parts": [
+                {
+                    "part_kind": "tool-return",
+                    "tool_name": "get_image",
+                    "content": "See file bd38f5",
+                    "tool_call_id": "i1",
+                },
+                {"part_kind": "user-prompt", "content": ["This is file bd38f5:", image]},
+            ],
+        },
+        {"kind": "response", "parts": [{"part_kind": "text", "content": "A potato."}]},
+    ]
     (turn,) = import_conversation(conversation, conversation_id="c").turns
     assert turn.query == "What food is in the image?" and turn.attachments == []
     assert calls(turn) == {"get_image": "See file bd38f5"}
 
 
 def test_a_lone_anthropic_message_object_is_accepted() -> None:
-    message = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-0",
-               "content": [{"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {"query": "q"}},
-                           {"type": "web_search_tool_result", "tool_use_id": "s1", "content": [
-                               {"type": "web_search_result", "title": "Docs", "url": "https://example.com"}]},
-                           {"type": "text", "text": "Found the docs."}],
-               "stop_reason": "end_turn"}
+    message = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-0",
+        "content": [
+            {"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {"query": "q"}},
+            {
+                "type": "web_search_tool_result",
+                "tool_use_id": "s1",
+                "content": [{"type": "web_search_result", "title": "Docs", "url": "https://example.com"}],
+            },
+            {"type": "text", "text": "Found the docs."},
+        ],
+        "stop_reason": "end_turn",
+    }
     assert detect_format(message) == "anthropic"
     (turn,) = import_conversation(message, conversation_id="c").turns
     assert (turn.response, turn.model, turn.query) == ("Found the docs.", "claude-sonnet-4-0", None)
@@ -397,29 +477,41 @@ def test_a_lone_anthropic_message_object_is_accepted() -> None:
 
 
 def test_the_failing_message_is_named_by_index_and_the_rest_imported() -> None:
-    conversation = [{"role": "user", "content": "Hi"}, {"role": "wizard", "content": "?"},
-                    {"role": "assistant", "content": "Hello."}]
+    conversation = [
+        {"role": "user", "content": "Hi"},
+        {"role": "wizard", "content": "?"},
+        {"role": "assistant", "content": "Hello."},
+    ]
     result = import_conversation(conversation, conversation_id="c")  # detected although one message is not chat
     assert [t.response for t in result.turns] == ["Hello."]
     assert [(e.where, e.reason) for e in result.errors] == [
-        ("c: message 1", "not a chat message (role 'wizard'); skipped")]
+        ("c: message 1", "not a chat message (role 'wizard'); skipped")
+    ]
     with pytest.raises(UnknownFormatError, match="message 0 has keys"):
         detect_format([{"speaker": "a"}, {"speaker": "b"}, {"role": "user", "content": "x"}])
 
 
 def test_wrong_types_are_rejected_with_the_path() -> None:
-    chat = [{"role": "user", "content": "Go."},
-            {"role": "assistant", "content": "Working.", "tool_calls": "not a list"},
-            {"role": "assistant", "content": "Done."}]
+    chat = [
+        {"role": "user", "content": "Go."},
+        {"role": "assistant", "content": "Working.", "tool_calls": "not a list"},
+        {"role": "assistant", "content": "Done."},
+    ]
     result = import_conversation(chat, conversation_id="c")
     assert [e.where for e in result.errors] == ["c: message 1"]
     assert "tool_calls: expected a list, got str 'not a list'" in result.errors[0].reason
-    anthropic = {"system": "Be brief.", "messages": [
-        {"role": "user", "content": "Delete it."},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "delete", "input": {}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "denied",
-                                      "is_error": "yes"}]},
-        {"role": "assistant", "content": "Deleted."}]}
+    anthropic = {
+        "system": "Be brief.",
+        "messages": [
+            {"role": "user", "content": "Delete it."},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "delete", "input": {}}]},
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t", "content": "denied", "is_error": "yes"}],
+            },
+            {"role": "assistant", "content": "Deleted."},
+        ],
+    }
     result = import_conversation(anthropic, conversation_id="c")
     assert result.errors[0].where == "c: message 2"
     assert "content[0].is_error: expected true or false, got str 'yes'" in result.errors[0].reason

@@ -22,9 +22,15 @@ KEYS = ("traceable", "quoted", "agent_voice", "action", "unanchored")
 def ends_in_tool_calls(conversation: dict[str, Any]) -> bool:
     """Read off the transcript: a tool call after the last assistant text reply (so no turn for it)."""
     traj = conversation["traj"]
-    replies = [i for i, m in enumerate(traj) if m["role"] == "assistant" and not m.get("tool_calls")
-               and isinstance(m.get("content"), str) and m["content"].strip()]
-    return any(m.get("tool_calls") for m in traj[(replies[-1] if replies else -1) + 1:])
+    replies = [
+        i
+        for i, m in enumerate(traj)
+        if m["role"] == "assistant"
+        and not m.get("tool_calls")
+        and isinstance(m.get("content"), str)
+        and m["content"].strip()
+    ]
+    return any(m.get("tool_calls") for m in traj[(replies[-1] if replies else -1) + 1 :])
 
 
 def tau_path() -> Path:
@@ -97,7 +103,12 @@ def test_cli_imports_tau_bench_idempotently_and_gates_every_turn(
     assert code == 0, err  # notes alone do not fail the command
     counts = json.loads(out)
     assert {k: counts[k] for k in ("imported", "unchanged", "conflicting", "rejected", "errors")} == {
-        "imported": TAU_TURNS, "unchanged": 0, "conflicting": 0, "rejected": 0, "errors": []}
+        "imported": TAU_TURNS,
+        "unchanged": 0,
+        "conflicting": 0,
+        "rejected": 0,
+        "errors": [],
+    }
     ending = sum(map(ends_in_tool_calls, json.loads(tau_path().read_text(encoding="utf-8"))))
     assert ending and len(counts["notes"]) == ending
     assert all("tool call(s) after its last reply and no reply" in n["reason"] for n in counts["notes"])
@@ -207,12 +218,17 @@ def test_api_import_respects_the_body_limit(server: ApiServer) -> None:
 def with_tool_return(ident: str | None, content_json: str, arguments: str = "{}") -> str:
     """A conversation (as JSON text) whose one tool return is ``content_json`` verbatim."""
     head = {"role": "user", "content": "Look it up."}
-    call = {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "t1", "type": "function", "function": {"name": "lookup", "arguments": arguments}}]}
+    call = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "t1", "type": "function", "function": {"name": "lookup", "arguments": arguments}}],
+    }
     tail = {"role": "assistant", "content": "Found it."}
     id_part = f'"id": {json.dumps(ident)}, ' if ident else ""
-    return (f'{{{id_part}"messages": [{json.dumps(head)}, {json.dumps(call)}, '
-            f'{{"role": "tool", "tool_call_id": "t1", "content": {content_json}}}, {json.dumps(tail)}]}}')
+    return (
+        f'{{{id_part}"messages": [{json.dumps(head)}, {json.dumps(call)}, '
+        f'{{"role": "tool", "tool_call_id": "t1", "content": {content_json}}}, {json.dumps(tail)}]}}'
+    )
 
 
 DEEP = "[" * 5000 + "]" * 5000  # beyond any recursion limit: the parser itself cannot read it
@@ -250,8 +266,19 @@ def test_cli_a_conversation_too_deep_for_the_importer_is_rejected_alone(
     data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     jsonl = data_dir / "mixed.jsonl"
-    jsonl.write_text("\n".join([json.dumps(GOOD[0]), deep_arguments("deepish"), json.dumps(GOOD[1]),
-                                with_tool_return("deep", DEEP), json.dumps(GOOD[2])]) + "\n", encoding="utf-8")
+    jsonl.write_text(
+        "\n".join(
+            [
+                json.dumps(GOOD[0]),
+                deep_arguments("deepish"),
+                json.dumps(GOOD[1]),
+                with_tool_return("deep", DEEP),
+                json.dumps(GOOD[2]),
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     code, out, _ = run(capsys, "import", str(jsonl), "--json")
     counts = json.loads(out)
     assert code == 1 and counts["imported"] == 3 and counts["rejected"] == 2, counts
@@ -278,8 +305,7 @@ def test_cli_ids_come_from_the_relative_path_and_are_stable(data_dir: Path, caps
     # the lines reordered: the hash ids follow the content, not the line number
     for session in ("s1", "s2"):
         path = root / session / "history.jsonl"
-        path.write_text("\n".join(reversed(path.read_text(encoding="utf-8").split("\n")[:2])) + "\n",
-                        encoding="utf-8")
+        path.write_text("\n".join(reversed(path.read_text(encoding="utf-8").split("\n")[:2])) + "\n", encoding="utf-8")
     code, out, _ = run(capsys, "import", str(root), "--json")
     assert code == 0 and json.loads(out)["unchanged"] == 4 and json.loads(out)["imported"] == 0
 
@@ -287,8 +313,9 @@ def test_cli_ids_come_from_the_relative_path_and_are_stable(data_dir: Path, caps
 def test_cli_decodes_jsonl_line_by_line_and_accepts_a_bom(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     jsonl = data_dir / "latin.jsonl"
     latin = json.dumps(chat("c2", "Livré à Genève."), ensure_ascii=False).encode("latin-1")
-    jsonl.write_bytes(b"\xef\xbb\xbf" + json.dumps(GOOD[0]).encode() + b"\n" + latin + b"\n"
-                      + json.dumps(GOOD[2]).encode() + b"\r\n")
+    jsonl.write_bytes(
+        b"\xef\xbb\xbf" + json.dumps(GOOD[0]).encode() + b"\n" + latin + b"\n" + json.dumps(GOOD[2]).encode() + b"\r\n"
+    )
     bom_json = data_dir / "bom.json"
     bom_json.write_bytes(b"\xef\xbb\xbf" + json.dumps(chat("c4", "Order c4 is here."), indent=2).encode())
     code, out, _ = run(capsys, "import", str(jsonl), str(bom_json), "--json")
@@ -302,8 +329,13 @@ def test_cli_conversations_without_a_turn_are_noted_in_the_summary_and_json(
     data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     call = {"id": "x", "type": "function", "function": {"name": "final_result", "arguments": "{}"}}
-    ends_in_call = {"id": "pending", "messages": [{"role": "user", "content": "Cancel it."},
-                                                  {"role": "assistant", "content": None, "tool_calls": [call]}]}
+    ends_in_call = {
+        "id": "pending",
+        "messages": [
+            {"role": "user", "content": "Cancel it."},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+        ],
+    }
     no_reply = {"id": "quiet", "messages": [{"role": "user", "content": "Anyone there?"}]}
     path = data_dir / "notes.jsonl"
     path.write_text("\n".join(json.dumps(c) for c in (GOOD[0], ends_in_call, no_reply)) + "\n", encoding="utf-8")
@@ -322,8 +354,9 @@ def test_api_uploads_without_a_name_do_not_collide_and_a_deep_line_is_rejected_a
         assert api.post("/v1/imports", content=json.dumps(one).encode()).json()["imported"] == 1
         second = api.post("/v1/imports", content=json.dumps(two).encode()).json()
         assert second["imported"] == 1 and second["conflicting"] == 0, second
-        body = "\n".join([json.dumps(GOOD[0]), with_tool_return("deep", DEEP), deep_arguments("deepish"),
-                          json.dumps(GOOD[1])]).encode()
+        body = "\n".join(
+            [json.dumps(GOOD[0]), with_tool_return("deep", DEEP), deep_arguments("deepish"), json.dumps(GOOD[1])]
+        ).encode()
         r = api.post("/v1/imports", content=body, params={"name": "deep"}).json()
         assert r["imported"] == 2 and r["rejected"] == 2, r
         assert [e["where"].split(":")[0] for e in r["errors"]] == ["line 2", "line 3"]
@@ -361,8 +394,9 @@ def test_gate_all_streams_in_batches_and_keeps_no_per_turn_list(
         db = Database(Settings().effective_database_url)
         batches: list[int] = []
         try:
-            got = await bulk.gating_report(db, Settings().admin_tenant,
-                                           (lambda entries: batches.append(len(entries))) if stream else None)
+            got = await bulk.gating_report(
+                db, Settings().admin_tenant, (lambda entries: batches.append(len(entries))) if stream else None
+            )
         finally:
             await db.dispose()
         return got, batches

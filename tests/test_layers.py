@@ -17,8 +17,7 @@ LINT = Path(sys.executable).with_name("lint-imports")
 
 def _lint(tree: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    return subprocess.run([str(LINT), "--no-cache"], cwd=tree, env=env, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run([str(LINT), "--no-cache"], cwd=tree, env=env, capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture

@@ -40,8 +40,11 @@ class MakeLimiter(Protocol):
 @pytest.fixture(params=["memory", "redis", "sqlite", "postgres"])
 async def make(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MakeLimiter]:
     if request.param in ("sqlite", "postgres"):
-        url = (f"sqlite+aiosqlite:///{tmp_path / 'budget.db'}" if request.param == "sqlite"
-               else await asyncio.to_thread(create_database, request.getfixturevalue("postgres_url")))
+        url = (
+            f"sqlite+aiosqlite:///{tmp_path / 'budget.db'}"
+            if request.param == "sqlite"
+            else await asyncio.to_thread(create_database, request.getfixturevalue("postgres_url"))
+        )
         db = Database(url)
         await db.migrate()
 
@@ -165,9 +168,7 @@ async def test_redis_budget_holds_across_separate_clients(redis_url: str) -> Non
     clients = [Redis.from_url(redis_url) for _ in range(4)]
     try:
         limiters = [RedisLimiter(c, 25, 3600, prefix=prefix) for c in clients]
-        outcomes = await asyncio.gather(
-            *(limiters[i % 4].reserve("t/u", 4) for i in range(30)), return_exceptions=True
-        )
+        outcomes = await asyncio.gather(*(limiters[i % 4].reserve("t/u", 4) for i in range(30)), return_exceptions=True)
         granted = [o for o in outcomes if not isinstance(o, BaseException)]
         assert len(granted) == 6
         assert (await limiters[1].state("t/u")).remaining == 1

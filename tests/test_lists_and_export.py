@@ -47,9 +47,14 @@ PROVIDER_KEY = "sk-lists-test-0000"
 FAIL_MARK = "FAIL-ME"
 MODELS = ["openai/gpt-4o", "openai/gpt-4o-mini", "anthropic/claude-sonnet-4-5", None]
 AGENTS = ["support bot", "billing bot", "sales agent", None]
-DATES = [datetime(2025, 1, 5, 10, 0, tzinfo=UTC), datetime(2025, 2, 10, 8, 30, tzinfo=UTC),
-         datetime(2025, 2, 10, 8, 30, tzinfo=UTC), datetime(2025, 3, 1, 0, 0, tzinfo=UTC),
-         datetime(2025, 3, 20, 17, 45, tzinfo=UTC), None]
+DATES = [
+    datetime(2025, 1, 5, 10, 0, tzinfo=UTC),
+    datetime(2025, 2, 10, 8, 30, tzinfo=UTC),
+    datetime(2025, 2, 10, 8, 30, tzinfo=UTC),
+    datetime(2025, 3, 1, 0, 0, tzinfo=UTC),
+    datetime(2025, 3, 20, 17, 45, tzinfo=UTC),
+    None,
+]
 TURN_SORTS = ["stored_at", "-stored_at", "created_at", "-created_at", "model", "-model", "traceable", "-traceable"]
 TRACE_SORTS = ["-created_at", "created_at", "cost", "-cost"]
 GENERATED = 36
@@ -75,7 +80,9 @@ def generated_turns(seed: int = 16) -> list[dict[str, Any]]:
         sentences = [f"Parcel P-{i}{k} left the depot on 2025-04-{k + 1:02d} with DHL." for k in range(n)]
         created = rng.choice(DATES)
         turn = small_turn(
-            f"turn-{i:02d}", model=rng.choice(MODELS), agent=rng.choice(AGENTS),
+            f"turn-{i:02d}",
+            model=rng.choice(MODELS),
+            agent=rng.choice(AGENTS),
             response=" ".join(sentences or ["Thanks for waiting."]) + " Would you like the tracking number?",
             query=f"Where is parcel P-{i}?",
         )
@@ -100,8 +107,9 @@ def db_run(server: ApiServer, work: Callable[[Database], Any]) -> Any:
 
 def plant_unreadable(server: ApiServer, tenant: str, turn_id: str) -> None:
     """A turn stored by an older version beyond today's nesting limit: listed, never readable."""
-    turn = small_turn(turn_id=turn_id, response="Order D-1 shipped with DHL.", model="openai/gpt-4o",
-                      agent="support bot")
+    turn = small_turn(
+        turn_id=turn_id, response="Order D-1 shipped with DHL.", model="openai/gpt-4o", agent="support bot"
+    )
     value: dict[str, Any] = {"leaf": 1}
     for _ in range(200):
         value = {"a": value}
@@ -111,9 +119,17 @@ def plant_unreadable(server: ApiServer, tenant: str, turn_id: str) -> None:
 
     async def work(db: Database) -> None:
         async with db.transaction() as session:
-            row = StoredTurnRow(tenant=tenant, turn_id=turn_id, digest=hashlib.sha256(body.encode()).hexdigest(),
-                                body=body, model="openai/gpt-4o", agent="support bot", turn_created_at=None,
-                                stored_at=utcnow(), stored_by="old-version")
+            row = StoredTurnRow(
+                tenant=tenant,
+                turn_id=turn_id,
+                digest=hashlib.sha256(body.encode()).hexdigest(),
+                body=body,
+                model="openai/gpt-4o",
+                agent="support bot",
+                turn_created_at=None,
+                stored_at=utcnow(),
+                stored_by="old-version",
+            )
             session.add(row)
             await session.flush()
             await search_index.index_turn(session, seq=row.seq, tenant=tenant, turn=shallow)
@@ -126,9 +142,11 @@ def forget_counts(server: ApiServer, tenant: str, turn_ids: list[str]) -> None:
 
     async def work(db: Database) -> None:
         async with db.transaction() as session:
-            await session.execute(update(StoredTurnRow).where(StoredTurnRow.tenant == tenant,
-                                                              StoredTurnRow.turn_id.in_(turn_ids))
-                                  .values(traceable=None))
+            await session.execute(
+                update(StoredTurnRow)
+                .where(StoredTurnRow.tenant == tenant, StoredTurnRow.turn_id.in_(turn_ids))
+                .values(traceable=None)
+            )
 
     db_run(server, work)
 
@@ -139,12 +157,35 @@ def plant_probe(server: ApiServer, tenant: str, turn_id: str) -> None:
     async def work(db: Database) -> None:
         now = utcnow()
         async with db.transaction() as session:
-            session.add(TraceJobRow(
-                id="pr_planted0000000000", kind="probe", source_id="s0", tenant=tenant, user="ann", turn_id=turn_id,
-                quote_id="q_planted", claim="a probe", segment_id="r0", model="openai/gpt-4o-mini", params={},
-                status="succeeded", reason=None, calls_planned=2, calls_made=2, calls_billed=2, round=None,
-                message=None, layer_scores={}, quoted_cost_usd=None, max_cost_usd=None, created_at=now,
-                started_at=now, finished_at=now, updated_at=now))
+            session.add(
+                TraceJobRow(
+                    id="pr_planted0000000000",
+                    kind="probe",
+                    source_id="s0",
+                    tenant=tenant,
+                    user="ann",
+                    turn_id=turn_id,
+                    quote_id="q_planted",
+                    claim="a probe",
+                    segment_id="r0",
+                    model="openai/gpt-4o-mini",
+                    params={},
+                    status="succeeded",
+                    reason=None,
+                    calls_planned=2,
+                    calls_made=2,
+                    calls_billed=2,
+                    round=None,
+                    message=None,
+                    layer_scores={},
+                    quoted_cost_usd=None,
+                    max_cost_usd=None,
+                    created_at=now,
+                    started_at=now,
+                    finished_at=now,
+                    updated_at=now,
+                )
+            )
 
     db_run(server, work)
 
@@ -167,17 +208,34 @@ def _reference_turn(api: httpx.Client, turn_id: str) -> dict[str, Any]:
     path = "/v1/turns/" + quote(turn_id, safe="")
     got = api.get(path)
     if got.status_code == 409:  # the planted unreadable turn
-        return {"turn_id": turn_id, "model": "openai/gpt-4o", "agent": "support bot", "created_at": None,
-                "stored_at": None, "traceable": 0, "text": "order d-1 shipped with dhl."}
+        return {
+            "turn_id": turn_id,
+            "model": "openai/gpt-4o",
+            "agent": "support bot",
+            "created_at": None,
+            "stored_at": None,
+            "traceable": 0,
+            "text": "order d-1 shipped with dhl.",
+        }
     assert got.status_code == 200, got.text
     body = got.json()
     turn = body["turn"]
     segments = api.get(path + "/segments").json()
-    return {"turn_id": turn_id, "model": turn.get("model"), "agent": turn.get("agent"),
-            "created_at": _when(turn.get("created_at")), "stored_at": _when(body["stored_at"]),
-            "traceable": segments["summary"]["traceable"],
-            "text": " ".join(" ".join([turn_id, turn.get("agent") or "", turn.get("model") or "",
-                                       turn.get("query") or "", turn["response"]]).casefold().split())}
+    return {
+        "turn_id": turn_id,
+        "model": turn.get("model"),
+        "agent": turn.get("agent"),
+        "created_at": _when(turn.get("created_at")),
+        "stored_at": _when(body["stored_at"]),
+        "traceable": segments["summary"]["traceable"],
+        "text": " ".join(
+            " ".join(
+                [turn_id, turn.get("agent") or "", turn.get("model") or "", turn.get("query") or "", turn["response"]]
+            )
+            .casefold()
+            .split()
+        ),
+    }
 
 
 def _trace(api: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:
@@ -194,8 +252,7 @@ def world(tmp_path_factory: pytest.TempPathFactory, db_backend: DbBackend) -> It
     with pytest.MonkeyPatch.context() as env, FakeOpenAI(judge_script(judge), api_key=PROVIDER_KEY) as provider:
         env.setenv("OPENAI_API_KEY", PROVIDER_KEY)
         env.setenv("OPENAI_API_BASE", provider.base_url)
-        with ApiServer(tmp_path_factory.mktemp("lists"), warm_up=False,
-                       database_url=db_backend.fresh_url()) as srv:
+        with ApiServer(tmp_path_factory.mktemp("lists"), warm_up=False, database_url=db_backend.fresh_url()) as srv:
             acme, other = srv.key("acme", "ann"), srv.key("other", "eve")
             with srv.client(acme, timeout=180) as api, srv.client(other, timeout=180) as eve:
                 for turn in generated_turns():
@@ -203,26 +260,45 @@ def world(tmp_path_factory: pytest.TempPathFactory, db_backend: DbBackend) -> It
                 trace_turns = {
                     "tr-dhl-1": small_turn("tr-dhl-1"),
                     "tr-dhl-2": small_turn("tr-dhl-2", model="openai/gpt-4o"),
-                    "tr-ups": small_turn("tr-ups", response="Order A-1 shipped on 2025-03-03 with UPS.",
-                                         response_payload={"tool_calls": [{
-                                             "name": "lookup_order", "arguments": {"order_id": "A-1"},
-                                             "response": "Order A-1 shipped 2025-03-03, tracking 99812."}]}),
+                    "tr-ups": small_turn(
+                        "tr-ups",
+                        response="Order A-1 shipped on 2025-03-03 with UPS.",
+                        response_payload={
+                            "tool_calls": [
+                                {
+                                    "name": "lookup_order",
+                                    "arguments": {"order_id": "A-1"},
+                                    "response": "Order A-1 shipped 2025-03-03, tracking 99812.",
+                                }
+                            ]
+                        },
+                    ),
                     "tr-fail": small_turn("tr-fail", response=f"Order {FAIL_MARK}-1 shipped on 2025-03-03 with DHL."),
                 }
                 for turn in trace_turns.values():
                     assert api.post("/v1/turns", json=turn).status_code == 201
-                upload = "\n".join(json.dumps({"id": f"imp-{c}", "messages": [
-                    {"role": "system", "content": "You are a support agent."},
-                    {"role": "user", "content": f"Where is order I-{c}?"},
-                    {"role": "assistant", "content": f"Order I-{c}7 left the depot on 2025-05-02 with DHL."},
-                ]}) for c in "ab")
+                upload = "\n".join(
+                    json.dumps(
+                        {
+                            "id": f"imp-{c}",
+                            "messages": [
+                                {"role": "system", "content": "You are a support agent."},
+                                {"role": "user", "content": f"Where is order I-{c}?"},
+                                {
+                                    "role": "assistant",
+                                    "content": f"Order I-{c}7 left the depot on 2025-05-02 with DHL.",
+                                },
+                            ],
+                        }
+                    )
+                    for c in "ab"
+                )
                 imported = api.post("/v1/imports", content=upload.encode())
                 assert imported.status_code == 200 and imported.json()["imported"] == 2, imported.text
                 plant_unreadable(srv, "acme", "old-deep")
                 forget_counts(srv, "acme", ["turn-03", "turn-04", "turn-05"])
                 for i in range(4):
-                    assert eve.post("/v1/turns", json=small_turn(f"eve-{i}", model="openai/gpt-4o")).status_code \
-                        == 201
+                    assert eve.post("/v1/turns", json=small_turn(f"eve-{i}", model="openai/gpt-4o")).status_code == 201
 
                 claim = "Order A-1 shipped on 2025-03-03 with DHL."
                 runs = [
@@ -236,8 +312,9 @@ def world(tmp_path_factory: pytest.TempPathFactory, db_backend: DbBackend) -> It
                 for run in runs:
                     done = _trace(api, run | {"max_cost_usd": 5.0})
                     traces[done["trace_id"]] = done
-                other_trace = _trace(eve, {"turn_id": "eve-0", "sentence": claim, "max_cost_usd": 5.0,
-                                           "model": "openai/gpt-4o"})["trace_id"]
+                other_trace = _trace(
+                    eve, {"turn_id": "eve-0", "sentence": claim, "max_cost_usd": 5.0, "model": "openai/gpt-4o"}
+                )["trace_id"]
                 plant_probe(srv, "acme", "tr-dhl-1")
 
                 listed = api.get("/v1/turns", params={"limit": 500, "sort": "stored_at"}).json()
@@ -302,8 +379,9 @@ def test_each_turn_carries_its_traceable_count_and_its_traces(world: World) -> N
     assert counts == {tid: ref["traceable"] for tid, ref in world.turns.items()}
     assert {counts[f"turn-{i:02d}"] for i in range(GENERATED)} == {0, 1, 2, 3}  # varied, as generated
     assert counts["old-deep"] == 0  # cannot be read: listed, counted 0
-    assert [counts[t] for t in ("turn-03", "turn-04", "turn-05")] == [world.turns[t]["traceable"] for t in
-                                                                      ("turn-03", "turn-04", "turn-05")]
+    assert [counts[t] for t in ("turn-03", "turn-04", "turn-05")] == [
+        world.turns[t]["traceable"] for t in ("turn-03", "turn-04", "turn-05")
+    ]
     assert all(counts[t] == 1 for t in counts if t.startswith("imp-"))  # stored by an import, counted at the list
     traces = {t["turn_id"]: t["traces"] for t in items}
     assert {t: n for t, n in traces.items() if n} == {"tr-dhl-1": 2, "tr-dhl-2": 1, "tr-ups": 1, "tr-fail": 1}
@@ -318,8 +396,11 @@ def test_a_turn_is_counted_as_it_is_stored(world: World) -> None:
 
     async def stored(db: Database) -> int | None:
         async with db.session() as session:
-            found: int | None = (await session.execute(
-                text("SELECT traceable FROM stored_turns WHERE tenant = 'fresh' AND turn_id = 'fresh-1'"))).scalar()
+            found: int | None = (
+                await session.execute(
+                    text("SELECT traceable FROM stored_turns WHERE tenant = 'fresh' AND turn_id = 'fresh-1'")
+                )
+            ).scalar()
             return found
 
     assert db_run(world.server, stored) == expected == 2  # in its row before any list asked for it
@@ -338,18 +419,26 @@ TURN_FILTERS: list[tuple[dict[str, Any], Callable[[dict[str, Any]], bool]]] = [
     ({"min_traceable": 3}, lambda r: r["traceable"] >= 3),
     ({"q": "depot"}, lambda r: "depot" in r["text"]),
     ({"q": "P-1"}, lambda r: "p-1" in r["text"]),
-    ({"q": "depot", "model": "openai/gpt-4o", "min_traceable": 2},
-     lambda r: "depot" in r["text"] and r["model"] == "openai/gpt-4o" and r["traceable"] >= 2),
-    ({"model": "openai/gpt-4o-mini", "agent": "support bot", "since": "2025-02-01"},
-     lambda r: r["model"] == "openai/gpt-4o-mini" and r["agent"] == "support bot"
-     and day(r) >= datetime(2025, 2, 1, tzinfo=UTC)),
+    (
+        {"q": "depot", "model": "openai/gpt-4o", "min_traceable": 2},
+        lambda r: "depot" in r["text"] and r["model"] == "openai/gpt-4o" and r["traceable"] >= 2,
+    ),
+    (
+        {"model": "openai/gpt-4o-mini", "agent": "support bot", "since": "2025-02-01"},
+        lambda r: (
+            r["model"] == "openai/gpt-4o-mini"
+            and r["agent"] == "support bot"
+            and day(r) >= datetime(2025, 2, 1, tzinfo=UTC)
+        ),
+    ),
     ({"model": "no/such-model"}, lambda r: False),
 ]
 
 
 @pytest.mark.parametrize(("params", "keep"), TURN_FILTERS, ids=[json.dumps(p) for p, _ in TURN_FILTERS])
 def test_each_filter_keeps_exactly_the_matching_turns_and_total_counts_them(
-        world: World, params: dict[str, Any], keep: Callable[[dict[str, Any]], bool]) -> None:
+    world: World, params: dict[str, Any], keep: Callable[[dict[str, Any]], bool]
+) -> None:
     expected = {tid for tid, ref in world.turns.items() if keep(ref)}
     with world.server.client(world.acme) as api:
         items, totals = walk(api, "/v1/turns", params, 7)
@@ -418,10 +507,19 @@ def test_a_cursor_after_the_longest_model_and_turn_id_still_fits_the_query(world
 
 
 def _trace_rows(world: World) -> list[dict[str, Any]]:
-    return [{"trace_id": tid, "turn_id": t["turn_id"], "status": t["status"], "model": t["model"],
-             "verdict": (t["result"] or {}).get("verdict"), "estimator": t["asked_estimator"],
-             "cost": (t["result"] or {}).get("cost_usd"), "created_at": _when(t["created_at"])}
-            for tid, t in world.traces.items()]
+    return [
+        {
+            "trace_id": tid,
+            "turn_id": t["turn_id"],
+            "status": t["status"],
+            "model": t["model"],
+            "verdict": (t["result"] or {}).get("verdict"),
+            "estimator": t["asked_estimator"],
+            "cost": (t["result"] or {}).get("cost_usd"),
+            "created_at": _when(t["created_at"]),
+        }
+        for tid, t in world.traces.items()
+    ]
 
 
 def test_the_traces_ran_as_the_script_says(world: World) -> None:
@@ -441,9 +539,9 @@ def test_the_trace_list_shows_each_trace_as_its_own_page_does(world: World) -> N
     assert totals == {len(world.traces)} and len(items) == len(world.traces)  # the probe is not listed
     for item in items:
         full = world.traces[item["trace_id"]]
-        assert {k: item[k] for k in ("turn_id", "claim", "status", "model", "calls", "created_at",
-                                     "finished_at")} == {k: full[k] for k in ("turn_id", "claim", "status", "model",
-                                                                               "calls", "created_at", "finished_at")}
+        assert {k: item[k] for k in ("turn_id", "claim", "status", "model", "calls", "created_at", "finished_at")} == {
+            k: full[k] for k in ("turn_id", "claim", "status", "model", "calls", "created_at", "finished_at")
+        }
         assert item["verdict"] == (full["result"] or {}).get("verdict")
         assert item["cost_usd"] == (full["result"] or {}).get("cost_usd")
         assert item["estimator"] == full["asked_estimator"] and item["source"] == "api"
@@ -459,15 +557,18 @@ TRACE_FILTERS: list[tuple[dict[str, Any], Callable[[dict[str, Any]], bool]]] = [
     ({"model": "openai/gpt-4o"}, lambda r: r["model"] == "openai/gpt-4o"),
     ({"estimator": "expected"}, lambda r: r["estimator"] == "expected"),
     ({"estimator": "judged"}, lambda r: r["estimator"] == "judged"),
-    ({"turn_id": "tr-dhl-1", "model": "openai/gpt-4o", "verdict": "attributed"},
-     lambda r: r["turn_id"] == "tr-dhl-1" and r["model"] == "openai/gpt-4o" and r["verdict"] == "attributed"),
+    (
+        {"turn_id": "tr-dhl-1", "model": "openai/gpt-4o", "verdict": "attributed"},
+        lambda r: r["turn_id"] == "tr-dhl-1" and r["model"] == "openai/gpt-4o" and r["verdict"] == "attributed",
+    ),
     ({"turn_id": "eve-0"}, lambda r: False),  # another tenant's turn
 ]
 
 
 @pytest.mark.parametrize(("params", "keep"), TRACE_FILTERS, ids=[json.dumps(p) for p, _ in TRACE_FILTERS])
 def test_each_trace_filter_keeps_exactly_the_matching_traces(
-        world: World, params: dict[str, Any], keep: Callable[[dict[str, Any]], bool]) -> None:
+    world: World, params: dict[str, Any], keep: Callable[[dict[str, Any]], bool]
+) -> None:
     rows = _trace_rows(world)
     expected = {r["trace_id"] for r in rows if keep(r)}
     with world.server.client(world.acme) as api:
@@ -516,25 +617,33 @@ def test_bad_values_are_problems_naming_the_field(world: World) -> None:
             if field == "query.sort":
                 assert "-stored_at" in problem["detail"] or "-created_at" in problem["detail"]  # the allowed values
         trace_id = next(iter(world.traces))
-        problem = assert_problem(api.get(f"/v1/traces/{trace_id}/export", params={"format": "pdf"}), 422,
-                                 "query.format")
+        problem = assert_problem(
+            api.get(f"/v1/traces/{trace_id}/export", params={"format": "pdf"}), 422, "query.format"
+        )
         assert "markdown" in problem["detail"]
 
 
 def test_a_cursor_only_continues_the_list_it_came_from(world: World) -> None:
     with world.server.client(world.acme) as api, world.server.client(world.other) as eve:
         cursor = api.get("/v1/turns", params={"sort": "model", "model": "openai/gpt-4o", "limit": 2}).json()[
-            "next_cursor"]
+            "next_cursor"
+        ]
         assert cursor
         ok = api.get("/v1/turns", params={"sort": "model", "model": "openai/gpt-4o", "limit": 2, "cursor": cursor})
         assert ok.status_code == 200
-        for changed in ({"sort": "-model", "model": "openai/gpt-4o"}, {"sort": "model"},
-                        {"sort": "model", "model": "openai/gpt-4o", "q": "depot"},
-                        {"sort": "model", "model": "openai/gpt-4o", "min_traceable": 1}):
+        for changed in (
+            {"sort": "-model", "model": "openai/gpt-4o"},
+            {"sort": "model"},
+            {"sort": "model", "model": "openai/gpt-4o", "q": "depot"},
+            {"sort": "model", "model": "openai/gpt-4o", "min_traceable": 1},
+        ):
             problem = assert_problem(api.get("/v1/turns", params={**changed, "cursor": cursor}), 422, "query.cursor")
             assert "another sort, filter or search" in problem["detail"]
-        assert_problem(eve.get("/v1/turns", params={"sort": "model", "model": "openai/gpt-4o", "cursor": cursor}),
-                       422, "query.cursor")
+        assert_problem(
+            eve.get("/v1/turns", params={"sort": "model", "model": "openai/gpt-4o", "cursor": cursor}),
+            422,
+            "query.cursor",
+        )
         assert_problem(api.get("/v1/traces", params={"sort": "model", "cursor": cursor}), 422, "query.sort")
         assert_problem(api.get("/v1/traces", params={"cursor": cursor}), 422, "query.cursor")
         trace_cursor = api.get("/v1/traces", params={"limit": 1}).json()["next_cursor"]
@@ -563,8 +672,11 @@ def test_another_tenants_turns_and_traces_are_never_listed_counted_or_exported(w
 
 
 def _by(world: World, turn_id: str, estimator: str = "judged", model: str = "openai/gpt-4o-mini") -> dict[str, Any]:
-    return next(t for t in world.traces.values() if (t["turn_id"], t["asked_estimator"], t["model"])
-                == (turn_id, estimator, model))
+    return next(
+        t
+        for t in world.traces.values()
+        if (t["turn_id"], t["asked_estimator"], t["model"]) == (turn_id, estimator, model)
+    )
 
 
 def test_the_json_export_is_the_trace_as_a_download(world: World) -> None:
@@ -594,8 +706,10 @@ def test_the_markdown_export_is_a_citation_block(world: World) -> None:
     assert f"   > {support['quote']}\n" in md and support["quote"] == "with carrier DHL"  # the verified quote
     assert f"line {support['line_start']} of the source" in md  # its line range
     assert f"Γ = {result['gamma']:.2f} points** (on the judge's 1–9 scale" in md  # a number, its unit, its meaning
-    assert f"Cost: ${result['cost_usd']:.6f} USD, what the provider billed" in md or \
-        f"Cost: ${result['cost_usd']:.4f} USD, what the provider billed" in md
+    assert (
+        f"Cost: ${result['cost_usd']:.6f} USD, what the provider billed" in md
+        or f"Cost: ${result['cost_usd']:.4f} USD, what the provider billed" in md
+    )
     calls = result["calls"]
     assert f"{calls['made']} made (sent to the provider)" in md and f"{calls['billed']} billed" in md
     assert f"Judge model: `{trace['model']}`" in md and "Estimator: judged — " in md
@@ -637,12 +751,19 @@ def test_turns_stored_before_the_count_existed_are_counted_and_listed(tmp_path: 
     async def store_as_0010_did() -> None:
         db = Database(url)
         async with db.transaction() as session:
-            await session.execute(text(
-                "INSERT INTO stored_turns (tenant, turn_id, digest, body, model, agent, turn_created_at, stored_at,"
-                " stored_by) VALUES ('local', 'from-0010', :digest, :body, 'openai/fake-judge', 'support bot',"
-                " :created, :stored, 'admin')"),
-                {"digest": hashlib.sha256(body.encode()).hexdigest(), "body": body,
-                 "created": datetime(2025, 1, 1), "stored": datetime(2025, 6, 1)})
+            await session.execute(
+                text(
+                    "INSERT INTO stored_turns (tenant, turn_id, digest, body, model, agent, turn_created_at, stored_at,"
+                    " stored_by) VALUES ('local', 'from-0010', :digest, :body, 'openai/fake-judge', 'support bot',"
+                    " :created, :stored, 'admin')"
+                ),
+                {
+                    "digest": hashlib.sha256(body.encode()).hexdigest(),
+                    "body": body,
+                    "created": datetime(2025, 1, 1),
+                    "stored": datetime(2025, 6, 1),
+                },
+            )
         await db.dispose()
 
     asyncio.run(store_as_0010_did())
@@ -650,5 +771,7 @@ def test_turns_stored_before_the_count_existed_are_counted_and_listed(tmp_path: 
         assert api.post("/v1/turns", json=small_turn("after-0011")).status_code == 201
         listed = api.get("/v1/turns", params={"min_traceable": 1, "sort": "created_at", "q": "order a-1"}).json()
     assert [(t["turn_id"], t["traceable"], t["traces"]) for t in listed["items"]] == [
-        ("from-0010", 1, 0), ("after-0011", 1, 0)]
+        ("from-0010", 1, 0),
+        ("after-0011", 1, 0),
+    ]
     assert listed["total"] == 2

@@ -108,8 +108,7 @@ async def test_plain_completion_reports_provider_usage(hello: FakeOpenAI) -> Non
     assert hello.answered == 1
     body = hello.requests[0]
     assert body["model"] == "fake"
-    assert body["messages"] == [{"role": "system", "content": "You are terse."},
-                                {"role": "user", "content": "Say hi."}]
+    assert body["messages"] == [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Say hi."}]
     assert "response_format" not in body
     assert hello.records[0].headers["authorization"] == f"Bearer {KEY}"
 
@@ -189,8 +188,9 @@ async def test_a_transient_500_to_a_schema_request_keeps_json_schema() -> None:
 
 
 async def test_schema_and_json_object_rejected_fall_back_to_plain_and_remember() -> None:
-    with FakeOpenAI(lambda req: "```json\n" + ANSWER + "\n```", reject_json_schema=True,
-                    reject_json_object=True) as srv:
+    with FakeOpenAI(
+        lambda req: "```json\n" + ANSWER + "\n```", reject_json_schema=True, reject_json_object=True
+    ) as srv:
         llm = client(srv, max_attempts=1)
         first = await llm.complete(schema_request())
         assert json.loads(first.text)["confidence"] == 0.9  # fences stripped in plain mode
@@ -222,8 +222,8 @@ async def test_code_fenced_json_is_stripped_for_json_answers_only() -> None:
 
 
 def test_strip_code_fences() -> None:
-    assert strip_code_fences("```\n{\"a\": 1}\n```") == '{"a": 1}'
-    assert strip_code_fences("  ```JSON\n{\"a\": 1}\n```  ") == '{"a": 1}'
+    assert strip_code_fences('```\n{"a": 1}\n```') == '{"a": 1}'
+    assert strip_code_fences('  ```JSON\n{"a": 1}\n```  ') == '{"a": 1}'
     assert strip_code_fences('Here it is:\n```json\n{"a": 1}\n```\nDone.') == '{"a": 1}'
     assert strip_code_fences('{"a": "```"}') == '{"a": "```"}'
     assert strip_code_fences("no fences") == "no fences"
@@ -266,8 +266,9 @@ async def test_rate_limit_exhaustion_raises_provider_rate_limited() -> None:
         assert (llm.calls_attempted, llm.calls_answered, llm.calls_billed) == (3, 0, 0)
 
 
-@pytest.mark.parametrize("fault", [FakeReply.error(503), FakeReply.error(500), FakeReply.connection_reset()],
-                         ids=["503", "500", "reset"])
+@pytest.mark.parametrize(
+    "fault", [FakeReply.error(503), FakeReply.error(500), FakeReply.connection_reset()], ids=["503", "500", "reset"]
+)
 async def test_unavailable_exhaustion_raises_provider_unavailable(fault: FakeReply) -> None:
     with FakeOpenAI(faults=lambda i, req: fault) as srv:
         llm = client(srv, max_attempts=3)
@@ -312,8 +313,7 @@ async def test_client_errors_are_not_retried(status: int) -> None:
 
 
 async def test_context_window_error_is_a_bad_request_with_a_fix() -> None:
-    message = ("This model's maximum context length is 8192 tokens. "
-               "However, your messages resulted in 9000 tokens.")
+    message = "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens."
     with FakeOpenAI(faults=lambda i, req: FakeReply.error(400, message)) as srv:
         with pytest.raises(ProviderBadRequest) as info:
             await client(srv).complete(ask())
@@ -325,8 +325,11 @@ async def test_context_window_error_is_a_bad_request_with_a_fix() -> None:
 async def test_auth_errors_never_repeat_the_key(status: int) -> None:
     # the server answers 401 quoting the key it was sent, as some providers do
     script_key = "wrong-key-1234567"
-    with FakeOpenAI(api_key="the-real-key") if status == 401 else FakeOpenAI(
-            faults=lambda i, req: FakeReply.error(403, f"key {script_key} may not use this model")) as srv:
+    with (
+        FakeOpenAI(api_key="the-real-key")
+        if status == 401
+        else FakeOpenAI(faults=lambda i, req: FakeReply.error(403, f"key {script_key} may not use this model")) as srv
+    ):
         llm = LiteLLMClient("openai/fake", api_base=srv.base_url, api_key=script_key, backoff_base=0.01)
         with pytest.raises(ProviderAuthError) as info:
             await llm.complete(ask())
@@ -428,8 +431,7 @@ def test_tiktoken_tokenizer_offline() -> None:
     assert multibyte.startswith(tok.truncate(multibyte, 3))
 
 
-def test_tokenizer_falls_back_without_touching_a_bad_bpe_file(tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tokenizer_falls_back_without_touching_a_bad_bpe_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bogus = tmp_path / "9b5ad71b2ce5302211f9c61530b329a4922fc6a4"  # tiktoken's cache name for cl100k
     bogus.write_bytes(b"not a bpe file")
     monkeypatch.setattr(tokenizer_module, "_ENCODING_CACHE", {})
@@ -455,12 +457,19 @@ def test_provider_errors_are_problems_and_llm_errors() -> None:
     assert ProviderResponseInvalid("x", billed=True).billed and not ProviderTimeout("x").billed
     assert ProviderTimeout("x").status == 504
 
-    invalid = InvalidInput("bad sentence", field="sentence", fix="quote a sentence of the answer",
-                           extra={"status": 200, "candidates": 3})
+    invalid = InvalidInput(
+        "bad sentence", field="sentence", fix="quote a sentence of the answer", extra={"status": 200, "candidates": 3}
+    )
     problem = invalid.to_problem()
-    assert problem == {"type": "urn:provenance:problem:invalid-input", "title": "Invalid input",
-                       "status": 422, "detail": "bad sentence", "field": "sentence",
-                       "fix": "quote a sentence of the answer", "candidates": 3}
+    assert problem == {
+        "type": "urn:provenance:problem:invalid-input",
+        "title": "Invalid input",
+        "status": 422,
+        "detail": "bad sentence",
+        "field": "sentence",
+        "fix": "quote a sentence of the answer",
+        "candidates": 3,
+    }
     assert RateLimited("too many", retry_after=3).headers() == {"Retry-After": "3"}
 
 
@@ -484,8 +493,7 @@ def test_fake_server_lists_models_and_reports_script_errors() -> None:
         assert srv.records[0].path == "/v1/models" and srv.records[0].arrived >= started
         assert srv.requests == []  # only chat completions count as requests
 
-        answer = httpx.post(srv.base_url + "/chat/completions", json={"model": "fake", "messages": []},
-                            timeout=5)
+        answer = httpx.post(srv.base_url + "/chat/completions", json={"model": "fake", "messages": []}, timeout=5)
         assert answer.status_code == 500 and "KeyError" in answer.json()["error"]["message"]
         assert [type(e) for e in srv.script_errors] == [KeyError]
         assert srv.answered == 0 and len(srv.requests) == 1
@@ -528,7 +536,8 @@ async def test_every_output_position_is_kept_in_order() -> None:
         assert response.top_logprobs is not None
         assert [set(p) for p in response.top_logprobs] == [{" ", "\n"}, {"8", "9"}]
         assert expected_digit(response.top_logprobs) == pytest.approx(
-            (8 * math.exp(-0.2) + 9 * math.exp(-1.8)) / (math.exp(-0.2) + math.exp(-1.8)))
+            (8 * math.exp(-0.2) + 9 * math.exp(-1.8)) / (math.exp(-0.2) + math.exp(-1.8))
+        )
 
 
 async def test_no_logprobs_are_asked_for_unless_requested(hello: FakeOpenAI) -> None:
@@ -579,12 +588,22 @@ async def test_logprobs_with_a_schema_request_survive_the_structured_fallback() 
 
 
 def test_parse_top_logprobs_merges_duplicate_texts_and_keeps_the_chosen_token() -> None:
-    choice = {"logprobs": {"content": [
-        {"token": "7", "logprob": -0.5, "top_logprobs": [
-            {"token": "7", "logprob": -0.5}, {"token": "3", "logprob": math.log(0.1)},
-            {"token": "3", "logprob": math.log(0.1)}]},
-        {"token": "!", "logprob": -0.1, "top_logprobs": []},  # k=0: the chosen token alone
-    ]}}
+    choice = {
+        "logprobs": {
+            "content": [
+                {
+                    "token": "7",
+                    "logprob": -0.5,
+                    "top_logprobs": [
+                        {"token": "7", "logprob": -0.5},
+                        {"token": "3", "logprob": math.log(0.1)},
+                        {"token": "3", "logprob": math.log(0.1)},
+                    ],
+                },
+                {"token": "!", "logprob": -0.1, "top_logprobs": []},  # k=0: the chosen token alone
+            ]
+        }
+    }
     parsed = parse_top_logprobs(choice)
     assert parsed is not None
     assert parsed[0]["7"] == pytest.approx(-0.5) and parsed[0]["3"] == pytest.approx(math.log(0.2))
@@ -596,22 +615,25 @@ def test_parse_top_logprobs_merges_duplicate_texts_and_keeps_the_chosen_token() 
 # --------------------------------------------------------------------------- capability: top log-probabilities
 
 
-@pytest.mark.parametrize(("model", "api_base", "offered", "how"), [
-    ("gpt-4o", None, True, "chat-logprobs"),
-    ("openai/gpt-4o-mini", "https://api.openai.com/v1", True, "chat-logprobs"),
-    ("azure/gpt-4o", "https://example.openai.azure.com", True, "chat-logprobs"),
-    ("openai/qwen2.5-7b-instruct", "http://127.0.0.1:8080/v1", True, "chat-logprobs"),  # vLLM / llama.cpp
-    ("hosted_vllm/qwen", "http://10.0.0.5:8000/v1", True, "chat-logprobs"),
-    ("my-finetune", "http://127.0.0.1:8080/v1", True, "chat-logprobs"),
-    ("anthropic/claude-3-5-sonnet-20241022", None, False, "none"),
-    ("claude-3-5-haiku-20241022", None, False, "none"),
-    ("anthropic/claude-3-5-sonnet-20241022", "https://proxy.example/v1", False, "none"),
-    ("bedrock/anthropic.claude-3-sonnet", None, False, "none"),
-    ("o1", None, False, "none"),  # OpenAI reasoning models refuse logprobs
-    ("openai/o3-mini", None, False, "none"),
-    ("azure/o1", "https://example.openai.azure.com", False, "none"),
-    ("some-unknown-model", None, False, "none"),
-])
+@pytest.mark.parametrize(
+    ("model", "api_base", "offered", "how"),
+    [
+        ("gpt-4o", None, True, "chat-logprobs"),
+        ("openai/gpt-4o-mini", "https://api.openai.com/v1", True, "chat-logprobs"),
+        ("azure/gpt-4o", "https://example.openai.azure.com", True, "chat-logprobs"),
+        ("openai/qwen2.5-7b-instruct", "http://127.0.0.1:8080/v1", True, "chat-logprobs"),  # vLLM / llama.cpp
+        ("hosted_vllm/qwen", "http://10.0.0.5:8000/v1", True, "chat-logprobs"),
+        ("my-finetune", "http://127.0.0.1:8080/v1", True, "chat-logprobs"),
+        ("anthropic/claude-3-5-sonnet-20241022", None, False, "none"),
+        ("claude-3-5-haiku-20241022", None, False, "none"),
+        ("anthropic/claude-3-5-sonnet-20241022", "https://proxy.example/v1", False, "none"),
+        ("bedrock/anthropic.claude-3-sonnet", None, False, "none"),
+        ("o1", None, False, "none"),  # OpenAI reasoning models refuse logprobs
+        ("openai/o3-mini", None, False, "none"),
+        ("azure/o1", "https://example.openai.azure.com", False, "none"),
+        ("some-unknown-model", None, False, "none"),
+    ],
+)
 def test_top_logprobs_capability(model: str, api_base: str | None, offered: bool, how: str) -> None:
     capability = top_logprobs_capability(model, api_base=api_base)
     assert (capability.offered, capability.how) == (offered, how), capability.reason
@@ -625,9 +647,21 @@ def test_the_local_model_always_offers_top_logprobs() -> None:
     assert capability.offered and capability.how == "in-process"
 
 
-@pytest.mark.parametrize("model", ["gpt-4o", "azure/gpt-4o", "hosted_vllm/qwen", "anthropic/claude-3-5-sonnet-20241022",
-                                   "bedrock/anthropic.claude-3-sonnet", "mistral/mistral-large-latest",
-                                   "cohere/command-r", "ollama/llama3", "o1", "openai/o3-mini"])
+@pytest.mark.parametrize(
+    "model",
+    [
+        "gpt-4o",
+        "azure/gpt-4o",
+        "hosted_vllm/qwen",
+        "anthropic/claude-3-5-sonnet-20241022",
+        "bedrock/anthropic.claude-3-sonnet",
+        "mistral/mistral-large-latest",
+        "cohere/command-r",
+        "ollama/llama3",
+        "o1",
+        "openai/o3-mini",
+    ],
+)
 def test_capability_agrees_with_what_litellm_sends(model: str) -> None:
     """Where we say no, litellm drops the parameter (or the API refuses it); where we say yes, it is sent."""
     litellm = load_litellm()

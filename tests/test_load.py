@@ -76,8 +76,7 @@ class Poller:
     stop: threading.Event = field(default_factory=threading.Event)
 
     def run(self) -> None:
-        with httpx.Client(base_url=self.base_url, headers={"Authorization": f"Bearer {self.key}"},
-                          timeout=30) as api:
+        with httpx.Client(base_url=self.base_url, headers={"Authorization": f"Bearer {self.key}"}, timeout=30) as api:
             while not self.stop.is_set():
                 for name, path in (("health", "/healthz"), ("segments", f"/v1/turns/{self.turn_id}/segments")):
                     try:
@@ -90,8 +89,9 @@ class Poller:
 @pytest.fixture(scope="module")
 def provider() -> Iterator[FakeOpenAI]:
     judge = FencedJudge([KEY_PHRASE])
-    with FakeOpenAI(lambda req: FakeReply(text=judge.openai(req), delay=0.05), api_key=PROVIDER_KEY,
-                    tagger=claim_tag) as srv:
+    with FakeOpenAI(
+        lambda req: FakeReply(text=judge.openai(req), delay=0.05), api_key=PROVIDER_KEY, tagger=claim_tag
+    ) as srv:
         yield srv
 
 
@@ -115,7 +115,8 @@ def one_run(server: ServerProcess, data_dir: Path, run: int, poller_key: str) ->
                 claim = f"Order A-{run}{u[-1]}{j:02d} shipped on 2025-03-03 with DHL."
                 turn = small_turn(f"load-{u}-{j}", response=claim + " Would you like the tracking number?")
                 turn["response_payload"]["tool_calls"][0]["response"] = (
-                    f"Order A-{run}{u[-1]}{j:02d} shipped 2025-03-03 with carrier DHL, tracking 99812.")
+                    f"Order A-{run}{u[-1]}{j:02d} shipped 2025-03-03 with carrier DHL, tracking 99812."
+                )
                 assert api.post("/v1/turns", json=turn).status_code == 201
                 q = api.post("/v1/quotes", json={"turn_id": turn["turn_id"], "sentence": claim, "model": MODEL})
                 assert q.status_code == 201 and q.json()["planned_calls"] == PLANNED, q.text
@@ -130,8 +131,9 @@ def one_run(server: ServerProcess, data_dir: Path, run: int, poller_key: str) ->
 
     def submit(item: tuple[str, str, str]) -> Submission:
         user, claim, quote_id = item
-        with httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {keys[user]}"},
-                          timeout=60) as api:
+        with httpx.Client(
+            base_url=server.base_url, headers={"Authorization": f"Bearer {keys[user]}"}, timeout=60
+        ) as api:
             r = api.post("/v1/traces", json={"quote_id": quote_id})
             sub = Submission(user, claim, r.status_code, r.headers.get("location"), r.headers.get("retry-after"))
             if r.status_code == 202:

@@ -34,8 +34,10 @@ pytestmark = [pytest.mark.local_model, pytest.mark.timeout(900)]
 sys.path.insert(0, str(ROOT / "bench" / "validity"))
 from turns import SUITE, Planted  # noqa: E402
 
-MESSAGES = (Message("system", "Answer briefly."),
-            Message("user", "Context:\n\n[s0] lookup\nexporter.yaml: metrics port 9464\n\nQuestion: Which port?"))
+MESSAGES = (
+    Message("system", "Answer briefly."),
+    Message("user", "Context:\n\n[s0] lookup\nexporter.yaml: metrics port 9464\n\nQuestion: Which port?"),
+)
 TARGET = "The metrics exporter listens on port 9464."
 # In-process vs server, same model file and token sequence: per-token and total |difference| in nats.
 TOKEN_TOLERANCE = 0.05
@@ -101,8 +103,10 @@ async def test_prefix_reuse_does_not_change_the_score(small_local: Any) -> None:
     assert other.logprob_total < first.logprob_total  # without the source the claim is less likely
 
 
-DIGIT_REQUEST = (Message("system", "Answer with exactly one digit from 1 to 9 and nothing else."),
-                 Message("user", "How sure are you that Paris is the capital of France? 1 = not at all, 9 = certain."))
+DIGIT_REQUEST = (
+    Message("system", "Answer with exactly one digit from 1 to 9 and nothing else."),
+    Message("user", "How sure are you that Paris is the capital of France? 1 = not at all, 9 = certain."),
+)
 
 
 def _check_digit_alternatives(text: str, top: list[dict[str, float]] | None) -> None:
@@ -119,7 +123,8 @@ async def test_the_in_process_judge_returns_top_logprobs(small_local: Any) -> No
     from provenance_api.providers.llm_llamacpp import LlamaCppLLM
 
     response = await LlamaCppLLM(small_local).complete(
-        LLMRequest(messages=DIGIT_REQUEST, max_tokens=4, temperature=0.0, top_logprobs=10))
+        LLMRequest(messages=DIGIT_REQUEST, max_tokens=4, temperature=0.0, top_logprobs=10)
+    )
     _check_digit_alternatives(response.text, response.top_logprobs)
 
 
@@ -129,7 +134,8 @@ async def test_a_llamacpp_server_returns_top_logprobs_through_litellm(server: st
     client = LiteLLMClient("openai/local", api_base=server, api_key="none", timeout=120)
     try:
         response = await client.complete(
-            LLMRequest(messages=DIGIT_REQUEST, max_tokens=4, temperature=0.0, top_logprobs=10))
+            LLMRequest(messages=DIGIT_REQUEST, max_tokens=4, temperature=0.0, top_logprobs=10)
+        )
     finally:
         await aclose_litellm()
     assert client.logprobs_unavailable is None
@@ -185,10 +191,29 @@ def test_local_mode_end_to_end_on_two_turns(small_model: str, tmp_path: Path) ->
             "sys.exit(main(sys.argv[1:]))\n"
         )
         proc = subprocess.run(
-            [sys.executable, "-c", code, "trace", str(turn), planted.claim, "--local-model", small_model,
-             "--estimator", "both", "--yes", "--json", "--n-ctx", "2048"],
-            capture_output=True, text=True, timeout=600, cwd=ROOT, check=False,
-            env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1"})
+            [
+                sys.executable,
+                "-c",
+                code,
+                "trace",
+                str(turn),
+                planted.claim,
+                "--local-model",
+                small_model,
+                "--estimator",
+                "both",
+                "--yes",
+                "--json",
+                "--n-ctx",
+                "2048",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=ROOT,
+            check=False,
+            env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1"},
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         doc = json.loads(proc.stdout)
         assert doc["judged"]["estimator"] == "judged" and doc["logprob"]["estimator"] == "logprob"

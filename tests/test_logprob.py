@@ -28,14 +28,16 @@ def present(messages: Sequence[Message]) -> set[str]:
     return ids
 
 
-def planted(cause: str, *, effect: float = 40.0, noise: dict[str, float] | None = None,
-            base: float = -70.0) -> Callable[[Sequence[Message], str], float]:
+def planted(
+    cause: str, *, effect: float = 40.0, noise: dict[str, float] | None = None, base: float = -70.0
+) -> Callable[[Sequence[Message], str], float]:
     """log p(claim) = base + effect when ``cause`` is present, plus small per-source wiggles."""
     wiggle = noise or {}
 
     def score(messages: Sequence[Message], target: str) -> float:
         shown = present(messages)
         return base + (effect if cause in shown else 0.0) + sum(v for k, v in wiggle.items() if k in shown)
+
     return score
 
 
@@ -75,8 +77,11 @@ async def test_an_absolute_one_nat_threshold_would_have_called_noise_grounds() -
 
 
 async def test_a_mandated_rule_is_found_in_the_instructions_layer() -> None:
-    corpus = make_corpus(["weather for Paris", "a bounding box"], system="Always end with: Not financial advice.",
-                         history=("hello", "hi"))
+    corpus = make_corpus(
+        ["weather for Paris", "a bounding box"],
+        system="Always end with: Not financial advice.",
+        history=("hello", "hi"),
+    )
     scorer = ScriptedScorer(planted("instructions", effect=25.0, noise={"s0": 0.4}))
     result = await trace_logprob(scorer, silent_llm(), "Not financial advice.", QUERY, corpus)
     assert result.verdict == "attributed"
@@ -197,7 +202,6 @@ def test_scripted_scorer_satisfies_the_protocol() -> None:
     scorer: Scorer = ScriptedScorer(lambda m, t: ScoredTarget.of([-1.0, -2.0], ["a", "b"]))
     assert isinstance(scorer, Scorer)
     assert ScoredTarget.of([-1.0, -2.0]).logprob_total == -3.0
-
 
 
 async def test_an_unmeasured_layer_is_no_information_not_redundant() -> None:

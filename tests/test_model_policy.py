@@ -40,8 +40,10 @@ from provenance_api.storage.session import Database
 ROOT = Path(__file__).resolve().parents[1]
 PROBLEM = "application/problem+json"
 DEFAULT = "openai/gpt-4o-mini"  # the service's default judge when PROVENANCE_DEFAULT_MODEL is unset
-FAKE_PRICE = (TEST_PRICES["openai/fake-judge"]["input_per_mtok"] / 1e6,
-              TEST_PRICES["openai/fake-judge"]["output_per_mtok"] / 1e6)
+FAKE_PRICE = (
+    TEST_PRICES["openai/fake-judge"]["input_per_mtok"] / 1e6,
+    TEST_PRICES["openai/fake-judge"]["output_per_mtok"] / 1e6,
+)
 
 
 def problem(r: httpx.Response, status: int, field: str | None = None) -> dict[str, Any]:
@@ -95,9 +97,13 @@ def budget_state(settings: Settings, user: str) -> BudgetState:
     async def read() -> BudgetState:
         db = Database(settings.effective_database_url)
         try:
-            limiter = DatabaseLimiter(db, settings.base_params.rate_max_calls, settings.base_params.rate_window_seconds,
-                                      max_usd_per_user=settings.budget_usd_per_user,
-                                      max_usd_per_tenant=settings.budget_usd_per_tenant)
+            limiter = DatabaseLimiter(
+                db,
+                settings.base_params.rate_max_calls,
+                settings.base_params.rate_window_seconds,
+                max_usd_per_user=settings.budget_usd_per_user,
+                max_usd_per_tenant=settings.budget_usd_per_tenant,
+            )
             return await limiter.state(user)
         finally:
             await db.dispose()
@@ -116,8 +122,9 @@ def test_a_turn_naming_o1_pro_runs_the_default_and_the_quote_says_why(tmp_path: 
         assert q.status_code == 201, q.text
         body = q.json()
         assert body["model"] == DEFAULT
-        assert body["model_reason"] == ("the default: the turn's model openai/o1-pro is not on this service's "
-                                        "allow-list")
+        assert body["model_reason"] == (
+            "the default: the turn's model openai/o1-pro is not on this service's allow-list"
+        )
         started = api.post("/v1/traces", json={"quote_id": body["quote_id"]})
         assert started.status_code == 202, started.text
         done = api.get(started.headers["location"], params={"wait": "true"}).json()
@@ -131,8 +138,10 @@ def test_a_turn_naming_o1_pro_runs_the_default_and_the_quote_says_why(tmp_path: 
 
 
 def test_with_no_allow_list_only_the_default_runs(tmp_path: Path) -> None:
-    with ApiServer(tmp_path, llm_factory=Judge().factory, warm_up=False, allowed_models=[],
-                   model_prices={}) as srv, srv.client(srv.admin_key) as api:
+    with (
+        ApiServer(tmp_path, llm_factory=Judge().factory, warm_up=False, allowed_models=[], model_prices={}) as srv,
+        srv.client(srv.admin_key) as api,
+    ):
         api.post("/v1/turns", json=small_turn(model="openai/gpt-4o"))  # priced, but not allowed
         body = quote(api).json()
         assert body["model"] == DEFAULT and "openai/gpt-4o is not on this service's allow-list" in body["model_reason"]
@@ -156,9 +165,17 @@ def test_an_explicit_model_not_on_the_allow_list_is_refused_naming_model_and_the
 
 
 def test_a_tenants_own_list_is_honoured_and_not_another_tenants(tmp_path: Path) -> None:
-    with ApiServer(tmp_path, llm_factory=Judge().factory, warm_up=False, allowed_models=[],
-                   tenant_models={"acme": ["openai/gpt-4o"]}) as srv, \
-            srv.client(srv.key("acme", "alice")) as acme, srv.client(srv.key("globex", "gary")) as globex:
+    with (
+        ApiServer(
+            tmp_path,
+            llm_factory=Judge().factory,
+            warm_up=False,
+            allowed_models=[],
+            tenant_models={"acme": ["openai/gpt-4o"]},
+        ) as srv,
+        srv.client(srv.key("acme", "alice")) as acme,
+        srv.client(srv.key("globex", "gary")) as globex,
+    ):
         for api in (acme, globex):
             api.post("/v1/turns", json=small_turn(model="openai/gpt-4o"))
         assert quote(acme, model="openai/gpt-4o").status_code == 201
@@ -191,8 +208,12 @@ def test_the_allow_list_and_prices_are_read_from_the_environment(monkeypatch: py
 
 def test_an_unpriced_model_is_refused_even_on_the_allow_list(tmp_path: Path) -> None:
     judge = Judge()
-    with ApiServer(tmp_path, llm_factory=judge.factory, warm_up=False, allowed_models=["house/judge"],
-                   model_prices={}) as srv, srv.client(srv.admin_key) as api:
+    with (
+        ApiServer(
+            tmp_path, llm_factory=judge.factory, warm_up=False, allowed_models=["house/judge"], model_prices={}
+        ) as srv,
+        srv.client(srv.admin_key) as api,
+    ):
         api.post("/v1/turns", json=small_turn(model="house/judge"))
         body = problem(quote(api, model="house/judge"), 422, field="model")
         assert "no price is known for judge model 'house/judge'" in body["detail"]
@@ -206,13 +227,16 @@ def test_an_unpriced_model_is_refused_even_on_the_allow_list(tmp_path: Path) -> 
 def test_an_operator_price_makes_a_model_accepted_and_priced(tmp_path: Path) -> None:
     prices = {"house/judge": {"input_per_mtok": 2.0, "output_per_mtok": 8.0}}
     judge = Judge()
-    with ApiServer(tmp_path, llm_factory=judge.factory, warm_up=False, allowed_models=["house/judge"],
-                   model_prices=prices) as srv, srv.client(srv.admin_key) as api:
+    with (
+        ApiServer(
+            tmp_path, llm_factory=judge.factory, warm_up=False, allowed_models=["house/judge"], model_prices=prices
+        ) as srv,
+        srv.client(srv.admin_key) as api,
+    ):
         api.post("/v1/turns", json=small_turn(model="house/judge"))
         body = quote(api).json()
         assert body["model"] == "house/judge"
-        assert body["cost_usd"] == pytest.approx(body["input_tokens"] * 2e-6 + body["output_tokens"] * 8e-6,
-                                                 abs=1e-6)
+        assert body["cost_usd"] == pytest.approx(body["input_tokens"] * 2e-6 + body["output_tokens"] * 8e-6, abs=1e-6)
         assert not any("No price" in w for w in body["warnings"])
         started = api.post("/v1/traces", json={"quote_id": body["quote_id"]})
         assert api.get(started.headers["location"], params={"wait": "true"}).json()["status"] == "succeeded"
@@ -226,8 +250,10 @@ def test_an_operator_price_makes_a_model_accepted_and_priced(tmp_path: Path) -> 
 
 def small_quote_cost(tmp_path: Path) -> float:
     """The price of the small turn's quote under the test servers' policy."""
-    with ApiServer(tmp_path / "probe-price", llm_factory=Judge().factory, warm_up=False) as srv, \
-            srv.client(srv.admin_key) as api:
+    with (
+        ApiServer(tmp_path / "probe-price", llm_factory=Judge().factory, warm_up=False) as srv,
+        srv.client(srv.admin_key) as api,
+    ):
         api.post("/v1/turns", json=small_turn())
         cost: float = quote(api).json()["cost_usd"]
     assert cost > 0
@@ -237,9 +263,11 @@ def small_quote_cost(tmp_path: Path) -> float:
 def test_a_user_usd_budget_refuses_with_429_naming_the_user_budget(tmp_path: Path) -> None:
     cost = small_quote_cost(tmp_path)
     judge = Judge(latency=0.3)  # the first trace is still running, its quote reserved, when the second asks
-    with ApiServer(tmp_path / "data", llm_factory=judge.factory, warm_up=False,
-                   budget_usd_per_user=cost * 1.5) as srv, \
-            srv.client(srv.key("acme", "alice")) as alice, srv.client(srv.key("acme", "bob")) as bob:
+    with (
+        ApiServer(tmp_path / "data", llm_factory=judge.factory, warm_up=False, budget_usd_per_user=cost * 1.5) as srv,
+        srv.client(srv.key("acme", "alice")) as alice,
+        srv.client(srv.key("acme", "bob")) as bob,
+    ):
         alice.post("/v1/turns", json=small_turn())
         first = alice.post("/v1/traces", json={"quote_id": quote(alice).json()["quote_id"]})
         assert first.status_code == 202, first.text
@@ -251,8 +279,10 @@ def test_a_user_usd_budget_refuses_with_429_naming_the_user_budget(tmp_path: Pat
         bob.post("/v1/turns", json=small_turn())  # per user: bob still has his
         assert bob.post("/v1/traces", json={"quote_id": quote(bob).json()["quote_id"]}).status_code == 202
         assert alice.get(first.headers["location"], params={"wait": "true"}).json()["status"] == "succeeded"
-    with ApiServer(tmp_path / "whole", llm_factory=judge.factory, warm_up=False,
-                   budget_usd_per_user=cost / 2) as srv, srv.client(srv.admin_key) as api:
+    with (
+        ApiServer(tmp_path / "whole", llm_factory=judge.factory, warm_up=False, budget_usd_per_user=cost / 2) as srv,
+        srv.client(srv.admin_key) as api,
+    ):
         api.post("/v1/turns", json=small_turn())
         body = problem(api.post("/v1/traces", json={"quote_id": quote(api).json()["quote_id"]}), 429)
         assert body["budget"] == "user_usd" and "more than the whole per-user budget" in body["detail"]
@@ -262,10 +292,12 @@ def test_a_user_usd_budget_refuses_with_429_naming_the_user_budget(tmp_path: Pat
 def test_a_tenant_usd_budget_refuses_another_user_of_the_same_tenant(tmp_path: Path) -> None:
     cost = small_quote_cost(tmp_path)
     judge = Judge(latency=0.3)
-    with ApiServer(tmp_path / "data", llm_factory=judge.factory, warm_up=False,
-                   budget_usd_per_tenant=cost * 1.5) as srv, \
-            srv.client(srv.key("acme", "alice")) as alice, srv.client(srv.key("acme", "bob")) as bob, \
-            srv.client(srv.key("globex", "gary")) as gary:
+    with (
+        ApiServer(tmp_path / "data", llm_factory=judge.factory, warm_up=False, budget_usd_per_tenant=cost * 1.5) as srv,
+        srv.client(srv.key("acme", "alice")) as alice,
+        srv.client(srv.key("acme", "bob")) as bob,
+        srv.client(srv.key("globex", "gary")) as gary,
+    ):
         for api in (alice, bob, gary):
             api.post("/v1/turns", json=small_turn())
         first = alice.post("/v1/traces", json={"quote_id": quote(alice).json()["quote_id"]})
@@ -281,14 +313,19 @@ def test_a_tenant_usd_budget_refuses_another_user_of_the_same_tenant(tmp_path: P
 
 def test_a_reservation_holds_the_quoted_price_then_settles_at_the_billed_price(tmp_path: Path) -> None:
     judge = Judge(latency=0.3)
-    with ApiServer(tmp_path, llm_factory=judge.factory, warm_up=False, budget_usd_per_user=10.0,
-                   budget_usd_per_tenant=20.0) as srv, srv.client(srv.key("acme", "alice")) as api:
+    with (
+        ApiServer(
+            tmp_path, llm_factory=judge.factory, warm_up=False, budget_usd_per_user=10.0, budget_usd_per_tenant=20.0
+        ) as srv,
+        srv.client(srv.key("acme", "alice")) as api,
+    ):
         api.post("/v1/turns", json=small_turn())
         q = quote(api).json()
         started = api.post("/v1/traces", json={"quote_id": q["quote_id"]})
         running = budget_state(srv.settings, "acme/alice")
         assert running.usd_spent == pytest.approx(q["cost_usd"]) and running.tenant_usd_spent == pytest.approx(
-            q["cost_usd"])
+            q["cost_usd"]
+        )
         assert running.usd_remaining == pytest.approx(10.0 - q["cost_usd"])
         assert api.get(started.headers["location"], params={"wait": "true"}).json()["status"] == "succeeded"
         settled = budget_state(srv.settings, "acme/alice")
@@ -305,8 +342,10 @@ def test_a_failed_trace_settles_what_was_billed(tmp_path: Path) -> None:
     def factory(model: str, api_base: str | None) -> ScriptedLLM:
         return ScriptedLLM(billed_failure, model=model)
 
-    with ApiServer(tmp_path, llm_factory=factory, warm_up=False, budget_usd_per_user=10.0) as srv, \
-            srv.client(srv.key("acme", "alice")) as api:
+    with (
+        ApiServer(tmp_path, llm_factory=factory, warm_up=False, budget_usd_per_user=10.0) as srv,
+        srv.client(srv.key("acme", "alice")) as api,
+    ):
         api.post("/v1/turns", json=small_turn())
         q = quote(api).json()
         started = api.post("/v1/traces", json={"quote_id": q["quote_id"]})
@@ -322,16 +361,20 @@ def test_a_failed_trace_settles_what_was_billed(tmp_path: Path) -> None:
 def test_a_restart_remembers_usd_spend(tmp_path: Path) -> None:
     data = tmp_path / "data"
     judge = Judge()
-    with ApiServer(data, llm_factory=judge.factory, warm_up=False, budget_usd_per_user=10.0) as srv, \
-            srv.client(srv.admin_key) as api:
+    with (
+        ApiServer(data, llm_factory=judge.factory, warm_up=False, budget_usd_per_user=10.0) as srv,
+        srv.client(srv.admin_key) as api,
+    ):
         api.post("/v1/turns", json=small_turn())
         q = quote(api).json()
         started = api.post("/v1/traces", json={"quote_id": q["quote_id"]})
         assert api.get(started.headers["location"], params={"wait": "true"}).json()["status"] == "succeeded"
     billed = judge.billed_usd(FAKE_PRICE)
     cap = q["cost_usd"] + billed / 2  # a fresh window would fit the next quote; the remembered spend does not
-    with ApiServer(data, llm_factory=judge.factory, warm_up=False, budget_usd_per_user=cap) as srv, \
-            srv.client(srv.admin_key) as api:
+    with (
+        ApiServer(data, llm_factory=judge.factory, warm_up=False, budget_usd_per_user=cap) as srv,
+        srv.client(srv.admin_key) as api,
+    ):
         state = budget_state(srv.settings, f"{srv.settings.admin_tenant}/{srv.settings.admin_user}")
         assert state.usd_spent == pytest.approx(billed, rel=1e-9)
         body = problem(api.post("/v1/traces", json={"quote_id": quote(api).json()["quote_id"]}), 429)
@@ -342,15 +385,18 @@ def test_a_restart_remembers_usd_spend(tmp_path: Path) -> None:
 
 
 class MakeLimiter(Protocol):
-    def __call__(self, clock: Callable[[], float], *, user_usd: float | None = ...,
-                 tenant_usd: float | None = ...) -> Limiter: ...
+    def __call__(
+        self, clock: Callable[[], float], *, user_usd: float | None = ..., tenant_usd: float | None = ...
+    ) -> Limiter: ...
 
 
 @pytest.fixture(params=["memory", "redis", "sqlite", "postgres"])
 async def make(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MakeLimiter]:
     if request.param == "memory":
-        def memory(clock: Callable[[], float], *, user_usd: float | None = None,
-                   tenant_usd: float | None = None) -> Limiter:
+
+        def memory(
+            clock: Callable[[], float], *, user_usd: float | None = None, tenant_usd: float | None = None
+        ) -> Limiter:
             return InProcessLimiter(100, 60, clock=clock, max_usd_per_user=user_usd, max_usd_per_tenant=tenant_usd)
 
         yield memory
@@ -359,10 +405,12 @@ async def make(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[
         client = Redis.from_url(request.getfixturevalue("redis_url"))
         prefix = f"test-{secrets.token_hex(4)}"
 
-        def redis(clock: Callable[[], float], *, user_usd: float | None = None,
-                  tenant_usd: float | None = None) -> Limiter:
-            return RedisLimiter(client, 100, 60, prefix=prefix, clock=clock, max_usd_per_user=user_usd,
-                                max_usd_per_tenant=tenant_usd)
+        def redis(
+            clock: Callable[[], float], *, user_usd: float | None = None, tenant_usd: float | None = None
+        ) -> Limiter:
+            return RedisLimiter(
+                client, 100, 60, prefix=prefix, clock=clock, max_usd_per_user=user_usd, max_usd_per_tenant=tenant_usd
+            )
 
         try:
             yield redis
@@ -372,13 +420,17 @@ async def make(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[
                 await client.delete(*keys)
             await client.aclose()
         return
-    url = (f"sqlite+aiosqlite:///{tmp_path / 'budget.db'}" if request.param == "sqlite"
-           else await asyncio.to_thread(create_database, request.getfixturevalue("postgres_url")))
+    url = (
+        f"sqlite+aiosqlite:///{tmp_path / 'budget.db'}"
+        if request.param == "sqlite"
+        else await asyncio.to_thread(create_database, request.getfixturevalue("postgres_url"))
+    )
     db = Database(url)
     await db.migrate()
 
-    def database(clock: Callable[[], float], *, user_usd: float | None = None,
-                 tenant_usd: float | None = None) -> Limiter:
+    def database(
+        clock: Callable[[], float], *, user_usd: float | None = None, tenant_usd: float | None = None
+    ) -> Limiter:
         return DatabaseLimiter(db, 100, 60, clock=clock, max_usd_per_user=user_usd, max_usd_per_tenant=tenant_usd)
 
     try:
@@ -449,7 +501,7 @@ async def test_settling_without_a_billed_cost_keeps_the_reserved_price(make: Mak
 # --------------------------------------------------------------------------- hosts in model names
 
 
-PROBE = textwrap.dedent('''
+PROBE = textwrap.dedent("""
     import json, sys
     sys.path.insert(0, "TESTS")
     from pathlib import Path
@@ -473,7 +525,7 @@ PROBE = textwrap.dedent('''
                 out["trace"] = api.get(started.headers["location"], params={"wait": "true"}).json()["status"]
         out["provider_models"] = sorted({body["model"] for body in provider.requests})
     print(json.dumps(out))
-''')
+""")
 
 
 def test_a_model_naming_a_host_is_refused_and_nothing_leaves_the_machine(tmp_path: Path) -> None:
@@ -482,12 +534,28 @@ def test_a_model_naming_a_host_is_refused_and_nothing_leaves_the_machine(tmp_pat
     (guard_dir / "sitecustomize.py").write_text(GUARD, encoding="utf-8")
     log = tmp_path / "attempts.jsonl"
     log.write_text("", encoding="utf-8")
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("TIKTOKEN_", "HF_", "OPENAI_", "ANTHROPIC_", "HUGGINGFACE_", "PROVENANCE_"))}
-    env.update({"NETGUARD_LOG": str(log), "NO_PROXY": "*", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-                "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join([str(guard_dir), str(ROOT), str(ROOT / "tests")])})
-    done = subprocess.run([sys.executable, "-c", PROBE.replace("TESTS", str(ROOT / "tests")), str(tmp_path / "data")],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("TIKTOKEN_", "HF_", "OPENAI_", "ANTHROPIC_", "HUGGINGFACE_", "PROVENANCE_"))
+    }
+    env.update(
+        {
+            "NETGUARD_LOG": str(log),
+            "NO_PROXY": "*",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "HF_HUB_OFFLINE": "1",
+            "PYTHONPATH": os.pathsep.join([str(guard_dir), str(ROOT), str(ROOT / "tests")]),
+        }
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.replace("TESTS", str(ROOT / "tests")), str(tmp_path / "data")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
 

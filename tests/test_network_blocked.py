@@ -92,7 +92,7 @@ GUARD = textwrap.dedent('''
     socket.getaddrinfo, socket.create_connection = getaddrinfo, create_connection
 ''')
 
-PROBE = textwrap.dedent('''
+PROBE = textwrap.dedent("""
     import asyncio, json, os, socket, sys, time
 
     # the guard is live before anything else runs: prove it, then forget the control attempt
@@ -136,7 +136,7 @@ PROBE = textwrap.dedent('''
         "cost_map_env": os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP"),
         "litellm_loaded": "litellm" in sys.modules,
     }))
-''')
+""")
 
 
 def test_nothing_reaches_the_network(tmp_path: Path) -> None:
@@ -146,15 +146,21 @@ def test_nothing_reaches_the_network(tmp_path: Path) -> None:
     log = tmp_path / "attempts.jsonl"
     log.write_text("", encoding="utf-8")
 
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("LITELLM_", "TIKTOKEN_", "HF_", "OPENAI_", "ANTHROPIC_"))}
-    env.update({
-        "NETGUARD_LOG": str(log),
-        "PYTHONPATH": os.pathsep.join([str(guard_dir), str(ROOT), str(ROOT / "tests")]),
-        "NO_PROXY": "*",
-    })
-    done = subprocess.run([sys.executable, "-c", PROBE], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=120)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("LITELLM_", "TIKTOKEN_", "HF_", "OPENAI_", "ANTHROPIC_"))
+    }
+    env.update(
+        {
+            "NETGUARD_LOG": str(log),
+            "PYTHONPATH": os.pathsep.join([str(guard_dir), str(ROOT), str(ROOT / "tests")]),
+            "NO_PROXY": "*",
+        }
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
 

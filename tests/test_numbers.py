@@ -10,24 +10,27 @@ from hypothesis import strategies as st
 from estimator.numbers import fold, literal
 
 
-@pytest.mark.parametrize(("text", "folded"), [
-    ("$1,234.50", "1234.50 usd"),
-    ("1234.50 USD", "1234.50 usd"),
-    ("USD 1,234.50", "1234.50 usd"),
-    ("$350.00", "350 usd"),
-    ("€12", "12 eur"),
-    ("£1,000", "1000 gbp"),
-    ("12,000 seats", "12000 seats"),
-    ("Drop  the\nparcel", "drop the parcel"),
-    ("a\tb\r\nc", "a b c"),
-    # left alone
-    ("1234.50", "1234.50"),
-    ("2024-05-19", "2024-05-19"),
-    ("[100, 200]", "[100, 200]"),
-    ("v1.2.3", "v1.2.3"),
-    ("the $ sign", "the $ sign"),
-    ("1,23", "1,23"),
-])
+@pytest.mark.parametrize(
+    ("text", "folded"),
+    [
+        ("$1,234.50", "1234.50 usd"),
+        ("1234.50 USD", "1234.50 usd"),
+        ("USD 1,234.50", "1234.50 usd"),
+        ("$350.00", "350 usd"),
+        ("€12", "12 eur"),
+        ("£1,000", "1000 gbp"),
+        ("12,000 seats", "12000 seats"),
+        ("Drop  the\nparcel", "drop the parcel"),
+        ("a\tb\r\nc", "a b c"),
+        # left alone
+        ("1234.50", "1234.50"),
+        ("2024-05-19", "2024-05-19"),
+        ("[100, 200]", "[100, 200]"),
+        ("v1.2.3", "v1.2.3"),
+        ("the $ sign", "the $ sign"),
+        ("1,23", "1,23"),
+    ],
+)
 def test_fold_table(text: str, folded: str) -> None:
     assert fold(text).text == folded
 
@@ -64,8 +67,12 @@ def test_literal_reading_is_the_identity() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(["a", "B", " ", "  ", "\n", "$", "1", ",", "234", ".", "50", " USD", "usd",
-                                 "€", "İ", "\t"]), max_size=40).map("".join))
+@given(
+    st.lists(
+        st.sampled_from(["a", "B", " ", "  ", "\n", "$", "1", ",", "234", ".", "50", " USD", "usd", "€", "İ", "\t"]),
+        max_size=40,
+    ).map("".join)
+)
 def test_fold_spaces_lowers_and_maps_the_whole_text(text: str) -> None:
     f = fold(text)
     assert "  " not in f.text and "\n" not in f.text and "\t" not in f.text

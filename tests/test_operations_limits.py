@@ -102,8 +102,12 @@ class _Stores:
         self.redis_url = request.getfixturevalue("redis_url") if backend == "redis" else ""
 
     def server(self, tmp_path: Path, base_url: str, shared: bool) -> ApiServer:
-        settings: dict[str, Any] = {"judge_api_base": base_url, "judge_api_key": PROVIDER_KEY, "warm_up": False,
-                                    "judgement_cache_shared": shared}
+        settings: dict[str, Any] = {
+            "judge_api_base": base_url,
+            "judge_api_key": PROVIDER_KEY,
+            "warm_up": False,
+            "judgement_cache_shared": shared,
+        }
         if self.backend == "sqlite":  # the service's own wiring: the SQLite file in the data directory
             return ApiServer(tmp_path, **settings)
         # the service's wiring of the judge, on a Redis store (the embedded service runs the traces)
@@ -150,10 +154,12 @@ def test_another_tenants_identical_trace_makes_its_own_model_calls_and_is_not_ca
     """The finding: the judgement cache was shared across tenants, so tenant B's trace of content tenant A
     had traced came back `cached` at $0 — telling B what A traced."""
     judge = KeyedJudge()
-    with FakeOpenAI(lambda req: FakeReply(text=judge.openai(req)), api_key=PROVIDER_KEY) as provider, \
-            stores.server(tmp_path, provider.base_url, shared=False) as srv, \
-            srv.client(srv.key("acme", "alice"), timeout=60) as alice, \
-            srv.client(srv.key("globex", "bob"), timeout=60) as bob:
+    with (
+        FakeOpenAI(lambda req: FakeReply(text=judge.openai(req)), api_key=PROVIDER_KEY) as provider,
+        stores.server(tmp_path, provider.base_url, shared=False) as srv,
+        srv.client(srv.key("acme", "alice"), timeout=60) as alice,
+        srv.client(srv.key("globex", "bob"), timeout=60) as bob,
+    ):
         first = traced(alice)
         answered_for_a = provider.answered
         second = traced(bob)
@@ -173,9 +179,11 @@ def test_deleting_a_turn_forgets_its_cached_judgements(tmp_path: Path, request: 
     own wiring of the store, the SQLite file; both stores' purge of a scope is tested below.)"""
     stores = _Stores("sqlite", request)
     judge = KeyedJudge()
-    with FakeOpenAI(lambda req: FakeReply(text=judge.openai(req)), api_key=PROVIDER_KEY) as provider, \
-            stores.server(tmp_path, provider.base_url, shared=False) as srv, \
-            srv.client(srv.key("acme", "alice"), timeout=60) as alice:
+    with (
+        FakeOpenAI(lambda req: FakeReply(text=judge.openai(req)), api_key=PROVIDER_KEY) as provider,
+        stores.server(tmp_path, provider.base_url, shared=False) as srv,
+        srv.client(srv.key("acme", "alice"), timeout=60) as alice,
+    ):
         first = traced(alice)
         answered = provider.answered
         assert stores.entries(tmp_path) == {turn_scope("acme", "t-small-1")}
@@ -191,10 +199,12 @@ def test_with_sharing_turned_on_another_tenants_identical_trace_is_answered_from
     tmp_path: Path, stores: _Stores
 ) -> None:
     judge = KeyedJudge()
-    with FakeOpenAI(lambda req: FakeReply(text=judge.openai(req)), api_key=PROVIDER_KEY) as provider, \
-            stores.server(tmp_path, provider.base_url, shared=True) as srv, \
-            srv.client(srv.key("acme", "alice"), timeout=60) as alice, \
-            srv.client(srv.key("globex", "bob"), timeout=60) as bob:
+    with (
+        FakeOpenAI(lambda req: FakeReply(text=judge.openai(req)), api_key=PROVIDER_KEY) as provider,
+        stores.server(tmp_path, provider.base_url, shared=True) as srv,
+        srv.client(srv.key("acme", "alice"), timeout=60) as alice,
+        srv.client(srv.key("globex", "bob"), timeout=60) as bob,
+    ):
         first = traced(alice)
         answered = provider.answered
         second = traced(bob)
@@ -231,8 +241,11 @@ async def test_a_tenants_cached_judgements_can_be_purged_without_touching_anothe
 def free_tier_requests(turn_id: str, source_id: str) -> dict[str, tuple[str, str, dict[str, Any] | None]]:
     return {
         "segments": ("GET", f"/v1/turns/{turn_id}/segments", None),
-        "client segments": ("POST", f"/v1/turns/{turn_id}/segments",
-                            {"segments": [{"id": "s1", "text": "Order A-1 shipped."}]}),
+        "client segments": (
+            "POST",
+            f"/v1/turns/{turn_id}/segments",
+            {"segments": [{"id": "s1", "text": "Order A-1 shipped."}]},
+        ),
         "sources": ("GET", f"/v1/turns/{turn_id}/sources", None),
         "search": ("GET", "/v1/turns?q=order", None),
         "gating report": ("GET", "/v1/reports/gating", None),
@@ -249,8 +262,13 @@ def test_each_free_tier_endpoint_is_rate_limited_per_caller_with_retry_after_and
     """The finding: the endpoints that call no model (segments, sources, search, the gating report, verify,
     the viewer's reads) had no rate limit, and each costs CPU; a caller could hammer them."""
     limit = 3
-    with ApiServer(tmp_path, llm_factory=scripted_factory(), warm_up=False, free_tier_rate_max_requests=limit,
-                   free_tier_rate_window_seconds=600) as srv:
+    with ApiServer(
+        tmp_path,
+        llm_factory=scripted_factory(),
+        warm_up=False,
+        free_tier_rate_max_requests=limit,
+        free_tier_rate_window_seconds=600,
+    ) as srv:
         with srv.client(srv.key("acme", "owner")) as owner:
             assert owner.post("/v1/turns", json=small_turn()).status_code == 201
             layers = owner.get("/v1/turns/t-small-1/sources").json()["layers"]
@@ -325,9 +343,17 @@ def test_a_service_with_redis_answers_429_once_the_callers_requests_in_redis_fil
     prefix = f"test-{secrets.token_hex(4)}"
     sync = SyncRedis.from_url(redis_url)
     try:
-        with ApiServer(tmp_path, llm_factory=scripted_factory(), warm_up=False, redis_url=redis_url,
-                       redis_prefix=prefix, free_tier_rate_max_requests=2) as srv, \
-                srv.client(srv.key("acme", "alice")) as api:
+        with (
+            ApiServer(
+                tmp_path,
+                llm_factory=scripted_factory(),
+                warm_up=False,
+                redis_url=redis_url,
+                redis_prefix=prefix,
+                free_tier_rate_max_requests=2,
+            ) as srv,
+            srv.client(srv.key("acme", "alice")) as api,
+        ):
             assert api.post("/v1/turns", json=small_turn()).status_code == 201
             # another process of the service already served this caller once in the window
             seconds, _ = cast(tuple[int, int], sync.time())
@@ -381,12 +407,18 @@ def test_a_failed_scorer_reaches_the_tenant_without_the_scoring_servers_address(
     into the trace reason a tenant reads."""
     port = dead_port() if where == "dead port" else request.getfixturevalue("naming_server")
     base = f"http://127.0.0.1:{port}/v1"
-    with ApiServer(tmp_path, llm_factory=scripted_factory(), warm_up=False, scorer_api_base=base,
-                   judge_api_key="sk-operator-scorer-secret") as srv, \
-            srv.client(srv.key("acme", "alice"), timeout=120) as alice:
+    with (
+        ApiServer(
+            tmp_path,
+            llm_factory=scripted_factory(),
+            warm_up=False,
+            scorer_api_base=base,
+            judge_api_key="sk-operator-scorer-secret",
+        ) as srv,
+        srv.client(srv.key("acme", "alice"), timeout=120) as alice,
+    ):
         assert alice.post("/v1/turns", json=small_turn()).status_code == 201
-        quote = alice.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": SMALL_CLAIM,
-                                               "estimator": "logprob"})
+        quote = alice.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": SMALL_CLAIM, "estimator": "logprob"})
         assert quote.status_code == 201, quote.text
         started = alice.post("/v1/traces", json={"quote_id": quote.json()["quote_id"]})
         assert started.status_code == 202, started.text
@@ -439,8 +471,7 @@ def test_after_a_sigkill_mid_trace_the_restarted_service_still_counts_the_billed
         server = ServerProcess(data, env=env).start()
         try:
             key = make_key(data, "acme", "alice")
-            with httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {key}"},
-                              timeout=60) as api:
+            with httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {key}"}, timeout=60) as api:
                 assert api.post("/v1/turns", json=small_turn()).status_code == 201
                 quote = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": SMALL_CLAIM}).json()
                 started = api.post("/v1/traces", json={"quote_id": quote["quote_id"]})
@@ -459,12 +490,14 @@ def test_after_a_sigkill_mid_trace_the_restarted_service_still_counts_the_billed
         finally:
             server.stop()
     # restarted with the provider gone: the trace started below fails fast instead of waiting on it
-    gone = {"PROVENANCE_WARM_UP": "false", "OPENAI_API_KEY": PROVIDER_KEY,
-            "OPENAI_API_BASE": f"http://127.0.0.1:{dead_port()}/v1"}
+    gone = {
+        "PROVENANCE_WARM_UP": "false",
+        "OPENAI_API_KEY": PROVIDER_KEY,
+        "OPENAI_API_BASE": f"http://127.0.0.1:{dead_port()}/v1",
+    }
     restarted = ServerProcess(data, env=gone).start()
     try:
-        with httpx.Client(base_url=restarted.base_url, headers={"Authorization": f"Bearer {key}"},
-                          timeout=60) as api:
+        with httpx.Client(base_url=restarted.base_url, headers={"Authorization": f"Bearer {key}"}, timeout=60) as api:
             job = api.get(location).json()
             assert job["status"] == "interrupted" and job["result"] is None
             assert job["calls"]["billed"] == 2 and job["calls"]["made"] >= 2

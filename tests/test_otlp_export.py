@@ -150,9 +150,13 @@ def run_trace(api: httpx.Client, sentence: str = SMALL_CLAIM) -> dict[str, Any]:
 @contextmanager
 def service(tmp_path: Path, **settings: Any) -> Iterator[httpx.Client]:
     judge = KeyedJudge()
-    with FakeOpenAI(judge.openai, api_key=JUDGE_KEY) as provider, ApiServer(
-        tmp_path / "data", judge_api_base=provider.base_url, judge_api_key=JUDGE_KEY, warm_up=False, **settings
-    ) as srv, srv.client(srv.admin_key, timeout=120) as api:
+    with (
+        FakeOpenAI(judge.openai, api_key=JUDGE_KEY) as provider,
+        ApiServer(
+            tmp_path / "data", judge_api_base=provider.base_url, judge_api_key=JUDGE_KEY, warm_up=False, **settings
+        ) as srv,
+        srv.client(srv.admin_key, timeout=120) as api,
+    ):
         assert api.post("/v1/turns", json=small_turn()).status_code == 201
         yield api
 
@@ -174,8 +178,9 @@ def test_each_trace_exports_its_span_and_one_child_per_model_call(tmp_path: Path
         assert all(r.headers["content-type"] == "application/x-protobuf" for r in receiver.exports)
         spans = receiver.spans()
         assert {(res["service.name"], scope) for res, scope, _ in spans} == {("provenance-service", "provenance_api")}
-        roots = {attributes(s.attributes)["provenance.trace.id"]: s
-                 for _, _, s in spans if s.name == "provenance.trace"}
+        roots = {
+            attributes(s.attributes)["provenance.trace.id"]: s for _, _, s in spans if s.name == "provenance.trace"
+        }
         assert set(roots) == {first["trace_id"], second["trace_id"]}
 
         for done in (first, second):
@@ -195,14 +200,21 @@ def test_each_trace_exports_its_span_and_one_child_per_model_call(tmp_path: Path
             # were billed at the operator's price
             answered = [c for c in listed["calls"] if c["outcome"] == "answered"]
             price = TEST_PRICES["openai/fake-judge"]
-            billed = sum(c["input_tokens"] * price["input_per_mtok"] + c["output_tokens"] * price["output_per_mtok"]
-                         for c in answered) / 1e6
+            billed = (
+                sum(
+                    c["input_tokens"] * price["input_per_mtok"] + c["output_tokens"] * price["output_per_mtok"]
+                    for c in answered
+                )
+                / 1e6
+            )
             stated = result["cost_usd"] if result["cost_usd"] is not None else billed
             assert top["provenance.cost_usd"] == pytest.approx(stated, rel=1e-9, abs=1e-12)
             assert (billed > 0) == (done["calls"]["billed"] > 0)
 
-            children = sorted((s for _, _, s in spans if s.parent_span_id == root.span_id),
-                              key=lambda s: attributes(s.attributes)["provenance.call.index"])
+            children = sorted(
+                (s for _, _, s in spans if s.parent_span_id == root.span_id),
+                key=lambda s: attributes(s.attributes)["provenance.call.index"],
+            )
             assert listed["total"] == listed["kept"] == len(children) > 0
             for span, call in zip(children, listed["calls"], strict=True):
                 got = attributes(span.attributes)
@@ -220,17 +232,24 @@ def test_each_trace_exports_its_span_and_one_child_per_model_call(tmp_path: Path
                 assert got.get("provenance.call.parsed") == call["parsed"]
                 assert span.start_time_unix_nano == ns(call["started_at"])
                 assert span.end_time_unix_nano - span.start_time_unix_nano == pytest.approx(
-                    call["seconds"] * 1e9, abs=1_000)
+                    call["seconds"] * 1e9, abs=1_000
+                )
                 assert root.start_time_unix_nano <= span.start_time_unix_nano
                 assert span.end_time_unix_nano <= root.end_time_unix_nano
             assert sum(c["input_tokens"] for c in answered) == result["usage"]["input_tokens"]
             assert sum(c["output_tokens"] for c in answered) == result["usage"]["output_tokens"]
 
         # the first trace sent its calls; the second was answered from the cache, and its spans say so
-        first_outcomes = {attributes(s.attributes)["provenance.call.outcome"]
-                          for _, _, s in spans if s.parent_span_id == roots[first["trace_id"]].span_id}
-        second_outcomes = {attributes(s.attributes)["provenance.call.outcome"]
-                           for _, _, s in spans if s.parent_span_id == roots[second["trace_id"]].span_id}
+        first_outcomes = {
+            attributes(s.attributes)["provenance.call.outcome"]
+            for _, _, s in spans
+            if s.parent_span_id == roots[first["trace_id"]].span_id
+        }
+        second_outcomes = {
+            attributes(s.attributes)["provenance.call.outcome"]
+            for _, _, s in spans
+            if s.parent_span_id == roots[second["trace_id"]].span_id
+        }
         assert first_outcomes == {"answered"} and "cached" in second_outcomes
         assert second["calls"]["cached"] > 0
 
@@ -281,11 +300,20 @@ def test_with_no_endpoint_nothing_is_sent_and_the_exporter_is_never_imported() -
     with otlp_receiver() as receiver:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PROVENANCE_OTLP")}
         # OpenTelemetry's own variables do not turn the export on: only PROVENANCE_OTLP_ENDPOINT does
-        env |= {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.base_url,
-                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": receiver.base_url + "/v1/traces",
-                "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), str(REPO)])}
-        run = subprocess.run([sys.executable, "-c", UNCONFIGURED], cwd=REPO, env=env, capture_output=True,
-                             text=True, timeout=150, check=False)
+        env |= {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.base_url,
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": receiver.base_url + "/v1/traces",
+            "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), str(REPO)]),
+        }
+        run = subprocess.run(
+            [sys.executable, "-c", UNCONFIGURED],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=150,
+            check=False,
+        )
         assert run.returncode == 0, run.stderr[-3000:]
         report = json.loads(run.stdout.strip().splitlines()[-1])
         assert report["status"] == "succeeded" and report["made"] > 0

@@ -24,8 +24,12 @@ def test_override_returns_validated_copy_and_leaves_default_alone() -> None:
 
 @pytest.mark.parametrize(
     ("changes", "field"),
-    [({"tau": -1}, "tau"), ({"max_calls": 0}, "max_calls"), ({"nonsense": 1}, "nonsense"),
-     ({"quote_min_fraction": 1.5}, "quote_min_fraction")],
+    [
+        ({"tau": -1}, "tau"),
+        ({"max_calls": 0}, "max_calls"),
+        ({"nonsense": 1}, "nonsense"),
+        ({"quote_min_fraction": 1.5}, "quote_min_fraction"),
+    ],
 )
 def test_bad_override_is_rejected_naming_the_field(changes: dict[str, object], field: str) -> None:
     with pytest.raises(ValidationError) as info:

@@ -21,8 +21,7 @@ TURN = StoredTurn.model_validate_json((FIXTURES / "eo_worldview_turn.json").read
 CORPUS = build_corpus(TURN)
 QUERY = TURN.effective_query()
 TARGET = "s4"  # the permalink tool's return, which carries the padded box
-CLAIM = ("In practice, I would start with an Alabama bounding box: "
-         "west −88.6, south 30.1, east −84.9, north 35.1.")
+CLAIM = "In practice, I would start with an Alabama bounding box: west −88.6, south 30.1, east −84.9, north 35.1."
 ANSWER_PARTS = ("I searched the Worldview layer catalogue", "Open the link.", "Non-authoritative note")
 WITH_CLAIM = "Use the box west -88.6, south 30.1, east -84.9, north 35.1 for Alabama."
 HALF_CLAIM = "Start around west -88.6 and south 30.1."  # 2 of the 4 anchors: coverage exactly θ
@@ -44,8 +43,9 @@ def sides(full: list[str], without: list[str]) -> Callable[[LLMRequest], str]:
     return script
 
 
-async def probe(llm: ScriptedLLM, *, claim: str = CLAIM, corpus: Corpus = CORPUS,
-                params: Params = DEFAULT_PARAMS) -> ProbeResult:
+async def probe(
+    llm: ScriptedLLM, *, claim: str = CLAIM, corpus: Corpus = CORPUS, params: Params = DEFAULT_PARAMS
+) -> ProbeResult:
     return await probe_source(llm, claim, QUERY, corpus, TARGET, params=params, tokenizer=None)
 
 
@@ -67,7 +67,11 @@ async def test_not_required_when_the_claim_survives_without_the_source() -> None
 async def test_a_mixed_result_without_the_source_is_inconclusive() -> None:
     result = await probe(ScriptedLLM(sides([WITH_CLAIM], [WITH_CLAIM, WITHOUT_CLAIM, WITHOUT_CLAIM])))
     assert (result.verdict, result.note, result.baseline, result.without) == (
-        "inconclusive", "mixed result without the source", 3, 1)
+        "inconclusive",
+        "mixed result without the source",
+        3,
+        1,
+    )
 
 
 async def test_an_unstable_baseline_is_inconclusive_and_reports_b_over_k() -> None:
@@ -96,11 +100,18 @@ async def test_too_few_anchors_bails_out_before_any_call() -> None:
 
 
 def _shared_anchor_corpus() -> Corpus:
-    calls = [{"name": f"lookup_{i}", "arguments": {"n": i},
-              "response": f"Record {i}: QX_7731 since 2024-02-29."} for i in range(6)]
-    turn = StoredTurn.model_validate({"turn_id": "shared", "response": "QX_7731 since 2024-02-29.",
-                                      "query": "When did QX_7731 start?",
-                                      "response_payload": {"tool_calls": calls}})
+    calls = [
+        {"name": f"lookup_{i}", "arguments": {"n": i}, "response": f"Record {i}: QX_7731 since 2024-02-29."}
+        for i in range(6)
+    ]
+    turn = StoredTurn.model_validate(
+        {
+            "turn_id": "shared",
+            "response": "QX_7731 since 2024-02-29.",
+            "query": "When did QX_7731 start?",
+            "response_payload": {"tool_calls": calls},
+        }
+    )
     return build_corpus(turn)
 
 
@@ -110,7 +121,10 @@ async def test_anchors_every_source_carries_are_not_distinctive() -> None:
     llm = ScriptedLLM(lambda r: "QX_7731 since 2024-02-29.")
     result = await probe_source(llm, "QX_7731 has run since 2024-02-29.", "q", corpus, "s0")
     assert (result.verdict, result.note, result.anchors) == (
-        "inconclusive", "claim carries only 0 distinctive anchor(s)", ())
+        "inconclusive",
+        "claim carries only 0 distinctive anchor(s)",
+        (),
+    )
     assert llm.calls == []
 
 
@@ -188,8 +202,9 @@ async def test_calls_run_concurrently_under_the_cap() -> None:
 
 
 async def test_usage_and_cost_are_summed_over_the_calls() -> None:
-    llm = ScriptedLLM(lambda r: LLMResponse(WITH_CLAIM if target_present(r) else WITHOUT_CLAIM,
-                                            Usage(100, 20, 0, 0.001)))
+    llm = ScriptedLLM(
+        lambda r: LLMResponse(WITH_CLAIM if target_present(r) else WITHOUT_CLAIM, Usage(100, 20, 0, 0.001))
+    )
     result = await probe(llm)
     assert (result.usage.input_tokens, result.usage.output_tokens) == (600, 120)
     assert result.usage.cost_usd == pytest.approx(0.006) and result.cost_usd == pytest.approx(0.006)

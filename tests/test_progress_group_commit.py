@@ -43,9 +43,16 @@ def test_calls_sent_together_share_one_write_of_the_job_row_and_each_is_stored_b
             return judge.scripted(request)
 
     database = tmp_path / "provenance.db"  # the service's SQLite file in its data directory
-    with ApiServer(tmp_path, llm_factory=lambda model, base: RowReadingJudge(database),
-                   params={"concurrency": 6}, warm_up=False, judgement_cache=False) as srv, \
-            srv.client(srv.admin_key) as client:
+    with (
+        ApiServer(
+            tmp_path,
+            llm_factory=lambda model, base: RowReadingJudge(database),
+            params={"concurrency": 6},
+            warm_up=False,
+            judgement_cache=False,
+        ) as srv,
+        srv.client(srv.admin_key) as client,
+    ):
         writes: list[str] = []
 
         def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:

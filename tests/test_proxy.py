@@ -110,8 +110,9 @@ def share_judge(without_s1: str) -> ScriptedLLM:
 @pytest.mark.parametrize(("margin", "confirmed"), [(0.5, False), (0.9, True)])
 async def test_the_stated_margin_decides_between_confirming_and_widening(margin: float, confirmed: bool) -> None:
     """The judge finds s1 grounds the claim (drop 2 ≥ τ) but carries a quarter of Γ; the proxy, all of it."""
-    result = await trace_proxy(planted_scorer(), share_judge("7"), CLAIM, QUERY, standard_corpus(),
-                               pp=ProxyParams(share_margin=margin))
+    result = await trace_proxy(
+        planted_scorer(), share_judge("7"), CLAIM, QUERY, standard_corpus(), pp=ProxyParams(share_margin=margin)
+    )
     assert result.confirmed is confirmed
     assert result.report is not None
     reasons = result.report.disagreements
@@ -192,15 +193,26 @@ def test_a_proxy_trace_needs_a_scorer() -> None:
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(n_tools=st.integers(0, 9), n_history=st.integers(0, 9), instructions=st.booleans(),
-       max_sources=st.integers(1, 12), seed=st.integers(0, 10_000), judge=st.sampled_from(["agree", "random"]))
-def test_the_gates_worst_case_covers_what_either_path_makes(n_tools: int, n_history: int, instructions: bool,
-                                                           max_sources: int, seed: int, judge: str) -> None:
+@given(
+    n_tools=st.integers(0, 9),
+    n_history=st.integers(0, 9),
+    instructions=st.booleans(),
+    max_sources=st.integers(1, 12),
+    seed=st.integers(0, 10_000),
+    judge=st.sampled_from(["agree", "random"]),
+)
+def test_the_gates_worst_case_covers_what_either_path_makes(
+    n_tools: int, n_history: int, instructions: bool, max_sources: int, seed: int, judge: str
+) -> None:
     if n_tools + n_history == 0 and not instructions:
         n_tools = 1
     params = DEFAULT_PARAMS.override({"max_sources": max_sources, "history_max_messages": 14})
-    corpus = make_corpus([f"return {i}" for i in range(n_tools)], system="rules" if instructions else None,
-                         history=tuple(f"message {i}" for i in range(n_history)), params=params)
+    corpus = make_corpus(
+        [f"return {i}" for i in range(n_tools)],
+        system="rules" if instructions else None,
+        history=tuple(f"message {i}" for i in range(n_history)),
+        params=params,
+    )
     carrier = corpus.units[seed % len(corpus.units)].id
     scorer = ScriptedScorer(lambda m, t: -70.0 + (30.0 if carrier in shown_ids(m) else 0.0))
 
@@ -217,8 +229,13 @@ def test_the_gates_worst_case_covers_what_either_path_makes(n_tools: int, n_hist
     assert result.calls.refused == 0
     if result.confirmed:
         assert result.calls.made <= confirm_calls(corpus=corpus)
-    quote = quote_proxy(corpus, CLAIM, proxy_capability(local_model=True, scorer_api_base=None),
-                        quote_cost(corpus, CLAIM, model="m", params=params), params=params).to_model()
+    quote = quote_proxy(
+        corpus,
+        CLAIM,
+        proxy_capability(local_model=True, scorer_api_base=None),
+        quote_cost(corpus, CLAIM, model="m", params=params),
+        params=params,
+    ).to_model()
     assert quote.worst_case_calls == planned >= quote.fallback_calls == plan_calls(corpus, params).total
     assert quote.local_passes == plan_calls(corpus, params).ablation >= result.calls.scored
 
@@ -229,8 +246,12 @@ async def test_the_plan_covers_a_fallback_that_cannot_reuse_the_confirmation() -
     full search tests and span-checks the most recent sources of both layers, not s0. The confirmation's
     s(1 − s0) and its span check of s0 (retried) come on top of what the full search spends."""
     params = DEFAULT_PARAMS.override({"max_sources": 3})
-    corpus = make_corpus(["return 0", "return 1", "return 2"], system=None,
-                         history=("message 0", "message 1", "message 2", "message 3"), params=params)
+    corpus = make_corpus(
+        ["return 0", "return 1", "return 2"],
+        system=None,
+        history=("message 0", "message 1", "message 2", "message 3"),
+        params=params,
+    )
     tools = {u.id for u in corpus.in_layer(Layer.TOOLS)}
     history = {u.id for u in corpus.in_layer(Layer.HISTORY)}
     oldest = min(corpus.in_layer(Layer.TOOLS), key=lambda u: u.ordinal).id
@@ -255,8 +276,9 @@ def test_the_quote_prices_both_sides() -> None:
             return (1e-6, 2e-6)
 
     judged = quote_cost(corpus, CLAIM, model="m", pricing=Flat(), query=QUERY)
-    q = quote_proxy(corpus, CLAIM, proxy_capability(local_model=True, scorer_api_base=None), judged, query=QUERY,
-                    pricing=Flat()).to_model()
+    q = quote_proxy(
+        corpus, CLAIM, proxy_capability(local_model=True, scorer_api_base=None), judged, query=QUERY, pricing=Flat()
+    ).to_model()
     assert q.confirm_calls == confirm_calls(corpus=corpus) < q.worst_case_calls == planned_calls("proxy", corpus)
     assert q.confirm_cost_usd is not None and q.worst_case_cost_usd is not None and judged.cost_usd is not None
     assert q.confirm_cost_usd < judged.cost_usd <= q.worst_case_cost_usd
@@ -308,7 +330,8 @@ def test_the_size_order_groups_layers_and_puts_the_largest_first() -> None:
     tools = [uid for uid in order if corpus.by_id(uid).layer == Layer.TOOLS]
     assert [corpus.by_id(uid).text.split()[0] for uid in tools] == ["y", "z", "x"]
     assert block_order(corpus, texts, ApproxTokenizer(), "ordinal") == tuple(
-        u.id for u in sorted(corpus.units, key=lambda u: u.ordinal))
+        u.id for u in sorted(corpus.units, key=lambda u: u.ordinal)
+    )
 
 
 def test_reuse_evaluates_fewer_prompt_tokens_than_no_reuse_on_the_plan() -> None:

@@ -30,14 +30,17 @@ def scorer() -> ScriptedScorer:
 
 
 def serve(tmp_path: Path, scorer: ScriptedScorer, judge: KeyedJudge, **settings: Any) -> ApiServer:
-    return ApiServer(tmp_path, llm_factory=scripted_factory(judge), scorer_factory=lambda model: scorer,
-                     warm_up=False, **settings)
+    return ApiServer(
+        tmp_path, llm_factory=scripted_factory(judge), scorer_factory=lambda model: scorer, warm_up=False, **settings
+    )
 
 
 @pytest.fixture
 def api(tmp_path: Path, scorer: ScriptedScorer) -> Iterator[httpx.Client]:
-    with serve(tmp_path, scorer, KeyedJudge(), scorer_api_base=SCORER_BASE) as srv, \
-            srv.client(srv.admin_key, timeout=60) as c:
+    with (
+        serve(tmp_path, scorer, KeyedJudge(), scorer_api_base=SCORER_BASE) as srv,
+        srv.client(srv.admin_key, timeout=60) as c,
+    ):
         assert c.post("/v1/turns", json=small_turn()).status_code == 201
         yield c
 
@@ -65,7 +68,8 @@ def test_a_proxy_quote_prices_both_sides_and_reserves_the_worst_case(api: httpx.
 
 
 def test_a_confirmed_proxy_trace_counts_hosted_calls_as_made_and_local_passes_as_scored(
-        api: httpx.Client, scorer: ScriptedScorer) -> None:
+    api: httpx.Client, scorer: ScriptedScorer
+) -> None:
     quote = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": SMALL_CLAIM, "estimator": "proxy"})
     done = trace(api, quote.json()["quote_id"])
     result = done["result"]
@@ -80,8 +84,10 @@ def test_a_confirmed_proxy_trace_counts_hosted_calls_as_made_and_local_passes_as
 
 def test_a_judge_that_disagrees_runs_the_full_search_through_the_api(tmp_path: Path, scorer: ScriptedScorer) -> None:
     """The judge is keyed on the instructions, the proxy on the tool return: they disagree."""
-    with serve(tmp_path, scorer, KeyedJudge("Always name the carrier"), scorer_api_base=SCORER_BASE) as srv, \
-            srv.client(srv.admin_key, timeout=60) as api:
+    with (
+        serve(tmp_path, scorer, KeyedJudge("Always name the carrier"), scorer_api_base=SCORER_BASE) as srv,
+        srv.client(srv.admin_key, timeout=60) as api,
+    ):
         assert api.post("/v1/turns", json=small_turn()).status_code == 201
         quote = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": SMALL_CLAIM, "estimator": "proxy"})
         done = trace(api, quote.json()["quote_id"])
@@ -91,14 +97,14 @@ def test_a_judge_that_disagrees_runs_the_full_search_through_the_api(tmp_path: P
     assert done["calls"]["made"] == result["calls"]["made"] <= done["calls"]["planned"]
 
 
-def test_without_a_scorer_a_proxy_quote_is_a_problem_naming_the_setting(tmp_path: Path,
-                                                                        scorer: ScriptedScorer) -> None:
+def test_without_a_scorer_a_proxy_quote_is_a_problem_naming_the_setting(tmp_path: Path, scorer: ScriptedScorer) -> None:
     with serve(tmp_path, scorer, KeyedJudge()) as srv, srv.client(srv.admin_key, timeout=60) as api:
         assert api.post("/v1/turns", json=small_turn()).status_code == 201
-        refused = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": SMALL_CLAIM,
-                                               "estimator": "proxy"})
-        inline = api.post("/v1/traces", json={"turn_id": "t-small-1", "sentence": SMALL_CLAIM, "estimator": "proxy",
-                                              "max_cost_usd": 1.0})
+        refused = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": SMALL_CLAIM, "estimator": "proxy"})
+        inline = api.post(
+            "/v1/traces",
+            json={"turn_id": "t-small-1", "sentence": SMALL_CLAIM, "estimator": "proxy", "max_cost_usd": 1.0},
+        )
     for response in (refused, inline):
         assert response.status_code == 422, response.text
         problem = response.json()

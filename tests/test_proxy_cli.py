@@ -26,15 +26,33 @@ NOTE = "Non-authoritative note: classification maps can change"
 
 
 def _judge(request: dict[str, Any]) -> str:
-    return "5" if request.get("max_tokens", 0) <= 8 else json.dumps(
-        {"verdict": "silent", "evidence_quote": "", "confidence": 0.5, "reason": "-"})
+    return (
+        "5"
+        if request.get("max_tokens", 0) <= 8
+        else json.dumps({"verdict": "silent", "evidence_quote": "", "confidence": 0.5, "reason": "-"})
+    )
 
 
 def test_a_proxy_trace_without_a_scorer_names_the_setting_and_spends_nothing(
-        capsys: pytest.CaptureFixture[str]) -> None:
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     with FakeOpenAI(_judge) as srv:
-        code = main(["trace", FIXTURE_A, NOTE, "--model", "openai/fake", "--api-base", srv.base_url, "--api-key",
-                     "test-key", "--estimator", "proxy", "--yes"])
+        code = main(
+            [
+                "trace",
+                FIXTURE_A,
+                NOTE,
+                "--model",
+                "openai/fake",
+                "--api-base",
+                srv.base_url,
+                "--api-key",
+                "test-key",
+                "--estimator",
+                "proxy",
+                "--yes",
+            ]
+        )
         sent = srv.requests
     _, err = capsys.readouterr()
     assert code == 2 and sent == []
@@ -89,11 +107,24 @@ class EchoScorer:
         values: list[float | None] = [-0.01 if t == "\n" else word for t in tokens]
         values[0] = None
         offsets = [sum(len(t) for t in tokens[:i]) for i in range(len(tokens))]
-        return {"object": "text_completion", "model": body["model"],
-                "choices": [{"index": 0, "text": prompt, "finish_reason": "length",
-                             "logprobs": {"tokens": tokens, "token_logprobs": values, "text_offset": offsets,
-                                          "top_logprobs": [None] * len(tokens)}}],
-                "usage": {"prompt_tokens": len(tokens), "completion_tokens": 0, "total_tokens": len(tokens)}}
+        return {
+            "object": "text_completion",
+            "model": body["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "text": prompt,
+                    "finish_reason": "length",
+                    "logprobs": {
+                        "tokens": tokens,
+                        "token_logprobs": values,
+                        "text_offset": offsets,
+                        "top_logprobs": [None] * len(tokens),
+                    },
+                }
+            ],
+            "usage": {"prompt_tokens": len(tokens), "completion_tokens": 0, "total_tokens": len(tokens)},
+        }
 
     def __enter__(self) -> EchoScorer:
         self.thread.start()
@@ -114,9 +145,28 @@ def _proxy_text(tmp_path: Path, judge_key: str, capsys: pytest.CaptureFixture[st
     turn = tmp_path / "turn.json"
     turn.write_text(json.dumps(small_turn()), encoding="utf-8")
     with FakeOpenAI(KeyedJudge(judge_key).openai) as judge, EchoScorer(SMALL_KEY) as scorer:
-        code = main(["trace", str(turn), SMALL_CLAIM, "--model", "openai/fake", "--api-base", judge.base_url,
-                     "--api-key", "test-key", "--estimator", "proxy", "--scorer-api-base", scorer.base_url,
-                     "--scorer-model", "qwen-proxy", "--yes", "--no-cache", "--no-log"])
+        code = main(
+            [
+                "trace",
+                str(turn),
+                SMALL_CLAIM,
+                "--model",
+                "openai/fake",
+                "--api-base",
+                judge.base_url,
+                "--api-key",
+                "test-key",
+                "--estimator",
+                "proxy",
+                "--scorer-api-base",
+                scorer.base_url,
+                "--scorer-model",
+                "qwen-proxy",
+                "--yes",
+                "--no-cache",
+                "--no-log",
+            ]
+        )
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "\x1b[" not in out  # piped: plain
@@ -130,12 +180,15 @@ def _block(out: str) -> str:
 
 def _footnote(out: str, key: str) -> bool:
     notes = out.split("What these mean", 1)[1]
-    return any(line.strip().startswith(GLOSSARY[key].label) and line.endswith(GLOSSARY[key].short)
-               for line in notes.splitlines())
+    return any(
+        line.strip().startswith(GLOSSARY[key].label) and line.endswith(GLOSSARY[key].short)
+        for line in notes.splitlines()
+    )
 
 
 def test_a_confirmed_proxy_trace_prints_its_block_and_explains_its_terms(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out, scorer = _proxy_text(tmp_path, SMALL_KEY, capsys)
     block = _block(out)
     assert out.index("Calls:") < out.index("Proxy-first trace") < out.index("What these mean")  # after the tree
@@ -157,7 +210,8 @@ def test_a_confirmed_proxy_trace_prints_its_block_and_explains_its_terms(
 
 
 def test_a_proxy_trace_the_judge_disagrees_with_prints_both_rankings_and_why(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out, scorer = _proxy_text(tmp_path, "Always name the carrier", capsys)
     block = _block(out)
     assert f"⚠ {FALLBACK_LINE}" in block and CONFIRMED_LINE not in block

@@ -60,8 +60,15 @@ async def test_prefix_reuse_evaluates_fewer_tokens_and_changes_no_score(local: A
     for reuse in (True, False):
         local.llama.reset()
         scorer = LlamaCppScorer(local, reuse_prefix=reuse)
-        scalar = OrderedLogprobScalar(scorer, CallLedger(planned=None, concurrency=1), SMALL_CLAIM, "Where is my "
-                                      "order A-1?", corpus, texts, order=order)
+        scalar = OrderedLogprobScalar(
+            scorer,
+            CallLedger(planned=None, concurrency=1),
+            SMALL_CLAIM,
+            "Where is my order A-1?",
+            corpus,
+            texts,
+            order=order,
+        )
         totals[reuse] = [(await scorer.score(scalar.sent(m), SMALL_CLAIM)).logprob_total for m in masks]
         evaluated[reuse] = (scorer.evaluated_tokens, scorer.scored_tokens)
     assert evaluated[True][1] == evaluated[False][1] == evaluated[False][0] > evaluated[True][0]
@@ -77,8 +84,14 @@ def knowing_judge() -> ScriptedLLM:
         if request.purpose == "judge":
             return "9" if SMALL_KEY in data else "2"
         if SMALL_KEY in data:
-            return json.dumps({"verdict": "supported", "evidence_quote": "shipped 2025-03-03 with carrier DHL",
-                               "confidence": 0.9, "reason": "-"})
+            return json.dumps(
+                {
+                    "verdict": "supported",
+                    "evidence_quote": "shipped 2025-03-03 with carrier DHL",
+                    "confidence": 0.9,
+                    "reason": "-",
+                }
+            )
         return json.dumps({"verdict": "silent", "evidence_quote": "", "confidence": 0.5, "reason": "-"})
 
     return ScriptedLLM(script)
@@ -109,19 +122,45 @@ def _hosted(request: dict[str, Any]) -> str:
     if request.get("max_tokens", 0) <= 8:
         return "9" if SMALL_KEY in data else "2"
     if SMALL_KEY in data:
-        return json.dumps({"verdict": "supported", "evidence_quote": "shipped 2025-03-03 with carrier DHL",
-                           "confidence": 0.9, "reason": "-"})
+        return json.dumps(
+            {
+                "verdict": "supported",
+                "evidence_quote": "shipped 2025-03-03 with carrier DHL",
+                "confidence": 0.9,
+                "reason": "-",
+            }
+        )
     return json.dumps({"verdict": "silent", "evidence_quote": "", "confidence": 0.5, "reason": "-"})
 
 
 def test_the_cli_ranks_on_the_local_model_and_confirms_with_the_hosted_judge(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     turn = tmp_path / "turn.json"
     turn.write_text(json.dumps(small_turn()), encoding="utf-8")
     with FakeOpenAI(_hosted) as srv:
-        code = main(["trace", str(turn), SMALL_CLAIM, "--model", "openai/fake", "--api-base", srv.base_url,
-                     "--api-key", "test-key", "--estimator", "proxy", "--local-model", model_path(small=True),
-                     "--n-ctx", "2048", "--yes", "--json", "--no-cache"])
+        code = main(
+            [
+                "trace",
+                str(turn),
+                SMALL_CLAIM,
+                "--model",
+                "openai/fake",
+                "--api-base",
+                srv.base_url,
+                "--api-key",
+                "test-key",
+                "--estimator",
+                "proxy",
+                "--local-model",
+                model_path(small=True),
+                "--n-ctx",
+                "2048",
+                "--yes",
+                "--json",
+                "--no-cache",
+            ]
+        )
         answered = srv.answered
     out, err = capsys.readouterr()
     assert code == 0, err

@@ -20,10 +20,14 @@ README = REPO / "README.md"
 FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
 FREE = {"gate", "quote", "import", "explain", "traces", "--version"}  # commands that never call a model
 PROGRAMS = {"provenance", ".venv/bin/provenance"}
-REPO_PATH = re.compile(r"(?<![\w/.-])(?:\./)?((?:fixtures|scripts|bench|docs|tests|estimator|provenance_api|prompts)"
-                       r"/[\w./-]*)")
-NORMALISE = ((re.compile(r"\btr_[0-9a-f]{20}\b"), "tr_…"),
-             (re.compile(r"\b\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?Z?\b"), "<date>"))
+REPO_PATH = re.compile(
+    r"(?<![\w/.-])(?:\./)?((?:fixtures|scripts|bench|docs|tests|estimator|provenance_api|prompts)"
+    r"/[\w./-]*)"
+)
+NORMALISE = (
+    (re.compile(r"\btr_[0-9a-f]{20}\b"), "tr_…"),
+    (re.compile(r"\b\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?Z?\b"), "<date>"),
+)
 
 
 @dataclass(frozen=True)
@@ -60,8 +64,9 @@ def _normalise(text: str) -> str:
 
 def matches(expected: list[str], actual: str) -> bool:
     """``actual`` is ``expected`` line for line, where a ``...`` line stands for any lines (none included)."""
-    pattern = "".join(r"(?:[^\n]*\n)*?" if line.strip() == "..." else re.escape(_normalise(line)) + r"\n"
-                      for line in expected)
+    pattern = "".join(
+        r"(?:[^\n]*\n)*?" if line.strip() == "..." else re.escape(_normalise(line)) + r"\n" for line in expected
+    )
     return re.fullmatch(pattern, _normalise(actual) + "\n") is not None
 
 
@@ -78,15 +83,18 @@ def test_the_readme_shows_checked_console_examples() -> None:
 
 
 def test_every_console_example_prints_what_the_readme_shows(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("PROVENANCE_DATA_DIR", str(tmp_path / "data"))
     failures: list[str] = []
     for example in console_examples(README.read_text(encoding="utf-8")):
         argv = shlex.split(example.command)
         assert argv[0] in PROGRAMS, f"README line {example.line}: {argv[0]!r} is not the provenance command"
-        assert argv[1] in FREE, (f"README line {example.line}: {argv[1]!r} may call a model; console examples "
-                                 f"are run, so show it in a bash block instead")
+        assert argv[1] in FREE, (
+            f"README line {example.line}: {argv[1]!r} may call a model; console examples "
+            f"are run, so show it in a bash block instead"
+        )
         capsys.readouterr()
         try:
             code = main(argv[1:])
@@ -94,8 +102,10 @@ def test_every_console_example_prints_what_the_readme_shows(
             code = int(done.code or 0)
         out = capsys.readouterr().out
         if code != 0 or not matches(example.expected, out):
-            failures.append(f"README line {example.line}: $ {example.command}\n--- exit {code}, printed:\n{out}"
-                            f"--- the README shows:\n" + "\n".join(example.expected))
+            failures.append(
+                f"README line {example.line}: $ {example.command}\n--- exit {code}, printed:\n{out}"
+                f"--- the README shows:\n" + "\n".join(example.expected)
+            )
     assert not failures, "\n\n".join(failures)
 
 
@@ -109,8 +119,11 @@ def test_every_repository_path_in_a_shell_example_exists() -> None:
                 continue
             code = line.removeprefix("$ ").split(" #", 1)[0]
             paths = set(REPO_PATH.findall(code)) | _path_arguments(code)
-            missing += [f"README line {start + 1 + offset}: {path}" for path in sorted(paths)
-                        if not (REPO / path.rstrip(".,;:")).exists()]
+            missing += [
+                f"README line {start + 1 + offset}: {path}"
+                for path in sorted(paths)
+                if not (REPO / path.rstrip(".,;:")).exists()
+            ]
     assert missing == []
 
 

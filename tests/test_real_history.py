@@ -36,119 +36,227 @@ class Turn:
 
 EXPECTED: dict[str, list[Turn]] = {
     "openai_chat/instructions_with_tool_calls.json": [
-        Turn("What is the temperature in Tokyo?", "The temperature in Tokyo is currently 20.0 degrees Celsius.",
-             ["get_temperature"], {"get_temperature": "20.0"}, ["You are a helpful assistant."]),
+        Turn(
+            "What is the temperature in Tokyo?",
+            "The temperature in Tokyo is currently 20.0 degrees Celsius.",
+            ["get_temperature"],
+            {"get_temperature": "20.0"},
+            ["You are a helpful assistant."],
+        ),
     ],
     "openai_chat/image_url_tool_response.json": [  # the "This is file bd38f5:" image message is the tool's
-        Turn("What food is in the image you can get from the get_image tool?", "The image shows a potato.",
-             ["get_image"], {"get_image": "See file bd38f5"}),
+        Turn(
+            "What food is in the image you can get from the get_image tool?",
+            "The image shows a potato.",
+            ["get_image"],
+            {"get_image": "See file bd38f5"},
+        ),
     ],
     "openai_chat/document_input_with_tool.json": [
-        Turn("What is the main content on this document? Use the get_upper_case tool to get the upper case of "
-             "the text.", 'The main content of the document is "DUMMY PDF FILE" in uppercase.',
-             ["get_upper_case"], {"get_upper_case": "DUMMY PDF FILE"}, attachments=1),
+        Turn(
+            "What is the main content on this document? Use the get_upper_case tool to get the upper case of the text.",
+            'The main content of the document is "DUMMY PDF FILE" in uppercase.',
+            ["get_upper_case"],
+            {"get_upper_case": "DUMMY PDF FILE"},
+            attachments=1,
+        ),
     ],
     "anthropic/parallel_tool_calls.json": [
-        Turn("Alice, Bob, Charlie and Daisy are a family. Who is the youngest?",
-             "Based on the retrieved information, we can see the family relationships",
-             ["retrieve_entity_info"] * 4, {"retrieve_entity_info": "daisy is bob's daughter"},
-             ["Use the `retrieve_entity_info` tool to get information about a specific person."]),
+        Turn(
+            "Alice, Bob, Charlie and Daisy are a family. Who is the youngest?",
+            "Based on the retrieved information, we can see the family relationships",
+            ["retrieve_entity_info"] * 4,
+            {"retrieve_entity_info": "daisy is bob's daughter"},
+            ["Use the `retrieve_entity_info` tool to get information about a specific person."],
+        ),
     ],
     "anthropic/tool_with_thinking.json": [  # the thinking block is not context; the text beside the call is
-        Turn("What is the largest city in the user country?",  # no reply (its call is not answered yet)
-             "Based on the information that you're from Mexico, the largest city", ["get_user_country"],
-             {"get_user_country": "Mexico"}),
+        Turn(
+            "What is the largest city in the user country?",  # no reply (its call is not answered yet)
+            "Based on the information that you're from Mexico, the largest city",
+            ["get_user_country"],
+            {"get_user_country": "Mexico"},
+        ),
     ],
     "anthropic/web_search_tool.json": [
-        Turn("What is the weather in San Francisco today?",
-             "Based on the search results, here's the weather information for San Francisco today",
-             ["web_search"], {"web_search": "San Francisco"}),
-        Turn("how about Mexico City?",
-             "Based on the search results, here's the weather information for Mexico City today",
-             ["web_search"], {"web_search": "Mexico"}, history={"user": 2, "assistant": 1, "tool": 1}),
+        Turn(
+            "What is the weather in San Francisco today?",
+            "Based on the search results, here's the weather information for San Francisco today",
+            ["web_search"],
+            {"web_search": "San Francisco"},
+        ),
+        Turn(
+            "how about Mexico City?",
+            "Based on the search results, here's the weather information for Mexico City today",
+            ["web_search"],
+            {"web_search": "Mexico"},
+            history={"user": 2, "assistant": 1, "tool": 1},
+        ),
     ],
     "openai_responses/thinking_with_tool_calls.json": [
-        Turn('Compose a 12-line poem where the first letters of the odd-numbered lines form the name "SAMIRA"',
-             "Softly old fountains illumine alleys", ["update_plan"], {"update_plan": "plan updated"},
-             ["You are a helpful assistant that uses planning."]),
+        Turn(
+            'Compose a 12-line poem where the first letters of the odd-numbered lines form the name "SAMIRA"',
+            "Softly old fountains illumine alleys",
+            ["update_plan"],
+            {"update_plan": "plan updated"},
+            ["You are a helpful assistant that uses planning."],
+        ),
     ],
     "openai_responses/mcp_server_tool.json": [  # the MCP call's output is null: kept, as the return null
-        Turn("Can you tell me more about the pydantic/pydantic-ai repo? Keep your answer short",
-             "Pydantic AI is a Python agent framework", ["deepwiki.ask_question"],
-             {"deepwiki.ask_question": "null"}, ["You are a helpful assistant."]),
-        Turn("What packages does the repo contain?", "The monorepo is organized into these main packages",
-             [], {}, ["You are a helpful assistant."], {"user": 2, "assistant": 1, "tool": 1}),
+        Turn(
+            "Can you tell me more about the pydantic/pydantic-ai repo? Keep your answer short",
+            "Pydantic AI is a Python agent framework",
+            ["deepwiki.ask_question"],
+            {"deepwiki.ask_question": "null"},
+            ["You are a helpful assistant."],
+        ),
+        Turn(
+            "What packages does the repo contain?",
+            "The monorepo is organized into these main packages",
+            [],
+            {},
+            ["You are a helpful assistant."],
+            {"user": 2, "assistant": 1, "tool": 1},
+        ),
     ],
     "openai_responses/web_search_tool.json": [  # web_search_call items carry the query, not the results
-        Turn("What is the weather in San Francisco today?", "Today (Tuesday, September 16, 2025) in San Francisco",
-             ["web_search"], {}, ["You are a helpful assistant."]),
-        Turn("how about Mexico City?", "Today (Tuesday, September 16, 2025) in Mexico City", ["web_search"], {},
-             ["You are a helpful assistant."], {"user": 2, "assistant": 1, "tool": 1}),
+        Turn(
+            "What is the weather in San Francisco today?",
+            "Today (Tuesday, September 16, 2025) in San Francisco",
+            ["web_search"],
+            {},
+            ["You are a helpful assistant."],
+        ),
+        Turn(
+            "how about Mexico City?",
+            "Today (Tuesday, September 16, 2025) in Mexico City",
+            ["web_search"],
+            {},
+            ["You are a helpful assistant."],
+            {"user": 2, "assistant": 1, "tool": 1},
+        ),
     ],
     "langchain/langgraph_interrupted.json": [],  # stopped for approval on its delete_file call: no reply yet
     "langchain/langgraph_resumed.json": [
-        Turn("Delete the file report.pdf", 'The file "report.pdf" has been queued for deletion.', ["delete_file"],
-             {"delete_file": 'File "report.pdf" has been deleted successfully'}),
+        Turn(
+            "Delete the file report.pdf",
+            'The file "report.pdf" has been queued for deletion.',
+            ["delete_file"],
+            {"delete_file": 'File "report.pdf" has been deleted successfully'},
+        ),
     ],
     "langchain/react_agent_parallel_tools.json": [
-        Turn("What's the weather in Tokyo and what time is it there?", "Here’s the latest for Tokyo:",
-             ["get_weather", "get_datetime"], {"get_weather": "Weather in Tokyo: 20°C, Clear skies",
-                                               "get_datetime": "Wednesday, December 17, 2025 at 04:00:28 AM"}),
+        Turn(
+            "What's the weather in Tokyo and what time is it there?",
+            "Here’s the latest for Tokyo:",
+            ["get_weather", "get_datetime"],
+            {
+                "get_weather": "Weather in Tokyo: 20°C, Clear skies",
+                "get_datetime": "Wednesday, December 17, 2025 at 04:00:28 AM",
+            },
+        ),
     ],
     "otel/tool_call_span_2.json": [
-        Turn("Weather in Paris?", "The weather in Paris is currently rainy with a temperature of 57°F.",
-             ["get_weather"], {"get_weather": "rainy, 57°F"}),
+        Turn(
+            "Weather in Paris?",
+            "The weather in Paris is currently rainy with a temperature of 57°F.",
+            ["get_weather"],
+            {"get_weather": "rainy, 57°F"},
+        ),
     ],
     "otel/system_instructions.json": [  # both the instructions attribute and the system message
-        Turn("Tell me a joke about OpenTelemetry", "I'm sorry, but I can't assist with that", [], {},
-             ["You must never tell jokes", "You are a helpful bot"]),
+        Turn(
+            "Tell me a joke about OpenTelemetry",
+            "I'm sorry, but I can't assist with that",
+            [],
+            {},
+            ["You must never tell jokes", "You are a helpful bot"],
+        ),
     ],
     "otel/built_in_tools.json": [
-        Turn("Write Python code that generates a random number, executes it, and returns the result.",
-             "The generated random number is **89**", ["code_interpreter"], {"code_interpreter": "(10, 20)"},
-             ["You are a helpful bot"]),
+        Turn(
+            "Write Python code that generates a random number, executes it, and returns the result.",
+            "The generated random number is **89**",
+            ["code_interpreter"],
+            {"code_interpreter": "(10, 20)"},
+            ["You are a helpful bot"],
+        ),
     ],
     "otel/older_events_tools.json": [  # two spans; the second saw the whole conversation
-        Turn("What's the weather in Paris?",
-             "The weather in Paris is rainy and overcast, with temperatures around 57°F",
-             ["get_weather"], {"get_weather": "rainy, 57°F"}),
+        Turn(
+            "What's the weather in Paris?",
+            "The weather in Paris is rainy and overcast, with temperatures around 57°F",
+            ["get_weather"],
+            {"get_weather": "rainy, 57°F"},
+        ),
     ],
     "otel/reasoning.json": [  # the reasoning part is not the reply
-        Turn("Tell me a joke about OpenTelemetry",
-             " Why did the developer bring OpenTelemetry to the party? Because it always knows how to trace the fun!",
-             [], {}, ["You are a helpful bot"]),
+        Turn(
+            "Tell me a joke about OpenTelemetry",
+            " Why did the developer bring OpenTelemetry to the party? Because it always knows how to trace the fun!",
+            [],
+            {},
+            ["You are a helpful bot"],
+        ),
     ],
     "pydantic_ai/dice_game.json": [  # both calls carry the id pyd_ai_tool_call_id, one after the other
-        Turn("My guess is 4", "Congratulations Anne, you guessed correctly! You're a winner!",
-             ["roll_dice", "get_player_name"], {"roll_dice": "4", "get_player_name": "Anne"},
-             ["You're a dice game, you should roll the die and see if the number you get back matches the "
-              "user's guess. If so, tell them they're a winner. Use the player's name in the response."]),
+        Turn(
+            "My guess is 4",
+            "Congratulations Anne, you guessed correctly! You're a winner!",
+            ["roll_dice", "get_player_name"],
+            {"roll_dice": "4", "get_player_name": "Anne"},
+            [
+                "You're a dice game, you should roll the die and see if the number you get back matches the "
+                "user's guess. If so, tell them they're a winner. Use the player's name in the response."
+            ],
+        ),
     ],
     "pydantic_ai/joke_follow_up_other_model.json": [  # second run given the first's messages as history
-        Turn("Tell me a joke.", "Did you hear about the toothpaste scandal? They called it Colgate.", [], {},
-             ["Be a helpful assistant."]),
-        Turn("Explain?", "This is an excellent joke invented by Samuel Colvin, it needs no explanation.", [], {},
-             ["Be a helpful assistant."], {"user": 2, "assistant": 1}),
+        Turn(
+            "Tell me a joke.",
+            "Did you hear about the toothpaste scandal? They called it Colgate.",
+            [],
+            {},
+            ["Be a helpful assistant."],
+        ),
+        Turn(
+            "Explain?",
+            "This is an excellent joke invented by Samuel Colvin, it needs no explanation.",
+            [],
+            {},
+            ["Be a helpful assistant."],
+            {"user": 2, "assistant": 1},
+        ),
     ],
     "pydantic_ai/tool_approval_denied.json": [  # run 1 ends on three calls awaiting approval; run 2 sends
         # their returns (delete_file's denied: a failure, so not in the history) with a new prompt
-        Turn("Now create a backup of README.md", "Here's what I've done:\n- Attempted to delete __init__.py",
-             ["update_file"], {"update_file": "File 'README.md.bak' updated: 'Hello, world!'"}, [],
-             {"user": 2, "assistant": 1, "tool": 2}),
+        Turn(
+            "Now create a backup of README.md",
+            "Here's what I've done:\n- Attempted to delete __init__.py",
+            ["update_file"],
+            {"update_file": "File 'README.md.bak' updated: 'Hello, world!'"},
+            [],
+            {"user": 2, "assistant": 1, "tool": 2},
+        ),
     ],
     "pydantic_ai/external_tool_result.json": [  # the deferred call's result (the integer 42) sent in run 2
-        Turn("Calculate the answer to the ultimate question of life, the universe, and everything",
-             "The answer to the ultimate question of life, the universe, and everything is 42.",
-             ["calculate_answer"], {"calculate_answer": "42"}),
+        Turn(
+            "Calculate the answer to the ultimate question of life, the universe, and everything",
+            "The answer to the ultimate question of life, the universe, and everything is 42.",
+            ["calculate_answer"],
+            {"calculate_answer": "42"},
+        ),
     ],
     "pydantic_ai/tool_retries_exhausted.json": [],  # calc_volume retried once, then the run gave up: no reply
 }
 
 
-NOTED = {"langchain/langgraph_interrupted.json": "ends with 1 tool call(s) after its last reply and no reply",
-         # two calc_volume calls after the prompt: the first answered by a retry prompt, the second by
-         # nothing; the note counts every call after the last reply, answered or not
-         "pydantic_ai/tool_retries_exhausted.json": "ends with 2 tool call(s) after its last reply and no reply"}
+NOTED = {
+    "langchain/langgraph_interrupted.json": "ends with 1 tool call(s) after its last reply and no reply",
+    # two calc_volume calls after the prompt: the first answered by a retry prompt, the second by
+    # nothing; the note counts every call after the last reply, answered or not
+    "pydantic_ai/tool_retries_exhausted.json": "ends with 2 tool call(s) after its last reply and no reply",
+}
 
 
 def test_every_sample_has_an_expected_summary_and_a_source_line() -> None:

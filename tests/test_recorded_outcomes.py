@@ -24,14 +24,18 @@ from estimator.turn import StoredTurn
 from estimator.units import Corpus, Layer
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-HEDGE = ("Non-authoritative note: classification maps can change due to real land change or mapping "
-         "uncertainty (especially near edges/mixed landscapes), so treat this as an exploratory visual "
-         "comparison rather than a definitive change calculation.")
+HEDGE = (
+    "Non-authoritative note: classification maps can change due to real land change or mapping "
+    "uncertainty (especially near edges/mixed landscapes), so treat this as an exploratory visual "
+    "comparison rather than a definitive change calculation."
+)
 LAYER_CLAIM = "Layer: MODIS Annual Land Cover Type (IGBP classification)."
-TOOL_QUOTE = ('"layer_id": "MODIS_Combined_L3_IGBP_Land_Cover_Type_Annual",\n  "platform": "",\n  '
-              '"bm25_score": 1.0, "instrument": "modis", "description": "The Terra and Aqua combined '
-              'Moderate Resolution Imaging Spectroradiometer (MODIS) Land Cover Type (MCD12Q1) Version 6.1 '
-              'data product provides global land cover types at yearly intervals.')
+TOOL_QUOTE = (
+    '"layer_id": "MODIS_Combined_L3_IGBP_Land_Cover_Type_Annual",\n  "platform": "",\n  '
+    '"bm25_score": 1.0, "instrument": "modis", "description": "The Terra and Aqua combined '
+    "Moderate Resolution Imaging Spectroradiometer (MODIS) Land Cover Type (MCD12Q1) Version 6.1 "
+    "data product provides global land cover types at yearly intervals."
+)
 HISTORY_QUOTE = "showing the MODIS annual land cover classification (IGBP)"
 
 
@@ -43,13 +47,15 @@ def load(name: str) -> tuple[StoredTurn, Corpus]:
 def shown(request: LLMRequest) -> dict[str, str]:
     """The sources a judge request shows: id -> the text of its data region (after the header line)."""
     regions, _ = split_fenced(request.messages[-1].content)
-    return {m.group(1): m.group(2) for region in regions
-            if (m := re.match(r"\[(s\d+)\] [^\n]*\n(.*)\Z", region.strip("\n"), flags=re.S))}
+    return {
+        m.group(1): m.group(2)
+        for region in regions
+        if (m := re.match(r"\[(s\d+)\] [^\n]*\n(.*)\Z", region.strip("\n"), flags=re.S))
+    }
 
 
 def reply(verdict: str, quote: str = "", confidence: float = 0.8, reason: str = "-") -> str:
-    return json.dumps({"verdict": verdict, "evidence_quote": quote, "confidence": confidence,
-                       "reason": reason})
+    return json.dumps({"verdict": verdict, "evidence_quote": quote, "confidence": confidence, "reason": reason})
 
 
 def scripted(judge: Callable[[dict[str, str]], str], support: Callable[[str], str]) -> ScriptedLLM:
@@ -57,6 +63,7 @@ def scripted(judge: Callable[[dict[str, str]], str], support: Callable[[str], st
         if request.purpose == "judge":
             return judge(shown(request))
         return support(request.messages[-1].content)
+
     return ScriptedLLM(script)
 
 
@@ -64,7 +71,7 @@ def rule_lines(corpus: Corpus) -> tuple[int, str]:
     """The 1-based line of the '## Non-authoritative communication' rule, and the rule (3 lines)."""
     lines = corpus.in_layer(Layer.INSTRUCTIONS)[0].lines
     start = lines.index("## Non-authoritative communication")
-    return start + 1, "\n".join(lines[start: start + 3])
+    return start + 1, "\n".join(lines[start : start + 3])
 
 
 def hedge_judge(corpus: Corpus) -> Callable[[dict[str, str]], str]:
@@ -77,13 +84,17 @@ def hedge_judge(corpus: Corpus) -> Callable[[dict[str, str]], str]:
         if not tools & set(sources) or instructions not in sources:
             return "9"
         return "5"
+
     return judge
 
 
 def hedge_support(corpus: Corpus) -> Callable[[str], str]:
     _, rule = rule_lines(corpus)
-    return lambda prompt: (reply("supported", rule, 0.72, "directs this response")
-                           if f"\n{DIRECTIVE_HEADING}:\n" in prompt else reply("silent"))
+    return lambda prompt: (
+        reply("supported", rule, 0.72, "directs this response")
+        if f"\n{DIRECTIVE_HEADING}:\n" in prompt
+        else reply("silent")
+    )
 
 
 async def trace_hedge(*, dedupe: bool = True) -> tuple[TraceResult, Corpus]:
@@ -98,8 +109,10 @@ async def test_8_1_the_hedge_is_attributed_to_the_governing_rule() -> None:
     result, _ = await trace_hedge()
     assert (result.s_all, result.s_none, result.gamma, result.verdict) == (5.0, 1.0, 4.0, "attributed")
     assert [(x.layer, x.delta, x.role) for x in result.layers] == [
-        (Layer.TOOLS, -4.0, "distractor"), (Layer.INSTRUCTIONS, -4.0, "distractor"),
-        (Layer.HISTORY, 0.0, "irrelevant")]
+        (Layer.TOOLS, -4.0, "distractor"),
+        (Layer.INSTRUCTIONS, -4.0, "distractor"),
+        (Layer.HISTORY, 0.0, "irrelevant"),
+    ]
     instructions = result.source(corpus.in_layer(Layer.INSTRUCTIONS)[0].id)
     line, rule = rule_lines(corpus)
     support = instructions.support
@@ -169,7 +182,10 @@ async def test_8_2_the_layer_claim_is_redundant_and_the_quotes_carry_the_answer(
     # (3 calls; the tools and history layers carry it, instructions does not), then each source of those
     # layers alone (5 tools + 2 history = 7 calls): 13 + 10 = 23 calls of a 39-call plan.
     assert [(x.layer, x.role) for x in result.layers] == [
-        (Layer.TOOLS, "redundant"), (Layer.INSTRUCTIONS, "irrelevant"), (Layer.HISTORY, "redundant")]
+        (Layer.TOOLS, "redundant"),
+        (Layer.INSTRUCTIONS, "irrelevant"),
+        (Layer.HISTORY, "redundant"),
+    ]
     assert tool.role == "redundant" and tool.alone == 9.0 and reply_.role == "redundant"
     assert result.calls.made == 5 + len(corpus) + 3 + 7 == 23 and result.calls.planned == 39
     assert result.calls.refused == 0
@@ -180,8 +196,9 @@ async def test_8_2_the_layer_claim_is_redundant_and_the_quotes_carry_the_answer(
 async def test_8_3_the_acronym_is_internal_knowledge(digit: str) -> None:
     turn, corpus = load("ndvi_parametric_turn.json")
     assert len(corpus) == 11 and corpus.layers_present() == (Layer.INSTRUCTIONS, Layer.HISTORY)
-    result = await trace_claim(scripted(lambda s: digit, lambda p: reply("silent")), turn.response,
-                               turn.effective_query(), corpus)
+    result = await trace_claim(
+        scripted(lambda s: digit, lambda p: reply("silent")), turn.response, turn.effective_query(), corpus
+    )
     assert (result.gamma, result.verdict) == (0.0, "internal_knowledge")
     assert result.verdict_text == "answered from the model's own knowledge"
     assert [x.delta for x in result.layers] == [0.0, 0.0]

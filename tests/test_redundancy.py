@@ -84,8 +84,9 @@ def load() -> tuple[str, str, Corpus]:
 def trace(choice: EstimatorChoice) -> tuple[TraceResult, Corpus]:
     claim, query, corpus = load()
     llm = ScriptedLLM(expected if choice == "expected" else judged)
-    outcome = anyio.run(lambda: run_trace(choice, claim, query, corpus, llm=llm, scorer=ScriptedScorer(scored),
-                                          tokenizer=tokenizer()))
+    outcome = anyio.run(
+        lambda: run_trace(choice, claim, query, corpus, llm=llm, scorer=ScriptedScorer(scored), tokenizer=tokenizer())
+    )
     return outcome.result, corpus
 
 
@@ -105,12 +106,17 @@ def test_three_tool_returns_that_each_state_the_claim_are_redundant_with_verifie
     assert geocoder.role == "irrelevant" and geocoder.alone == 1.0 and geocoder.diagnosis is None
     assert result.redundancy == (
         "In the tools layer, any one of s0, s1 and s3 is enough: removing one changes nothing because the others "
-        "still say it. s2 does not carry it alone.",)
+        "still say it. s2 does not carry it alone.",
+    )
     text = json.dumps(result.to_dict()).lower()
     assert "knew it" not in text and "own knowledge" not in text
     doc = result.to_dict()
     assert {s["source_id"]: s["alone"] for s in doc["sources"] if s["layer"] == "tools"} == {
-        "s0": 9.0, "s1": 9.0, "s2": 1.0, "s3": 9.0}
+        "s0": 9.0,
+        "s1": 9.0,
+        "s2": 1.0,
+        "s3": 9.0,
+    }
 
 
 def test_the_redundancy_calls_are_in_the_plan_and_nothing_is_refused() -> None:

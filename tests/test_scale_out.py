@@ -76,9 +76,7 @@ class Cluster:
         return make_key(self.root / "keys", "acme", user, database_url=self.database_url)
 
     def client(self, api: int, key: str) -> httpx.Client:
-        return httpx.Client(
-            base_url=self.apis[api].base_url, headers={"Authorization": f"Bearer {key}"}, timeout=60
-        )
+        return httpx.Client(base_url=self.apis[api].base_url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
 
     def jobs(self) -> list[tuple[str, str, int, int]]:
         async def read() -> list[tuple[str, str, int, int]]:

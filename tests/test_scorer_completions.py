@@ -35,8 +35,9 @@ def shifted_logprob(tok: str) -> float:
 class EchoServer:
     """An httpx transport answering /v1/completions with llama.cpp-style echo; faults by request index."""
 
-    def __init__(self, *, faults: dict[int, httpx.Response] | None = None,
-                 tamper: Callable[[list[str]], list[str]] | None = None) -> None:
+    def __init__(
+        self, *, faults: dict[int, httpx.Response] | None = None, tamper: Callable[[list[str]], list[str]] | None = None
+    ) -> None:
         self.bodies: list[dict[str, object]] = []
         self.faults = faults or {}
         self.tamper = tamper
@@ -50,24 +51,39 @@ class EchoServer:
         assert request.url.path == "/v1/completions" and body["echo"] is True
         prompt = str(body["prompt"])
         aligned = prompt.startswith(BOS)
-        tokens = TOKEN.findall(prompt[len(BOS):] if aligned else prompt)
+        tokens = TOKEN.findall(prompt[len(BOS) :] if aligned else prompt)
         values: list[float | None] = [(true_logprob if aligned else shifted_logprob)(t) for t in tokens]
         values[0] = None
         if self.tamper is not None:
             tokens = self.tamper(tokens)
         offsets = [sum(len(t) for t in tokens[:i]) for i in range(len(tokens))]
-        return httpx.Response(200, json={
-            "object": "text_completion", "model": body["model"],
-            "choices": [{"index": 0, "text": prompt, "finish_reason": "length",
-                         "logprobs": {"tokens": tokens, "token_logprobs": values, "text_offset": offsets,
-                                      "top_logprobs": [None] * len(tokens)}}],
-            "usage": {"prompt_tokens": len(tokens), "completion_tokens": 0, "total_tokens": len(tokens)},
-        })
+        return httpx.Response(
+            200,
+            json={
+                "object": "text_completion",
+                "model": body["model"],
+                "choices": [
+                    {
+                        "index": 0,
+                        "text": prompt,
+                        "finish_reason": "length",
+                        "logprobs": {
+                            "tokens": tokens,
+                            "token_logprobs": values,
+                            "text_offset": offsets,
+                            "top_logprobs": [None] * len(tokens),
+                        },
+                    }
+                ],
+                "usage": {"prompt_tokens": len(tokens), "completion_tokens": 0, "total_tokens": len(tokens)},
+            },
+        )
 
 
 def scorer(server: EchoServer, **kwargs: object) -> CompletionsScorer:
-    return CompletionsScorer("local", "http://scorer.test/v1", transport=httpx.MockTransport(server),
-                             backoff_base=0.0, **kwargs)  # type: ignore[arg-type]
+    return CompletionsScorer(
+        "local", "http://scorer.test/v1", transport=httpx.MockTransport(server), backoff_base=0.0, **kwargs
+    )  # type: ignore[arg-type]
 
 
 EXPECTED = math.fsum(true_logprob(t) for t in TOKEN.findall(TARGET))

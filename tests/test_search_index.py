@@ -31,12 +31,14 @@ def _turns() -> list[dict[str, Any]]:
     turns = []
     for i in range(30):
         word = WORDS[i % len(WORDS)]
-        turns.append(small_turn(
-            f"search-{i:02d}",
-            agent="support bot" if i % 2 else "Sales  Agent",
-            response=f"Turn {i}: about {word}   and more.",
-            query=f"Question {i} on {word.upper()}?",
-        ))
+        turns.append(
+            small_turn(
+                f"search-{i:02d}",
+                agent="support bot" if i % 2 else "Sales  Agent",
+                response=f"Turn {i}: about {word}   and more.",
+                query=f"Question {i} on {word.upper()}?",
+            )
+        )
     return turns
 
 
@@ -45,21 +47,29 @@ def _reference(turns: list[dict[str, Any]], needle: str) -> list[str]:
         return re.sub(r"\s+", " ", s.casefold()).strip()
 
     want = norm(needle)
-    return [t["turn_id"] for t in turns
-            if want in norm("\n".join([t["turn_id"], t["agent"], t["model"], t["query"], t["response"]]))]
+    return [
+        t["turn_id"]
+        for t in turns
+        if want in norm("\n".join([t["turn_id"], t["agent"], t["model"], t["query"], t["response"]]))
+    ]
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, db_backend: DbBackend) -> Iterator[ApiServer]:
-    with ApiServer(tmp_path_factory.mktemp("search"), llm_factory=scripted_factory(), warm_up=False,
-                   database_url=db_backend.fresh_url()) as srv:
+    with ApiServer(
+        tmp_path_factory.mktemp("search"),
+        llm_factory=scripted_factory(),
+        warm_up=False,
+        database_url=db_backend.fresh_url(),
+    ) as srv:
         with srv.client(srv.admin_key) as admin:
             for turn in _turns():
                 assert admin.post("/v1/turns", json=turn).status_code == 201
         other = srv.key("other", "eve")
         with srv.client(other) as eve:
-            assert eve.post("/v1/turns", json=small_turn("eve-secret", response="Refund of eve's DHL.")).status_code \
-                == 201
+            assert (
+                eve.post("/v1/turns", json=small_turn("eve-secret", response="Refund of eve's DHL.")).status_code == 201
+            )
         yield srv
 
 
@@ -79,11 +89,30 @@ def _search(client: httpx.Client, path: str, q: str, limit: int = 7) -> list[str
             return found
 
 
-@pytest.mark.parametrize("needle", ["refund", "REFUND", "dhl", "seat 12a", "50%", "under_score", "_", '"hi"',
-                                    "a-1", "ω-unit", "sales agent", "search-1", "zz-nothing", "e", "turn 2:"])
+@pytest.mark.parametrize(
+    "needle",
+    [
+        "refund",
+        "REFUND",
+        "dhl",
+        "seat 12a",
+        "50%",
+        "under_score",
+        "_",
+        '"hi"',
+        "a-1",
+        "ω-unit",
+        "sales agent",
+        "search-1",
+        "zz-nothing",
+        "e",
+        "turn 2:",
+    ],
+)
 @pytest.mark.parametrize("path", ["/v1/turns", "/ui/api/turns"])
-def test_search_answers_exactly_the_substring_matches_in_storage_order(server: ApiServer, needle: str,
-                                                                       path: str) -> None:
+def test_search_answers_exactly_the_substring_matches_in_storage_order(
+    server: ApiServer, needle: str, path: str
+) -> None:
     with server.client(server.admin_key) as client:
         assert _search(client, path, needle) == _reference(_turns(), needle)
 

@@ -22,20 +22,26 @@ def test_sentences_with_stable_ids_and_exact_offsets() -> None:
     assert [s.text for s in segments] == ["First claim here.", "Second claim!", "Third one?", "Fourth."]
     assert [s.id for s in segments] == ["r0", "r1", "r2", "r3"]
     for s in segments:
-        assert response[s.start:s.end] == s.text
+        assert response[s.start : s.end] == s.text
 
 
 def test_abbreviations_e_g_i_e_and_titles_do_not_split() -> None:
-    response = ("Use a layer, e.g. MODIS or VIIRS, i.e. Terra products. Dr. Smith agreed. "
-                "See the U.S. Geological Survey.")
-    assert texts(response) == ["Use a layer, e.g. MODIS or VIIRS, i.e. Terra products.", "Dr. Smith agreed.",
-                               "See the U.S. Geological Survey."]
+    response = (
+        "Use a layer, e.g. MODIS or VIIRS, i.e. Terra products. Dr. Smith agreed. See the U.S. Geological Survey."
+    )
+    assert texts(response) == [
+        "Use a layer, e.g. MODIS or VIIRS, i.e. Terra products.",
+        "Dr. Smith agreed.",
+        "See the U.S. Geological Survey.",
+    ]
 
 
 def test_decimals_and_urls_do_not_split() -> None:
-    response = ("The box is west −88.6, south 30.1. "
-                "Open https://worldview.earthdata.nasa.gov/?v=-88.6,30.1&t=2015-01-01 now. "
-                "Version 6.1 is current.")
+    response = (
+        "The box is west −88.6, south 30.1. "
+        "Open https://worldview.earthdata.nasa.gov/?v=-88.6,30.1&t=2015-01-01 now. "
+        "Version 6.1 is current."
+    )
     assert texts(response) == [
         "The box is west −88.6, south 30.1.",
         "Open https://worldview.earthdata.nasa.gov/?v=-88.6,30.1&t=2015-01-01 now.",
@@ -50,23 +56,32 @@ def test_lowercase_continuation_does_not_split() -> None:
 
 def test_list_items_never_merge_with_the_next_item() -> None:
     response = "Steps:\n\n1. Open the link\n2. Use the date slider\n- a bullet without a full stop\n- another"
-    assert texts(response) == ["Steps:", "1. Open the link", "2. Use the date slider",
-                               "- a bullet without a full stop", "- another"]
+    assert texts(response) == [
+        "Steps:",
+        "1. Open the link",
+        "2. Use the date slider",
+        "- a bullet without a full stop",
+        "- another",
+    ]
 
 
 def test_list_item_with_two_sentences_splits_into_sentences() -> None:
     assert texts("1. Open the link. Then zoom in.\n2. Toggle the layer.") == [
-        "1. Open the link.", "Then zoom in.", "2. Toggle the layer."]
+        "1. Open the link.",
+        "Then zoom in.",
+        "2. Toggle the layer.",
+    ]
 
 
 def test_list_item_continuation_line_stays_in_its_item() -> None:
-    assert texts("- first item\n  continues here.\n- second item") == ["- first item\n  continues here.",
-                                                                      "- second item"]
+    assert texts("- first item\n  continues here.\n- second item") == [
+        "- first item\n  continues here.",
+        "- second item",
+    ]
 
 
 def test_heading_is_one_segment() -> None:
-    assert texts("## Results. Overview\nBody text. More text.") == ["## Results. Overview", "Body text.",
-                                                                   "More text."]
+    assert texts("## Results. Overview\nBody text. More text.") == ["## Results. Overview", "Body text.", "More text."]
 
 
 def test_table_rows_are_never_torn_apart_and_separator_is_skipped() -> None:
@@ -106,8 +121,26 @@ def test_client_segments_search_forward_and_mark_missing() -> None:
     assert [(s.id, s.start, s.end) for s in segs] == [("r0", 0, 5), ("r1", -1, -1), ("r2", 6, 11)]
 
 
-_WORDS = st.sampled_from(["MODIS", "layer", "e.g.", "30.1", "Dr.", "the", "Alabama", "QC_Day", "a/b.md",
-                          "https://x.org/a?b=1", "i.e.", "etc.", "Open", "1–5", "(A)", "**bold**"])
+_WORDS = st.sampled_from(
+    [
+        "MODIS",
+        "layer",
+        "e.g.",
+        "30.1",
+        "Dr.",
+        "the",
+        "Alabama",
+        "QC_Day",
+        "a/b.md",
+        "https://x.org/a?b=1",
+        "i.e.",
+        "etc.",
+        "Open",
+        "1–5",
+        "(A)",
+        "**bold**",
+    ]
+)
 _ENDS = st.sampled_from([".", "!", "?", "", ":", "."])
 
 
@@ -139,7 +172,7 @@ def test_segments_cover_the_response_in_order_with_exact_offsets(response: str) 
     covered = [False] * len(response)
     previous_end = 0
     for s in segments:
-        assert response[s.start:s.end] == s.text
+        assert response[s.start : s.end] == s.text
         assert s.text == s.text.strip() and s.text
         assert s.start >= previous_end
         previous_end = s.end

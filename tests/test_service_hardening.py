@@ -173,8 +173,12 @@ def test_turn_nested_200_levels_deep_is_refused_with_its_path_and_the_tenant_kee
 def test_quotes_are_purged_after_their_ttl_instead_of_keeping_the_claim_forever(tmp_path: Path) -> None:
     """The finding: quotes kept the full claim forever (20 quotes of a 1 MB sentence: +15 MiB)."""
     big = "Order A-1 shipped on 2025-03-03 with DHL. " + "x" * 200_000 + "."
-    with ApiServer(tmp_path, llm_factory=scripted_factory(), quote_ttl_seconds=1, warm_up=False,
-                   max_body_bytes=2_000_000) as srv, srv.client(srv.admin_key) as api:
+    with (
+        ApiServer(
+            tmp_path, llm_factory=scripted_factory(), quote_ttl_seconds=1, warm_up=False, max_body_bytes=2_000_000
+        ) as srv,
+        srv.client(srv.admin_key) as api,
+    ):
         assert api.post("/v1/turns", json=small_turn()).status_code in (200, 201)
         used = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": "r0"}).json()["quote_id"]
         started = api.post("/v1/traces", json={"quote_id": used})
@@ -205,8 +209,10 @@ def test_budget_spent_before_a_restart_is_remembered_after_it(tmp_path: Path) ->
         assert started.status_code == 202, started.text
         return int(started.headers["x-ratelimit-remaining"]), started.headers["location"]
 
-    with ApiServer(tmp_path, llm_factory=scripted_factory(), params=params, warm_up=False) as srv, \
-            srv.client(srv.admin_key) as client:
+    with (
+        ApiServer(tmp_path, llm_factory=scripted_factory(), params=params, warm_up=False) as srv,
+        srv.client(srv.admin_key) as client,
+    ):
         assert client.post("/v1/turns", json=small_turn()).status_code == 201
         remaining, location = start_trace(srv, client)
         planned = 100 - remaining
@@ -215,8 +221,10 @@ def test_budget_spent_before_a_restart_is_remembered_after_it(tmp_path: Path) ->
         made = done["calls"]["made"]
         assert done["calls"]["planned"] == planned and 0 < made < planned
 
-    with ApiServer(tmp_path, llm_factory=scripted_factory(), params=params, warm_up=False) as srv, \
-            srv.client(srv.admin_key) as client:
+    with (
+        ApiServer(tmp_path, llm_factory=scripted_factory(), params=params, warm_up=False) as srv,
+        srv.client(srv.admin_key) as client,
+    ):
         remaining, _ = start_trace(srv, client)
         assert remaining == 100 - made - planned  # the first trace's calls still count after the restart
 
@@ -236,8 +244,10 @@ def test_made_is_persisted_before_the_provider_answers(tmp_path: Path) -> None:
             return LLMResponse(text="5", model=self.model)
 
     params = {"concurrency": 3}
-    with ApiServer(tmp_path, llm_factory=lambda model, base: HeldOpen(), params=params, warm_up=False) as srv, \
-            srv.client(srv.admin_key) as client:
+    with (
+        ApiServer(tmp_path, llm_factory=lambda model, base: HeldOpen(), params=params, warm_up=False) as srv,
+        srv.client(srv.admin_key) as client,
+    ):
         assert client.post("/v1/turns", json=small_turn()).status_code == 201
         quoted = client.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": "r0"}).json()
         started = client.post("/v1/traces", json={"quote_id": quoted["quote_id"]})
@@ -265,8 +275,17 @@ def test_provider_errors_reach_tenants_without_the_operators_provider_url(tmp_pa
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again below: nothing listens there
     base = f"http://127.0.0.1:{port}/v1"
-    with ApiServer(tmp_path, judge_api_base=base, judge_api_key="sk-operator-secret", judge_timeout_seconds=5,
-                   judgement_cache=False, warm_up=False) as srv, srv.client(srv.key("acme", "alice")) as alice:
+    with (
+        ApiServer(
+            tmp_path,
+            judge_api_base=base,
+            judge_api_key="sk-operator-secret",
+            judge_timeout_seconds=5,
+            judgement_cache=False,
+            warm_up=False,
+        ) as srv,
+        srv.client(srv.key("acme", "alice")) as alice,
+    ):
         assert alice.post("/v1/turns", json=small_turn(model="openai/internal-judge")).status_code == 201
         quoted = alice.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": "r0"})
         assert quoted.status_code == 201, quoted.text
@@ -280,7 +299,9 @@ def test_provider_errors_reach_tenants_without_the_operators_provider_url(tmp_pa
         body = done.json()
         assert body["status"] == "failed" and "every model call failed" in body["reason"]
         assert "could not reach the provider" in body["reason"]
-        shown = json.dumps(body) + alice.get(f"{started.headers['location']}/events",
-                                             headers={"Accept": "text/event-stream"}).text
+        shown = (
+            json.dumps(body)
+            + alice.get(f"{started.headers['location']}/events", headers={"Accept": "text/event-stream"}).text
+        )
         for secret in (base, f"127.0.0.1:{port}", str(port), "sk-operator-secret"):
             assert secret not in shown, secret

@@ -91,9 +91,17 @@ def store_as_an_older_version_did(server: ApiServer, tenant: str, turn_id: str) 
 
     async def work(db: Database) -> None:
         async with db.transaction() as session:
-            row = StoredTurnRow(tenant=tenant, turn_id=turn_id, digest=hashlib.sha256(body.encode()).hexdigest(),
-                                body=body, model=turn["model"], agent=turn["agent"], turn_created_at=None,
-                                stored_at=utcnow(), stored_by="old-version")
+            row = StoredTurnRow(
+                tenant=tenant,
+                turn_id=turn_id,
+                digest=hashlib.sha256(body.encode()).hexdigest(),
+                body=body,
+                model=turn["model"],
+                agent=turn["agent"],
+                turn_created_at=None,
+                stored_at=utcnow(),
+                stored_by="old-version",
+            )
             session.add(row)
             await session.flush()
             await search_index.index_turn(session, seq=row.seq, tenant=tenant, turn=shallow)
@@ -106,15 +114,24 @@ def row_counts(server: ApiServer, tenant: str, turn_ids: list[str]) -> dict[str,
 
     async def work(db: Database) -> dict[str, int]:
         async with db.session() as session:
+
             async def count(model: Any) -> int:
-                query = select(func.count()).select_from(model).where(model.tenant == tenant,
-                                                                      model.turn_id.in_(turn_ids))
+                query = (
+                    select(func.count()).select_from(model).where(model.tenant == tenant, model.turn_id.in_(turn_ids))
+                )
                 return int((await session.execute(query)).scalar_one())
 
-            out = {"turns": await count(StoredTurnRow), "quotes": await count(QuoteRow),
-                   "jobs": await count(TraceJobRow), "results": await count(TraceResultRow)}
-            out["search"] = int((await session.execute(
-                text("SELECT count(*) FROM turn_search WHERE tenant = :t"), {"t": tenant})).scalar_one())
+            out = {
+                "turns": await count(StoredTurnRow),
+                "quotes": await count(QuoteRow),
+                "jobs": await count(TraceJobRow),
+                "results": await count(TraceResultRow),
+            }
+            out["search"] = int(
+                (
+                    await session.execute(text("SELECT count(*) FROM turn_search WHERE tenant = :t"), {"t": tenant})
+                ).scalar_one()
+            )
             return out
 
     result: dict[str, int] = db_run(server, work)
@@ -139,8 +156,12 @@ def assert_problem(response: httpx.Response, status: int) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def server(db_backend: DbBackend, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
-    with ApiServer(tmp_path_factory.mktemp(f"damage-{db_backend.name}"), llm_factory=scripted_factory(),
-                   warm_up=False, database_url=db_backend.fresh_url()) as srv:
+    with ApiServer(
+        tmp_path_factory.mktemp(f"damage-{db_backend.name}"),
+        llm_factory=scripted_factory(),
+        warm_up=False,
+        database_url=db_backend.fresh_url(),
+    ) as srv:
         yield srv
 
 
@@ -148,9 +169,11 @@ def server(db_backend: DbBackend, tmp_path_factory: pytest.TempPathFactory) -> I
 
 
 def test_a_1000_deep_jsonl_line_is_reported_and_the_rest_imported(server: ApiServer) -> None:
-    body = jsonl(json.dumps(chat("deep-a", "Order deep-a shipped with DHL.")),
-                 '{"id": "deep-x", "messages": ' + deep_json(1000) + "}",
-                 json.dumps(chat("deep-b", "Order deep-b is delayed.")))
+    body = jsonl(
+        json.dumps(chat("deep-a", "Order deep-a shipped with DHL.")),
+        '{"id": "deep-x", "messages": ' + deep_json(1000) + "}",
+        json.dumps(chat("deep-b", "Order deep-b is delayed.")),
+    )
     with server.client(server.key("imp-deep", "ann")) as api:
         answer = api.post("/v1/imports", content=body)
         assert answer.status_code == 200, answer.text
@@ -163,9 +186,11 @@ def test_a_1000_deep_jsonl_line_is_reported_and_the_rest_imported(server: ApiSer
 
 def test_a_lone_surrogate_line_is_reported_and_the_rest_imported(server: ApiServer) -> None:
     lone = chat("sur-x", "Order sur-x shipped.")
-    body = jsonl(json.dumps(chat("sur-a", "Order sur-a shipped with DHL.")),
-                 json.dumps(lone).replace("Order sur-x shipped.", "Order sur-x \\ud800 shipped."),
-                 json.dumps(chat("sur-b", "Order sur-b is delayed.")))
+    body = jsonl(
+        json.dumps(chat("sur-a", "Order sur-a shipped with DHL.")),
+        json.dumps(lone).replace("Order sur-x shipped.", "Order sur-x \\ud800 shipped."),
+        json.dumps(chat("sur-b", "Order sur-b is delayed.")),
+    )
     with server.client(server.key("imp-sur", "ann")) as api:
         answer = api.post("/v1/imports", content=body)
         assert answer.status_code == 200, answer.text
@@ -174,16 +199,22 @@ def test_a_lone_surrogate_line_is_reported_and_the_rest_imported(server: ApiServ
         where, reason = summary["errors"][0]["where"], summary["errors"][0]["reason"]
         assert where.startswith("line 2") and "surrogate" in reason and "RecordInvalid" not in reason
         assert [t["turn_id"] for t in api.get("/v1/turns", params={"sort": "stored_at"}).json()["items"]] == [
-            "upload#sur-a:0", "upload#sur-b:0"]
+            "upload#sur-a:0",
+            "upload#sur-b:0",
+        ]
 
 
 def test_a_line_nesting_past_the_cap_is_rejected_naming_its_line_and_path(server: ApiServer) -> None:
     call = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": json.dumps(deep_dict(80))}}
-    deep = {"id": "cap-x", "messages": [
-        {"role": "user", "content": "Where is order cap-x?"},
-        {"role": "assistant", "content": "", "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": "c1", "content": "shipped"},
-        {"role": "assistant", "content": "Order cap-x shipped."}]}
+    deep = {
+        "id": "cap-x",
+        "messages": [
+            {"role": "user", "content": "Where is order cap-x?"},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "shipped"},
+            {"role": "assistant", "content": "Order cap-x shipped."},
+        ],
+    }
     body = jsonl(json.dumps(chat("cap-a", "Order cap-a shipped with DHL.")), json.dumps(deep))
     with server.client(server.key("imp-cap", "ann")) as api:
         summary = api.post("/v1/imports", content=body).json()
@@ -202,8 +233,7 @@ def test_deep_request_bodies_of_quotes_probes_and_traces_are_refused_with_422(se
             ("/v1/probes", '{"turn_id": "deep-bodies", "source_id": "s0", "sentence": ' + deep_json(200) + "}"),
             ("/v1/traces", '{"quote_id": ' + deep_json(100_000) + "}"),
         ]:
-            problem = assert_problem(api.post(path, content=body, headers={"content-type": "application/json"}),
-                                     422)
+            problem = assert_problem(api.post(path, content=body, headers={"content-type": "application/json"}), 422)
             assert problem["field"].startswith("body"), problem
         assert api.get("/v1/turns/deep-bodies/segments").status_code == 200
 
@@ -232,8 +262,7 @@ def test_every_read_path_survives_an_unrenderable_turn(server: ApiServer) -> Non
             ("GET", "/v1/turns/old-deep/sources", None),
             ("POST", "/v1/turns/old-deep/segments", {"segments": [{"id": "a", "text": "Order D-1 shipped."}]}),
             ("POST", "/v1/quotes", {"turn_id": "old-deep", "sentence": "r0"}),
-            ("POST", "/v1/probes", {"turn_id": "old-deep", "sentence": "r0", "source_id": "s0",
-                                    "max_cost_usd": 1.0}),
+            ("POST", "/v1/probes", {"turn_id": "old-deep", "sentence": "r0", "source_id": "s0", "max_cost_usd": 1.0}),
             ("POST", "/v1/turns/old-deep/verify", {"max_cost_usd": 1.0}),
         ]:
             problem = assert_problem(api.request(method, path, json=body), 409)
@@ -243,7 +272,10 @@ def test_every_read_path_survives_an_unrenderable_turn(server: ApiServer) -> Non
         shown = viewer.get("/ui/api/turns", params={"sort": "stored_at"})
         assert shown.status_code == 200, shown.text
         assert [(t["turn_id"], bool(t.get("unreadable"))) for t in shown.json()["items"]] == [
-            ("fine-1", False), ("old-deep", True), ("fine-2", False)]
+            ("fine-1", False),
+            ("old-deep", True),
+            ("fine-2", False),
+        ]
 
         report = api.get("/v1/reports/gating")
         assert report.status_code == 200, report.text
@@ -271,8 +303,9 @@ def test_deleting_a_turn_removes_its_quotes_traces_and_results(server: ApiServer
         assert started.status_code == 202, started.text
         trace = wait_done(api, started.headers["location"])
         assert trace["status"] == "succeeded", trace
-        probe = api.post("/v1/probes", json={"turn_id": "del/1", "sentence": "r0", "source_id": "s0",
-                                             "max_cost_usd": 1.0})
+        probe = api.post(
+            "/v1/probes", json={"turn_id": "del/1", "sentence": "r0", "source_id": "s0", "max_cost_usd": 1.0}
+        )
         assert probe.status_code == 202, probe.text
         wait_done(api, probe.headers["location"])
         api.post("/v1/quotes", json={"turn_id": "del/1", "sentence": "r0"})  # an unused quote too
@@ -281,8 +314,7 @@ def test_deleting_a_turn_removes_its_quotes_traces_and_results(server: ApiServer
         assert before["search"] == 2
 
         assert api.delete("/v1/turns/del%2F1").status_code == 204
-        assert row_counts(server, tenant, ["del/1"]) == {"turns": 0, "quotes": 0, "jobs": 0, "results": 0,
-                                                         "search": 1}
+        assert row_counts(server, tenant, ["del/1"]) == {"turns": 0, "quotes": 0, "jobs": 0, "results": 0, "search": 1}
         assert_problem(api.get("/v1/turns/del%2F1"), 404)
         assert_problem(api.get(started.headers["location"]), 404)
         assert_problem(api.get(probe.headers["location"]), 404)
@@ -303,8 +335,10 @@ def test_another_tenants_turn_cannot_be_deleted(server: ApiServer) -> None:
 
 
 def test_a_turn_being_traced_is_not_deleted_and_the_trace_is_named(tmp_path: Path) -> None:
-    with ApiServer(tmp_path, llm_factory=scripted_factory(latency=0.5), warm_up=False) as srv, \
-            srv.client(srv.key("busy", "ann")) as api:
+    with (
+        ApiServer(tmp_path, llm_factory=scripted_factory(latency=0.5), warm_up=False) as srv,
+        srv.client(srv.key("busy", "ann")) as api,
+    ):
         assert api.post("/v1/turns", json=small_turn(turn_id="busy-1")).status_code == 201
         quote = api.post("/v1/quotes", json={"turn_id": "busy-1", "sentence": SMALL_CLAIM}).json()
         started = api.post("/v1/traces", json={"quote_id": quote["quote_id"]})
@@ -330,16 +364,19 @@ def test_trace_results_stay_append_only_outside_turn_deletion(server: ApiServer)
             try:
                 async with db.transaction() as session:
                     if attempt == "row":
-                        row = (await session.execute(select(TraceResultRow).where(
-                            TraceResultRow.turn_id == "audit-1"))).scalar_one()
+                        row = (
+                            await session.execute(select(TraceResultRow).where(TraceResultRow.turn_id == "audit-1"))
+                        ).scalar_one()
                         await session.delete(row)
                         await session.flush()
                     elif attempt == "bulk delete":
                         await session.execute(delete(TraceResultRow).where(TraceResultRow.turn_id == "audit-1"))
                     else:
                         from sqlalchemy import update
-                        await session.execute(update(TraceResultRow).where(
-                            TraceResultRow.turn_id == "audit-1").values(model="changed"))
+
+                        await session.execute(
+                            update(TraceResultRow).where(TraceResultRow.turn_id == "audit-1").values(model="changed")
+                        )
             except AppendOnlyViolation:
                 refused.append(attempt)
         return refused
@@ -372,7 +409,9 @@ def test_an_import_batch_is_deleted_for_its_tenant_only(server: ApiServer) -> No
         assert [t["turn_id"] for t in a.get("/v1/turns").json()["items"]] == ["a-own"]
         assert row_counts(server, "batch-a", ["upload#b1:0", "upload#b2:0"])["quotes"] == 0
         assert [t["turn_id"] for t in b.get("/v1/turns", params={"sort": "stored_at"}).json()["items"]] == [
-            "upload#b1:0", "upload#b2:0"]
+            "upload#b1:0",
+            "upload#b2:0",
+        ]
         assert_problem(a.delete(f"/v1/imports/{first['batch_id']}"), 404)
         assert a.post("/v1/imports", content=upload).json()["imported"] == 2  # importable again
 
@@ -381,11 +420,16 @@ def test_a_history_source_turn_over_the_size_limit_is_rejected_alone(tmp_path: P
     from test_agent_libraries import ToolLog, run_agent
 
     db = tmp_path / "agent.db"
-    run_agent(db, ToolLog(), [("small", "Weather in Paris?", "Paris"),
-                              ("huge", "Weather in Oslo? " + "please " * 600, "Oslo")])
+    run_agent(
+        db,
+        ToolLog(),
+        [("small", "Weather in Paris?", "Paris"), ("huge", "Weather in Oslo? " + "please " * 600, "Oslo")],
+    )
     sources = {"desk": {"url": f"sqlite:///{db}", "format": "openai-agents-session"}}
-    with ApiServer(tmp_path / "data", warm_up=False, history_sources=sources, max_body_bytes=3000) as srv, \
-            srv.client(srv.key("sized", "ann")) as api:
+    with (
+        ApiServer(tmp_path / "data", warm_up=False, history_sources=sources, max_body_bytes=3000) as srv,
+        srv.client(srv.key("sized", "ann")) as api,
+    ):
         summary = api.post("/v1/imports/sources/desk").json()
         assert (summary["imported"], summary["rejected"]) == (1, 1), summary
         assert summary["batch_id"].startswith("ib_")

@@ -29,32 +29,45 @@ ESCAPED_TOOL_RETURN = (  # one physical line: its newlines are JSON escapes
     '  \\"layergroup\\": \\"Aerosol Albedo\\",\\n'
     '  \\"period\\": \\"daily\\"}]"}'
 )
-RULES = "\n".join([
-    "# Role", "You are an Earth-observation assistant.", "",
-    "## Non-authoritative communication",
-    "- Use neutral language; avoid authoritative framing.",
-    "- Always include a non-authoritative disclaimer in the user-facing narrative.",
-])
+RULES = "\n".join(
+    [
+        "# Role",
+        "You are an Earth-observation assistant.",
+        "",
+        "## Non-authoritative communication",
+        "- Use neutral language; avoid authoritative framing.",
+        "- Always include a non-authoritative disclaimer in the user-facing narrative.",
+    ]
+)
 
 
 def unit(text: str, layer: Layer = Layer.TOOLS, uid: str = "s0") -> Unit:
     """A source; a tool's call header is shown above its content, as the corpus builds it."""
     header = SEARCH_HEADER if layer == Layer.TOOLS else ""
-    return Unit(id=uid, kind="instructions" if layer == Layer.INSTRUCTIONS else "user_tool", tool="t",
-                label=f"label of {uid}", text=text, ordinal=int(uid[1:]), layer=layer, header=header,
-                evidence=Evidence(sha256_hex(text), "test", len(text) // 4))
+    return Unit(
+        id=uid,
+        kind="instructions" if layer == Layer.INSTRUCTIONS else "user_tool",
+        tool="t",
+        label=f"label of {uid}",
+        text=text,
+        ordinal=int(uid[1:]),
+        layer=layer,
+        header=header,
+        evidence=Evidence(sha256_hex(text), "test", len(text) // 4),
+    )
 
 
 def answer(verdict: str, quote: str = "", confidence: float = 0.9, reason: str = "because") -> str:
-    return json.dumps({"verdict": verdict, "evidence_quote": quote, "confidence": confidence,
-                       "reason": reason})
+    return json.dumps({"verdict": verdict, "evidence_quote": quote, "confidence": confidence, "reason": reason})
 
 
 def by_attempt(*answers: str) -> Callable[[LLMRequest], str]:
     """Answer the first call with answers[0], the retry (recognised by its nudge) with answers[1]."""
+
     def script(request: LLMRequest) -> str:
         retry = "does not occur in the text between the fence lines" in request.messages[-1].content
         return answers[1] if retry else answers[0]
+
     return script
 
 
@@ -68,8 +81,12 @@ async def test_a_fabricated_quote_is_downgraded_to_silent_after_exactly_one_retr
 
 
 async def test_a_retry_that_verifies_is_kept() -> None:
-    llm = ScriptedLLM(by_attempt(answer("supported", "layergroup is Aerosol Albedo"),
-                                 answer("supported", '"layergroup": "Aerosol Albedo"', 0.86)))
+    llm = ScriptedLLM(
+        by_attempt(
+            answer("supported", "layergroup is Aerosol Albedo"),
+            answer("supported", '"layergroup": "Aerosol Albedo"', 0.86),
+        )
+    )
     verdict = await check_support(llm, CLAIM, unit(ESCAPED_TOOL_RETURN))
     assert (verdict.verdict, verdict.calls, len(llm.calls), verdict.downgraded) == ("supported", 2, 2, False)
     assert verdict.quote == '"layergroup": "Aerosol Albedo"' and verdict.confidence == 0.86
@@ -77,8 +94,12 @@ async def test_a_retry_that_verifies_is_kept() -> None:
 
 
 async def test_a_retry_that_does_not_verify_does_not_replace_the_answer() -> None:
-    llm = ScriptedLLM(by_attempt(answer("contradicted", "layer group is Aerosol Index", 0.7),
-                                 answer("silent", "nothing here verifies at all", 0.9)))
+    llm = ScriptedLLM(
+        by_attempt(
+            answer("contradicted", "layer group is Aerosol Index", 0.7),
+            answer("silent", "nothing here verifies at all", 0.9),
+        )
+    )
     verdict = await check_support(llm, CLAIM, unit(ESCAPED_TOOL_RETURN))
     assert verdict.verdict == "silent" and verdict.downgraded and verdict.confidence <= 0.3
     assert "downgraded from contradicted" in verdict.reason
@@ -121,12 +142,16 @@ async def test_instructions_get_the_directive_question_and_other_sources_the_evi
 
 
 async def test_the_directive_variant_resolves_a_hedge_to_its_governing_rule() -> None:
-    rule = ("## Non-authoritative communication\n- Use neutral language; avoid authoritative framing.\n"
-            "- Always include a non-authoritative disclaimer in the user-facing narrative.")
-    llm = ScriptedLLM(lambda r: answer("supported", rule, 0.72) if "direct this response" in r.prompt_text
-                      else answer("silent"))
-    verdict = await check_support(llm, "Non-authoritative note: treat this as exploratory.",
-                                  unit(RULES, Layer.INSTRUCTIONS))
+    rule = (
+        "## Non-authoritative communication\n- Use neutral language; avoid authoritative framing.\n"
+        "- Always include a non-authoritative disclaimer in the user-facing narrative."
+    )
+    llm = ScriptedLLM(
+        lambda r: answer("supported", rule, 0.72) if "direct this response" in r.prompt_text else answer("silent")
+    )
+    verdict = await check_support(
+        llm, "Non-authoritative note: treat this as exploratory.", unit(RULES, Layer.INSTRUCTIONS)
+    )
     assert verdict.verdict == "supported" and (verdict.line_start, verdict.line_end) == (4, 6)
 
 
@@ -169,11 +194,9 @@ async def test_a_failed_retry_leaves_the_unverified_verdict_downgraded() -> None
 
 
 def test_tolerant_parse_of_providers_without_schema_support() -> None:
-    fenced = ('```json\n{"verdict": "Supported", "quote": "layergroup", "confidence": "0.8", '
-              '"reason": "r"}\n```')
+    fenced = '```json\n{"verdict": "Supported", "quote": "layergroup", "confidence": "0.8", "reason": "r"}\n```'
     parsed = parse_support_answer(fenced)
-    assert parsed is not None and (parsed.verdict, parsed.quote, parsed.confidence) == ("supported",
-                                                                                          "layergroup", 0.8)
+    assert parsed is not None and (parsed.verdict, parsed.quote, parsed.confidence) == ("supported", "layergroup", 0.8)
     chatty = 'Sure! {"note": 1} then {"verdict": "silent", "evidence_quote": null, "confidence": 2}'
     parsed = parse_support_answer(chatty)
     assert parsed is None  # the first object has no verdict: not guessed from a later one

@@ -40,6 +40,7 @@ PROVIDER_KEY = "sk-calls-provider-key-0123456789"
 
 # --------------------------------------------------------------------------- the estimator's records
 
+
 def either_of_s0_s1(sources: dict[str, str]) -> str:
     return "9" if "s0" in sources or "s1" in sources else "2"  # two tool returns each carry the claim
 
@@ -100,8 +101,9 @@ async def test_a_logprob_trace_records_scoring_calls_with_their_log_probability(
         return -30.0 + (25.0 if "[s1] " in messages[-1].content else 0.0) - 0.5 * len(messages)
 
     ledger = CallLedger(planned=48, concurrency=4)
-    result = await trace_logprob(ScriptedScorer(score), ScriptedLLM(lambda r: SILENT), CLAIM, QUERY, corpus,
-                                 ledger=ledger)
+    result = await trace_logprob(
+        ScriptedScorer(score), ScriptedLLM(lambda r: SILENT), CLAIM, QUERY, corpus, ledger=ledger
+    )
     records = ledger.calls()
     assert len(records) == result.calls.made
     scored = [r for r in records if r.kind == "score"]
@@ -150,6 +152,7 @@ def test_a_prompt_over_the_cap_keeps_short_messages_whole_and_cuts_the_long_one(
 
 # --------------------------------------------------------------------------- through the service
 
+
 class Provider:
     """The local OpenAI-compatible server running the keyed judge, and the service judging through it."""
 
@@ -158,8 +161,9 @@ class Provider:
         self.api = srv.client(srv.admin_key, timeout=120)
 
     def trace(self, turn_id: str, sentence: str = "r0") -> dict[str, Any]:
-        quote = self.api.post("/v1/quotes", json={"turn_id": turn_id, "sentence": sentence,
-                                                  "model": "openai/fake-judge"})
+        quote = self.api.post(
+            "/v1/quotes", json={"turn_id": turn_id, "sentence": sentence, "model": "openai/fake-judge"}
+        )
         assert quote.status_code == 201, quote.text
         started = self.api.post("/v1/traces", json={"quote_id": quote.json()["quote_id"]})
         assert started.status_code == 202, started.text
@@ -191,9 +195,16 @@ def kept_rows(srv: ApiServer, trace_ids: list[str]) -> int:
 @pytest.fixture(scope="module")
 def provider(tmp_path_factory: pytest.TempPathFactory, db_backend: DbBackend) -> Iterator[Provider]:
     judge = KeyedJudge()
-    with FakeOpenAI(judge.openai, api_key=PROVIDER_KEY) as fake, \
-            ApiServer(tmp_path_factory.mktemp("calls"), warm_up=False, database_url=db_backend.fresh_url(),
-                      judge_api_base=fake.base_url, judge_api_key=PROVIDER_KEY) as srv:
+    with (
+        FakeOpenAI(judge.openai, api_key=PROVIDER_KEY) as fake,
+        ApiServer(
+            tmp_path_factory.mktemp("calls"),
+            warm_up=False,
+            database_url=db_backend.fresh_url(),
+            judge_api_base=fake.base_url,
+            judge_api_key=PROVIDER_KEY,
+        ) as srv,
+    ):
         provider = Provider(srv, fake, judge)
         try:
             assert provider.api.post("/v1/turns", json=small_turn()).status_code == 201
@@ -221,12 +232,20 @@ def test_each_call_is_kept_as_the_provider_received_it_with_the_digit_it_read(pr
     assert Counter(json.dumps(c["prompt"]) for c in calls) == sent
     headers = SMALL_HEADERS
     judged = [c for c in calls if c["stage"] in JUDGE_STAGES]
-    assert {c["mask"] for c in judged} == {"all sources", "no sources", "without layer tools",
-                                           "without layer instructions"}
+    assert {c["mask"] for c in judged} == {
+        "all sources",
+        "no sources",
+        "without layer tools",
+        "without layer instructions",
+    }
     for call in judged:
         system, user = call["prompt"][0]["content"], call["prompt"][1]["content"]
-        gone = {"all sources": set(), "no sources": {"s0", "s1"}, "without layer tools": {"s0"},
-                "without layer instructions": {"s1"}}[call["mask"]]
+        gone = {
+            "all sources": set(),
+            "no sources": {"s0", "s1"},
+            "without layer tools": {"s0"},
+            "without layer instructions": {"s1"},
+        }[call["mask"]]
         assert all((headers[s] in user) == (s not in gone) for s in headers), call["mask"]
         assert call["reply"] == provider.judge.answer(system, user)
         assert call["parsed"] == float(call["reply"])
@@ -237,8 +256,9 @@ def test_each_call_is_kept_as_the_provider_received_it_with_the_digit_it_read(pr
     for call in calls:
         assert call["outcome"] == "answered" and call["error"] is None and not call["prompt_truncated"]
         assert call["input_tokens"] > 0 and call["output_tokens"] > 0 and call["seconds"] >= 0
-        assert call["cost_usd"] == pytest.approx((call["input_tokens"] * price["input_per_mtok"]
-                                                  + call["output_tokens"] * price["output_per_mtok"]) / 1e6)
+        assert call["cost_usd"] == pytest.approx(
+            (call["input_tokens"] * price["input_per_mtok"] + call["output_tokens"] * price["output_per_mtok"]) / 1e6
+        )
 
 
 def test_a_repeated_trace_shows_its_cached_calls_at_no_cost(provider: Provider) -> None:
@@ -266,8 +286,12 @@ def test_another_tenant_cannot_see_the_calls(provider: Provider) -> None:
 
 def test_a_huge_prompt_is_kept_truncated(provider: Provider) -> None:
     big = "Order A-1 left the warehouse. " + " ".join(f"crate{i} weighed {i % 97} kg" for i in range(700))
-    turn = small_turn("t-big", response_payload={"tool_calls": [
-        {"name": f"lookup_{i}", "arguments": {"n": i}, "response": big} for i in range(8)]})
+    turn = small_turn(
+        "t-big",
+        response_payload={
+            "tool_calls": [{"name": f"lookup_{i}", "arguments": {"n": i}, "response": big} for i in range(8)]
+        },
+    )
     assert provider.api.post("/v1/turns", json=turn).status_code == 201
     done = provider.trace("t-big")
     assert done["status"] == "succeeded", done
@@ -282,7 +306,8 @@ def test_a_huge_prompt_is_kept_truncated(provider: Provider) -> None:
 
 
 def test_the_per_trace_cap_keeps_the_first_calls_and_says_how_many_there_were(
-        provider: Provider, monkeypatch: pytest.MonkeyPatch) -> None:
+    provider: Provider, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(crud_calls, "MAX_CALLS_KEPT", 3)  # the server runs in this process
     done = provider.trace("t-small-1")
     out = provider.calls(done["trace_id"])
@@ -308,13 +333,16 @@ def test_a_failed_trace_keeps_its_failed_calls_without_the_server_address(tmp_pa
     def refuse(request: dict[str, Any]) -> FakeReply:
         return FakeReply.error(400, f"model fake-judge is not served at {where['base']}/chat/completions")
 
-    with FakeOpenAI(refuse, api_key=PROVIDER_KEY) as fake, \
-            ApiServer(tmp_path, warm_up=False, judge_api_base=fake.base_url, judge_api_key=PROVIDER_KEY,
-                      judgement_cache=False) as srv, srv.client(srv.admin_key, timeout=120) as api:
+    with (
+        FakeOpenAI(refuse, api_key=PROVIDER_KEY) as fake,
+        ApiServer(
+            tmp_path, warm_up=False, judge_api_base=fake.base_url, judge_api_key=PROVIDER_KEY, judgement_cache=False
+        ) as srv,
+        srv.client(srv.admin_key, timeout=120) as api,
+    ):
         where["base"] = fake.base_url
         api.post("/v1/turns", json=small_turn())
-        quote = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": "r0",
-                                             "model": "openai/fake-judge"})
+        quote = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": "r0", "model": "openai/fake-judge"})
         started = api.post("/v1/traces", json={"quote_id": quote.json()["quote_id"]})
         done = api.get(started.headers["location"], params={"wait": "true"}).json()
         out = api.get(f"/v1/traces/{done['trace_id']}/calls").json()
@@ -333,26 +361,31 @@ def test_an_interrupted_trace_keeps_its_calls_and_the_one_in_flight_as_failed(tm
 
     def answer(request: dict[str, Any]) -> str | FakeReply:
         user = json.dumps(request["messages"][1:])
-        if "strict judge of support" in json.dumps(request["messages"][:1]) and "[s0]" not in user \
-                and "[s1]" not in user:
+        if (
+            "strict judge of support" in json.dumps(request["messages"][:1])
+            and "[s0]" not in user
+            and "[s1]" not in user
+        ):
             return FakeReply(delay=120, until_hangup=True)  # s(0) never answers: the service stops first
         return judge.openai(request)
 
     settings: dict[str, Any] = {"warm_up": False, "judgement_cache": False, "judge_api_key": PROVIDER_KEY}
     with FakeOpenAI(answer, api_key=PROVIDER_KEY) as fake:
-        with ApiServer(tmp_path, judge_api_base=fake.base_url, **settings) as srv, \
-                srv.client(srv.admin_key, timeout=120) as api:
+        with (
+            ApiServer(tmp_path, judge_api_base=fake.base_url, **settings) as srv,
+            srv.client(srv.admin_key, timeout=120) as api,
+        ):
             api.post("/v1/turns", json=small_turn())
-            quote = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": "r0",
-                                                 "model": "openai/fake-judge"}).json()
+            quote = api.post(
+                "/v1/quotes", json={"turn_id": "t-small-1", "sentence": "r0", "model": "openai/fake-judge"}
+            ).json()
             trace_id = api.post("/v1/traces", json={"quote_id": quote["quote_id"]}).json()["trace_id"]
             for _ in range(600):  # until every call but the held one is answered (at most a minute)
                 if fake.answered == 5 and len(fake.requests) == 6:
                     break
                 api.get(f"/v1/traces/{trace_id}", params={"wait": "true", "timeout": 0.1})
             assert (fake.answered, len(fake.requests)) == (5, 6)
-        with ApiServer(tmp_path, judge_api_base=fake.base_url, **settings) as srv, \
-                srv.client(srv.admin_key) as api:
+        with ApiServer(tmp_path, judge_api_base=fake.base_url, **settings) as srv, srv.client(srv.admin_key) as api:
             done = api.get(f"/v1/traces/{trace_id}").json()
             out = api.get(f"/v1/traces/{trace_id}/calls").json()
     assert done["status"] == "interrupted" and done["calls"]["made"] == 6

@@ -49,12 +49,28 @@ EARLIER_TRACE_RESULT: dict[str, Any] = {
         {"layer": "instructions", "delta": None, "role": "irrelevant", "s_without": None, "no_information": True},
     ],
     "sources": [
-        {"source_id": "s0", "layer": "tools", "label": "lookup_order", "kind": "user_tool", "delta": 7.0,
-         "role": "grounds", "s_without": 1.0, "no_information": False,
-         "support": {"verdict": "supported", "quote": "shipped 2025-03-03 with carrier DHL", "line_start": 1,
-                     "line_end": 1, "confidence": 0.9, "downgraded": False, "reason": "states it", "calls": 1,
-                     "no_information": False},
-         "diagnosis": "grounded in your data"},
+        {
+            "source_id": "s0",
+            "layer": "tools",
+            "label": "lookup_order",
+            "kind": "user_tool",
+            "delta": 7.0,
+            "role": "grounds",
+            "s_without": 1.0,
+            "no_information": False,
+            "support": {
+                "verdict": "supported",
+                "quote": "shipped 2025-03-03 with carrier DHL",
+                "line_start": 1,
+                "line_end": 1,
+                "confidence": 0.9,
+                "downgraded": False,
+                "reason": "states it",
+                "calls": 1,
+                "no_information": False,
+            },
+            "diagnosis": "grounded in your data",
+        },
     ],
     "omitted": [],
     "unscorable": [],
@@ -71,10 +87,18 @@ EARLIER_TRACE_RESULT: dict[str, Any] = {
 
 # A probe result as stored before results said their ``kind``.
 EARLIER_PROBE_RESULT: dict[str, Any] = {
-    "verdict": "required", "note": None, "target_id": "s0", "anchors": ["2025-03-03", "dhl"], "baseline": 3,
-    "without": 0, "k": 3, "calls": {"planned": 6, "made": 6, "failed": 0},
-    "usage": {"input_tokens": 900, "output_tokens": 300, "cached_input_tokens": 0}, "cost_usd": 0.0003,
-    "prompt_version": "probe_regenerate@1", "model": "openai/fake-judge",
+    "verdict": "required",
+    "note": None,
+    "target_id": "s0",
+    "anchors": ["2025-03-03", "dhl"],
+    "baseline": 3,
+    "without": 0,
+    "k": 3,
+    "calls": {"planned": 6, "made": 6, "failed": 0},
+    "usage": {"input_tokens": 900, "output_tokens": 300, "cached_input_tokens": 0},
+    "cost_usd": 0.0003,
+    "prompt_version": "probe_regenerate@1",
+    "model": "openai/fake-judge",
 }
 
 
@@ -163,7 +187,11 @@ def test_a_real_trace_result_round_trips_through_storage_and_the_api_into_the_ty
     assert typed.model_dump(mode="json") == row == done["result"]
     assert typed.verdict == done["result"]["verdict"] and typed.calls.made == done["calls"]["made"]
     assert typed.declared is not None and typed.declared.outcome in (
-        "consistent", "conflated", "unsupported_citation", "none_declared")
+        "consistent",
+        "conflated",
+        "unsupported_citation",
+        "none_declared",
+    )
     assert [s.source_id for s in typed.sources] == [s["source_id"] for s in done["result"]["sources"]]
     # a judged trace has no log-probability trace or agreement: absent, not null
     assert "logprob" not in done["result"] and "agreement" not in done["result"]
@@ -175,24 +203,41 @@ def test_results_stored_by_an_earlier_version_still_validate_and_are_served(tmp_
         with srv.client(key) as api:
             assert api.post("/v1/turns", json=small_turn()).status_code == 201
             trace_quote = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": "r0"}).json()
-            probe_quote = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": "r0",
-                                                       "probe": True}).json()
+            probe_quote = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": "r0", "probe": True}).json()
 
             async def store_earlier_results() -> tuple[str, str]:
                 db = Database(srv.settings.effective_database_url)
                 ids = []
                 try:
-                    for quote_id, result, kind in ((trace_quote["quote_id"], EARLIER_TRACE_RESULT, "trace"),
-                                                   (probe_quote["quote_id"], EARLIER_PROBE_RESULT, "probe")):
+                    for quote_id, result, kind in (
+                        (trace_quote["quote_id"], EARLIER_TRACE_RESULT, "trace"),
+                        (probe_quote["quote_id"], EARLIER_PROBE_RESULT, "probe"),
+                    ):
                         quote = await crud_traces.get_quote(db, "tenant-old", quote_id)
-                        job = await crud_traces.create_job(db, quote, max_cost_usd=None, kind=kind,  # type: ignore[arg-type]
-                                                           source_id="s0" if kind == "probe" else None)
+                        job = await crud_traces.create_job(
+                            db,
+                            quote,
+                            max_cost_usd=None,
+                            kind=kind,  # type: ignore[arg-type]
+                            source_id="s0" if kind == "probe" else None,
+                        )
                         assert await crud_traces.mark_running(db, job.id)
                         audit = ResultAudit(
-                            turn_digest="t", claim_digest="c", query_digest="q", corpus_digest="0" * 64,
-                            prompt_versions={}, params={}, model=quote.model, result=result,
-                            calls_planned=job.calls_planned, calls_made=6, calls_billed=6, input_tokens=0,
-                            output_tokens=0, cost_usd=None)
+                            turn_digest="t",
+                            claim_digest="c",
+                            query_digest="q",
+                            corpus_digest="0" * 64,
+                            prompt_versions={},
+                            params={},
+                            model=quote.model,
+                            result=result,
+                            calls_planned=job.calls_planned,
+                            calls_made=6,
+                            calls_billed=6,
+                            input_tokens=0,
+                            output_tokens=0,
+                            cost_usd=None,
+                        )
                         await crud_traces.finish_succeeded(db, job, audit, Progress(6, 6))
                         ids.append(job.id)
                 finally:
@@ -229,8 +274,21 @@ def _judge(request: dict[str, Any]) -> str:
 
 def test_the_cli_trace_json_validates_against_the_same_model(capsys: pytest.CaptureFixture[str]) -> None:
     with FakeOpenAI(_judge) as srv:
-        code = main(["trace", FIXTURE_A, NOTE, "--model", "openai/fake", "--api-base", srv.base_url,
-                     "--api-key", "test-key", "--yes", "--json"])
+        code = main(
+            [
+                "trace",
+                FIXTURE_A,
+                NOTE,
+                "--model",
+                "openai/fake",
+                "--api-base",
+                srv.base_url,
+                "--api-key",
+                "test-key",
+                "--yes",
+                "--json",
+            ]
+        )
     out, err = capsys.readouterr()
     assert code == 0, err
     data = json.loads(out)

@@ -28,8 +28,9 @@ def test_dark_mode_follows_the_system_and_shortcuts_work_from_the_keyboard(serve
         page.goto(v.base_url + "/")
         expect(page.get_by_label("API key")).to_be_visible()
         expect(page.locator("#sign-out")).to_be_hidden()  # signed out: no "Sign out"
-        colours = page.evaluate("() => [getComputedStyle(document.body).backgroundColor, "
-                                "getComputedStyle(document.body).color]")
+        colours = page.evaluate(
+            "() => [getComputedStyle(document.body).backgroundColor, getComputedStyle(document.body).color]"
+        )
         assert colours == ["rgb(13, 17, 23)", "rgb(230, 237, 243)"], colours
         sign_in_as_admin(run, v)
         expect(page.locator("#sign-out")).to_be_visible()

@@ -32,8 +32,16 @@ JUDGE_KEYS = ("with carrier DHL", "Always name the carrier")  # the judge: the c
 CONFIRMED_TURN = small_turn("t-proxy-agrees", system_prompt="You are a support agent.")  # the judge: the tool too
 FALLBACK_TURN = small_turn(  # the judge: the instructions; the tool return no longer names the carrier
     "t-proxy-disagrees",
-    response_payload={"tool_calls": [{"name": "lookup_order", "arguments": {"order_id": "A-1"},
-                                      "response": "Order A-1 shipped 2025-03-03, tracking 99812."}]})
+    response_payload={
+        "tool_calls": [
+            {
+                "name": "lookup_order",
+                "arguments": {"order_id": "A-1"},
+                "response": "Order A-1 shipped 2025-03-03, tracking 99812.",
+            }
+        ]
+    },
+)
 
 
 def planted(messages: Sequence[Message], target: str) -> float:
@@ -55,8 +63,9 @@ def proxy_trace(v: Viewer, turn_id: str) -> dict[str, Any]:
     assert quote.status_code == 201, quote.text
     started = v.api.post("/v1/traces", json={"quote_id": quote.json()["quote_id"]})
     assert started.status_code == 202, started.text
-    done: dict[str, Any] = v.api.get(f"/v1/traces/{started.json()['trace_id']}", params={"wait": "true"},
-                                     timeout=120).json()
+    done: dict[str, Any] = v.api.get(
+        f"/v1/traces/{started.json()['trace_id']}", params={"wait": "true"}, timeout=120
+    ).json()
     assert done["status"] == "succeeded", done
     return done
 
@@ -64,8 +73,12 @@ def proxy_trace(v: Viewer, turn_id: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyServed]:
     scorer = ScriptedScorer(planted, model_name=PROXY_MODEL)
-    with viewer(tmp_path_factory.mktemp("proxy") / "data", Judge(JUDGE_KEYS), scorer_factory=lambda model: scorer,
-                scorer_api_base=SCORER_BASE) as v:
+    with viewer(
+        tmp_path_factory.mktemp("proxy") / "data",
+        Judge(JUDGE_KEYS),
+        scorer_factory=lambda model: scorer,
+        scorer_api_base=SCORER_BASE,
+    ) as v:
         for turn in (CONFIRMED_TURN, FALLBACK_TURN):
             v.store(turn)
         traces = {t["turn_id"]: proxy_trace(v, t["turn_id"]) for t in (CONFIRMED_TURN, FALLBACK_TURN)}
@@ -124,11 +137,18 @@ def test_a_confirmed_proxy_trace_says_so_and_shows_both_sides(served: ProxyServe
         expect(panel.locator('[data-proxy="scored"] .count')).to_have_text(str(r["calls"]["scored"]))
         expect(panel.locator('[data-proxy="scored"] dt')).to_have_text("Local scoring passes ($0, not in made)")
         expect(panel.locator('[data-proxy="made"] .count')).to_have_text(str(done["calls"]["made"]))
-        for key in ("calls.scored", "calls.made", "proxy.seconds", "proxy.evaluated_tokens", "proxy.share_margin",
-                    "proxy.drops"):
+        for key in (
+            "calls.scored",
+            "calls.made",
+            "proxy.seconds",
+            "proxy.evaluated_tokens",
+            "proxy.share_margin",
+            "proxy.drops",
+        ):
             check_explained(panel, key, g[key])
         expect(panel.locator("#proxy-ranking thead th")).to_have_text(
-            ["Source", "Proxy Δ (nats)", "Proxy role", "Hosted judge Δ (digits 1–9)"])
+            ["Source", "Proxy Δ (nats)", "Proxy role", "Hosted judge Δ (digits 1–9)"]
+        )
         top = r["proxy"]["hosted"]["top_source"]
         proxy_drop = next(x["drop"] for x in r["proxy"]["proxy_ranking"] if x["id"] == top)
         assert row_cells(panel, top) == [drop(proxy_drop), "grounds ?", drop(r["proxy"]["hosted"]["top_source_drop"])]
@@ -154,14 +174,31 @@ def test_a_proxy_trace_the_judge_disagrees_with_shows_the_judged_ranking_and_why
         expect(panel.locator("#proxy-model")).to_have_text(PROXY_MODEL)
         expect(panel.locator('[data-proxy="scored"] .count')).to_have_text(str(r["calls"]["scored"]))
         expect(panel.locator("#proxy-ranking thead th")).to_have_text(
-            ["Source", "Proxy Δ (nats)", "Proxy role", "Hosted judge Δ (digits 1–9)", "Judged search Δ (digits 1–9)",
-             "Judged role"])
+            [
+                "Source",
+                "Proxy Δ (nats)",
+                "Proxy role",
+                "Hosted judge Δ (digits 1–9)",
+                "Judged search Δ (digits 1–9)",
+                "Judged role",
+            ]
+        )
         proxy_top, judged_top = report["proxy_ranking"][0], report["judged_ranking"][0]
         assert proxy_top["id"] != judged_top["id"]  # the two rankings differ: the point of the fallback
-        assert row_cells(panel, proxy_top["id"]) == [drop(proxy_top["drop"]), "grounds ?",
-                                                     drop(report["hosted"]["top_source_drop"]), "not measured", "—"]
-        assert row_cells(panel, judged_top["id"]) == ["not measured", "—", "not measured", drop(judged_top["drop"]),
-                                                      "grounds ?"]
+        assert row_cells(panel, proxy_top["id"]) == [
+            drop(proxy_top["drop"]),
+            "grounds ?",
+            drop(report["hosted"]["top_source_drop"]),
+            "not measured",
+            "—",
+        ]
+        assert row_cells(panel, judged_top["id"]) == [
+            "not measured",
+            "—",
+            "not measured",
+            drop(judged_top["drop"]),
+            "grounds ?",
+        ]
         assert report["disagreements"]
         expect(panel.locator("#proxy-disagreements li")).to_have_text(["⚠ " + d for d in report["disagreements"]])
         check_explained(panel, "tau", g["tau"])

@@ -66,11 +66,31 @@ def test_every_number_is_explained_where_it_appears(served: Served) -> None:
     g = served.glossary
     with browser("trust-glossary") as run:
         page = open_result(run, served)
-        for key in ("verdict.attributed", "gamma", "s_all", "s_none", "tau_gamma", "delta", "tau",
-                    "calls.planned", "calls.made", "calls.cached", "calls.billed", "calls.failed", "warning.truncated"):
+        for key in (
+            "verdict.attributed",
+            "gamma",
+            "s_all",
+            "s_none",
+            "tau_gamma",
+            "delta",
+            "tau",
+            "calls.planned",
+            "calls.made",
+            "calls.cached",
+            "calls.billed",
+            "calls.failed",
+            "warning.truncated",
+        ):
             check_explained(page, "#result-panel", key, g[key])
-        for key in ("role.grounds", "role.irrelevant", "role.redundant", "support.supported", "support.silent",
-                    "confidence", "estimator.judged"):
+        for key in (
+            "role.grounds",
+            "role.irrelevant",
+            "role.redundant",
+            "support.supported",
+            "support.silent",
+            "confidence",
+            "estimator.judged",
+        ):
             term = page.locator(f'#result-panel .term[data-term="{key}"]').first
             toggle = term.locator(".term-toggle")
             expect(term.locator(".term-pop")).to_be_hidden()
@@ -89,8 +109,9 @@ def test_every_number_is_explained_where_it_appears(served: Served) -> None:
           copy.querySelectorAll('.explain, .term-pop, .claim, .quote-text, .note, .warnings').forEach(e => e.remove());
           return copy.textContent; }""")
         assert "memo" not in labels.lower() and "model knew it" not in labels
-        plain = page.evaluate("async () => (await import('/static/js/words.js')).diagnosisWords('model knew it, data "
-                              "agrees')")
+        plain = page.evaluate(
+            "async () => (await import('/static/js/words.js')).diagnosisWords('model knew it, data agrees')"
+        )
         assert "knew it" not in plain and "already knew" in plain
 
         # the gate explains its planned calls
@@ -121,8 +142,10 @@ def test_gate_progress_and_result_state_the_same_call_numbers_as_the_api(served:
         calls = v.api.get(f"/v1/traces/{trace_id}").json()["calls"]
         assert calls["planned"] == planned and calls["cached"] > 0, calls
         assert calls["made"] + calls["cached"] <= planned
-        sentence = (f"{calls['made']} made of {calls['planned']} planned · {calls['cached']} answered from cache ($0)"
-                    f" · {calls['billed']} billed · {calls['failed']} failed")
+        sentence = (
+            f"{calls['made']} made of {calls['planned']} planned · {calls['cached']} answered from cache ($0)"
+            f" · {calls['billed']} billed · {calls['failed']} failed"
+        )
         expect(status).to_have_text(f"Finished: {sentence}.")
         expect(page.locator("#result-calls")).to_contain_text(sentence)
         for word in ("planned", "made", "cached", "billed", "failed"):
@@ -165,7 +188,8 @@ def test_the_model_call_panel_shows_what_the_api_kept(served: Served) -> None:
             expect(summary.locator(".call-mask")).to_have_text(call["mask"])
             expect(summary.locator(".call-parsed")).to_have_text("read " + _parsed(call["parsed"]))
             expect(summary.locator(".call-tokens")).to_have_text(
-                f"{call['input_tokens']:,} in → {call['output_tokens']:,} out")
+                f"{call['input_tokens']:,} in → {call['output_tokens']:,} out"
+            )
         first = data["calls"][0]
         items.first.locator("summary").click()
         messages = items.first.locator(".msg")
@@ -310,4 +334,3 @@ def test_the_trace_list_and_a_result_exported(served: Served) -> None:
         copied = page.evaluate("navigator.clipboard.readText()")
         assert copied == v.api.get(f"/v1/traces/{trace_id}/export", params={"format": "markdown"}).text
         assert run.errors == []
-

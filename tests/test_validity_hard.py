@@ -24,9 +24,15 @@ from estimator.tokens import ApproxTokenizer  # noqa: E402
 from estimator.turn import StoredTurn  # noqa: E402
 from estimator.units import Corpus  # noqa: E402
 
-EXPECTED = {"paraphrase": "attributed", "two_cause": "attributed", "partial": "attributed",
-            "distractor": "attributed", "redundant": "attributed", "knowledge": "internal_knowledge",
-            "truncated": "cannot_tell"}
+EXPECTED = {
+    "paraphrase": "attributed",
+    "two_cause": "attributed",
+    "partial": "attributed",
+    "distractor": "attributed",
+    "redundant": "attributed",
+    "knowledge": "internal_knowledge",
+    "truncated": "cannot_tell",
+}
 
 
 def corpus_of(turn: Any) -> Corpus:
@@ -83,8 +89,8 @@ def test_paraphrases_share_no_five_word_run_with_their_cause() -> None:
         assert not shared_ngrams(t.claim, t.causes[0]), t.turn_id
         words = re.findall(r"[a-z0-9]+", t.claim.lower())
         cause = re.findall(r"[a-z0-9]+", t.causes[0].lower())
-        grams = {tuple(cause[i:i + 5]) for i in range(len(cause) - 4)}
-        assert not any(tuple(words[i:i + 5]) in grams for i in range(len(words) - 4)), t.turn_id
+        grams = {tuple(cause[i : i + 5]) for i in range(len(cause) - 4)}
+        assert not any(tuple(words[i : i + 5]) in grams for i in range(len(words) - 4)), t.turn_id
 
 
 def test_truncated_cause_lies_past_the_boundary_of_the_defaults() -> None:
@@ -116,27 +122,53 @@ def test_long_controls_keep_their_cause_inside_the_window() -> None:
 # ---------------------------------------------------------------- calibration on synthetic measurements
 
 
-def _row(turn_id: str, expected: str, s1: float, s0: float, s_without: dict[str, float],
-         claim_tokens: int = 8, split: str = "tune") -> dict[str, Any]:
+def _row(
+    turn_id: str,
+    expected: str,
+    s1: float,
+    s0: float,
+    s_without: dict[str, float],
+    claim_tokens: int = 8,
+    split: str = "tune",
+) -> dict[str, Any]:
     """A two-layer table: tools (s0 the cause, s1 another return) and instructions (s2)."""
-    units = {"s0": {"layer": "tools", "ordinal": 0}, "s1": {"layer": "tools", "ordinal": 1},
-             "s2": {"layer": "instructions", "ordinal": 2}}
+    units = {
+        "s0": {"layer": "tools", "ordinal": 0},
+        "s1": {"layer": "tools", "ordinal": 1},
+        "s2": {"layer": "instructions", "ordinal": 2},
+    }
     masks: dict[str, float | None] = {"1": s1, "0": s0, **s_without}
-    return {"turn_id": turn_id, "kind": "synthetic", "split": split, "expected_verdict": expected,
-            "causes": ["s0"] if expected == "attributed" else [], "none_ok": False, "cut_units": [],
-            "context_cut": False, "units": units, "masks": masks, "claim_tokens": claim_tokens}
+    return {
+        "turn_id": turn_id,
+        "kind": "synthetic",
+        "split": split,
+        "expected_verdict": expected,
+        "causes": ["s0"] if expected == "attributed" else [],
+        "none_ok": False,
+        "cut_units": [],
+        "context_cut": False,
+        "units": units,
+        "masks": masks,
+        "claim_tokens": claim_tokens,
+    }
 
 
 def _attributed(i: int) -> dict[str, Any]:
-    return _row(f"a{i}", "attributed", -10.0, -20.0,
-                {"-tools": -19.0, "-instructions": -10.2, "-s0": -18.5, "-s1": -10.1})
+    return _row(
+        f"a{i}", "attributed", -10.0, -20.0, {"-tools": -19.0, "-instructions": -10.2, "-s0": -18.5, "-s1": -10.1}
+    )
 
 
 def _knowledge(i: int) -> dict[str, Any]:
     # Γ = 3.5 nats, over the default τ_Γ = max(2, 0.25·8) = 2, and no layer's drop reaches τ = 1: the defaults
     # call it redundant (carried by several layers) instead of internal knowledge
-    return _row(f"k{i}", "internal_knowledge", -10.0, -13.5,
-                {"-tools": -10.8, "-instructions": -10.6, "-s0": -10.7, "-s1": -10.1})
+    return _row(
+        f"k{i}",
+        "internal_knowledge",
+        -10.0,
+        -13.5,
+        {"-tools": -10.8, "-instructions": -10.6, "-s0": -10.7, "-s1": -10.1},
+    )
 
 
 def test_replay_gives_the_estimators_decisions() -> None:
@@ -148,14 +180,26 @@ def test_replay_gives_the_estimators_decisions() -> None:
 
 
 def test_redundant_carriers_are_resolved_within_the_layer() -> None:
-    row = _row("r", "attributed", -10.0, -20.0, {"-tools": -19.0, "-instructions": -10.1, "-s0": -10.2,
-                                                  "-s1": -10.3, "in s0": -10.4, "in s1": -10.5})
+    row = _row(
+        "r",
+        "attributed",
+        -10.0,
+        -20.0,
+        {"-tools": -19.0, "-instructions": -10.1, "-s0": -10.2, "-s1": -10.3, "in s0": -10.4, "in s1": -10.5},
+    )
     row["causes"], row["none_ok"] = ["s0", "s1"], True
     got = replay(row)
     assert got.top_source is None and got.contributing == ("s0", "s1")
     scored = score_row(row, got)
     assert {k: scored[k] for k in ("verdict_ok", "top_ok", "both_ok", "abstained", "tp", "fp", "fn")} == {
-        "verdict_ok": True, "top_ok": True, "both_ok": True, "abstained": False, "tp": 2, "fp": 0, "fn": 0}
+        "verdict_ok": True,
+        "top_ok": True,
+        "both_ok": True,
+        "abstained": False,
+        "tp": 2,
+        "fp": 0,
+        "fn": 0,
+    }
 
 
 def test_calibration_rule_picks_the_known_threshold() -> None:
@@ -175,8 +219,7 @@ def test_calibration_keeps_the_defaults_when_nothing_is_gained() -> None:
 
 
 def test_truncated_turns_are_right_only_when_the_estimator_abstains() -> None:
-    row = _row("t", "cannot_tell", -10.0, -10.5, {"-tools": -10.4, "-instructions": -10.1, "-s0": -10.3,
-                                                   "-s1": -10.1})
+    row = _row("t", "cannot_tell", -10.0, -10.5, {"-tools": -10.4, "-instructions": -10.1, "-s0": -10.3, "-s1": -10.1})
     row["context_cut"], row["cut_units"] = True, ["s0"]
     wrong = score_row(row, replay(row))
     assert not wrong["verdict_ok"] and wrong["wrong_knowledge"]  # internal knowledge: a confident wrong answer
@@ -205,8 +248,9 @@ def test_the_products_logprob_defaults_are_what_the_recorded_study_chose_on_its_
     rows = _recorded()
     assert len(rows) == len(HARD)
     chosen, _, _ = choose([r for r in rows if r["split"] == "tune"])
-    assert {k: getattr(chosen, k) for k in ("tau_rel", "tau_floor", "gamma_per_token", "gamma_floor")} == \
-        DEFAULT_LOGPROB_PARAMS.model_dump()
+    assert {
+        k: getattr(chosen, k) for k in ("tau_rel", "tau_floor", "gamma_per_token", "gamma_floor")
+    } == DEFAULT_LOGPROB_PARAMS.model_dump()
     assert chosen.redundancy_k == 1.0  # the redundancy test of estimator/redundancy.py: k = 1, unchanged
 
 

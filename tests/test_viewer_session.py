@@ -94,8 +94,9 @@ def test_an_expired_session_is_refused_and_reported_signed_out(tmp_path: Path) -
     with ApiServer(tmp_path, llm_factory=scripted_factory(), warm_up=False) as srv:
         client, token = _sign_in(srv, srv.admin_key)
         with sqlite3.connect(tmp_path / "provenance.db") as db:
-            db.execute("UPDATE viewer_sessions SET expires_at = '2000-01-01 00:00:00' WHERE token_hash = ?",
-                       (hash_key(token),))
+            db.execute(
+                "UPDATE viewer_sessions SET expires_at = '2000-01-01 00:00:00' WHERE token_hash = ?", (hash_key(token),)
+            )
         with closing(client):
             assert client.get("/v1/turns").status_code == 401
             state = client.get("/ui/session")
@@ -104,8 +105,7 @@ def test_an_expired_session_is_refused_and_reported_signed_out(tmp_path: Path) -
 
 
 def test_the_session_token_is_rotated_and_the_old_one_stops_working(tmp_path: Path) -> None:
-    with ApiServer(tmp_path, llm_factory=scripted_factory(), warm_up=False,
-                   viewer_session_rotate_seconds=1) as srv:
+    with ApiServer(tmp_path, llm_factory=scripted_factory(), warm_up=False, viewer_session_rotate_seconds=1) as srv:
         client, old = _sign_in(srv, srv.admin_key)
         with closing(client):
             time.sleep(1.2)

@@ -39,9 +39,18 @@ asyncio.run(main())
 def _start_up(tmp_path: Path, redis_url: str, **env: str) -> dict[str, bool]:
     done = subprocess.run(
         [sys.executable, "-c", STARTUP],
-        env={**os.environ, "PROVENANCE_DATA_DIR": str(tmp_path), "PROVENANCE_REDIS_URL": redis_url,
-             "PROVENANCE_REDIS_PREFIX": f"warm-{secrets.token_hex(4)}", "PROVENANCE_LOG_LEVEL": "WARNING", **env},
-        capture_output=True, text=True, timeout=300, cwd=REPO,
+        env={
+            **os.environ,
+            "PROVENANCE_DATA_DIR": str(tmp_path),
+            "PROVENANCE_REDIS_URL": redis_url,
+            "PROVENANCE_REDIS_PREFIX": f"warm-{secrets.token_hex(4)}",
+            "PROVENANCE_LOG_LEVEL": "WARNING",
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     result: dict[str, bool] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -51,4 +60,6 @@ def _start_up(tmp_path: Path, redis_url: str, **env: str) -> dict[str, bool]:
 def test_a_worker_loads_the_provider_client_before_it_takes_a_job(tmp_path: Path, redis_url: str) -> None:
     assert _start_up(tmp_path / "warm", redis_url) == {"before": False, "loaded_at_startup": True}
     assert _start_up(tmp_path / "cold", redis_url, PROVENANCE_WARM_UP="false") == {
-        "before": False, "loaded_at_startup": False}
+        "before": False,
+        "loaded_at_startup": False,
+    }

@@ -17,8 +17,13 @@ EO_KEY = "Land Cover Type (MCD12Q1) Version 6.1"  # only the search_worldview_la
 LIST_TURNS = [
     small_turn("list-a", model="openai/gpt-4o", agent="billing bot", created_at="2025-01-10T10:00:00Z"),
     small_turn("list-b", model="openai/gpt-4o", agent="support bot", created_at="2025-02-10T10:00:00Z"),
-    small_turn("list-c", model="anthropic/claude-x", agent="billing bot", created_at="2025-01-20T10:00:00Z",
-               response="Hello! How can I help you today?"),
+    small_turn(
+        "list-c",
+        model="anthropic/claude-x",
+        agent="billing bot",
+        created_at="2025-01-20T10:00:00Z",
+        response="Hello! How can I help you today?",
+    ),
 ]
 
 

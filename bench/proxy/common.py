@@ -25,8 +25,13 @@ from estimator.turn import StoredTurn  # noqa: E402
 from estimator.units import Corpus  # noqa: E402
 
 TAU_BENCH = ROOT / "tests" / "data" / "tau-bench" / "airline-gpt-4o-dev.json"
-FIXTURES = ("eo_worldview_turn.json", "failures_turn.json", "fallback_path_turn.json", "ndvi_parametric_turn.json",
-            "redundant_sources_turn.json")
+FIXTURES = (
+    "eo_worldview_turn.json",
+    "failures_turn.json",
+    "fallback_path_turn.json",
+    "ndvi_parametric_turn.json",
+    "redundant_sources_turn.json",
+)
 
 
 @dataclass(frozen=True)
@@ -45,8 +50,11 @@ def claims_of(turn: StoredTurn, where: str, limit: int) -> list[Claim]:
     if not corpus.units:
         return []
     report = gate_turn(corpus, segment_response(turn.response))
-    out = [Claim(where, turn.turn_id, g.segment.text, turn.effective_query(), corpus)
-           for g in report.segments if g.traceable]
+    out = [
+        Claim(where, turn.turn_id, g.segment.text, turn.effective_query(), corpus)
+        for g in report.segments
+        if g.traceable
+    ]
     return out[:limit]
 
 

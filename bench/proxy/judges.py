@@ -36,8 +36,9 @@ def counted(script: Callable[[LLMRequest], str]) -> ScriptedLLM:
 
     def answer(request: LLMRequest) -> LLMResponse:
         text = script(request)
-        usage = Usage(input_tokens=sum(tok.count(m.content) for m in request.messages),
-                      output_tokens=max(1, tok.count(text)))
+        usage = Usage(
+            input_tokens=sum(tok.count(m.content) for m in request.messages), output_tokens=max(1, tok.count(text))
+        )
         return LLMResponse(text=text, usage=usage, model="scripted-judge")
 
     return ScriptedLLM(answer)
@@ -56,8 +57,13 @@ def _quote(text: str, key: str) -> str:
     return key
 
 
-def _judge(holds: Callable[[str], float], keys: Sequence[str], *, invert: bool = False, spans: bool = True,
-           ) -> ScriptedLLM:
+def _judge(
+    holds: Callable[[str], float],
+    keys: Sequence[str],
+    *,
+    invert: bool = False,
+    spans: bool = True,
+) -> ScriptedLLM:
     """``holds``: the share of the claim the data shown carries, 0–1."""
 
     def script(request: LLMRequest) -> str:
@@ -67,8 +73,9 @@ def _judge(holds: Callable[[str], float], keys: Sequence[str], *, invert: bool =
             return str(round(2 + 7 * (1 - share if invert else share)))
         key = next((k for k in keys if k and k in data), None)
         if spans and key is not None:
-            return json.dumps({"verdict": "supported", "evidence_quote": _quote(data, key), "confidence": 0.9,
-                               "reason": "-"})
+            return json.dumps(
+                {"verdict": "supported", "evidence_quote": _quote(data, key), "confidence": 0.9, "reason": "-"}
+            )
         return SILENT
 
     return counted(script)

@@ -74,11 +74,25 @@ class Item:
     expected_verdict: str | None = None
 
 
-def _planted(set_name: str, turn_id: str, kind: str, stored: dict[str, Any], claim: str, query: str,
-             causes: Sequence[str], expected: str) -> Item:
+def _planted(
+    set_name: str,
+    turn_id: str,
+    kind: str,
+    stored: dict[str, Any],
+    claim: str,
+    query: str,
+    causes: Sequence[str],
+    expected: str,
+) -> Item:
     corpus = build_corpus(StoredTurn.model_validate(stored), DEFAULT_PARAMS)
-    return Item(set_name, kind, Claim(set_name, turn_id, claim, query, corpus), tuple(causes),
-                together=kind == "two_cause", expected_verdict=expected)
+    return Item(
+        set_name,
+        kind,
+        Claim(set_name, turn_id, claim, query, corpus),
+        tuple(causes),
+        together=kind == "two_cause",
+        expected_verdict=expected,
+    )
 
 
 def easy_items(limit: int) -> list[Item]:
@@ -86,8 +100,10 @@ def easy_items(limit: int) -> list[Item]:
     for p in SUITE:
         by_kind.setdefault(p.kind, []).append(p)
     order = [v[i] for i in range(max(len(v) for v in by_kind.values())) for v in by_kind.values() if i < len(v)]
-    return [_planted("easy", p.turn_id, p.kind, p.stored_turn(), p.claim, p.query, p.cause, p.expected_verdict)
-            for p in order[:limit]]
+    return [
+        _planted("easy", p.turn_id, p.kind, p.stored_turn(), p.claim, p.query, p.cause, p.expected_verdict)
+        for p in order[:limit]
+    ]
 
 
 def hard_items(per_subset: int) -> list[Item]:
@@ -97,8 +113,7 @@ def hard_items(per_subset: int) -> list[Item]:
         if t.split != "heldout" or taken.get(t.kind, 0) >= per_subset:
             continue
         taken[t.kind] = taken.get(t.kind, 0) + 1
-        out.append(_planted("hard", t.turn_id, t.kind, t.stored_turn(), t.claim, t.query, t.causes,
-                            t.expected_verdict))
+        out.append(_planted("hard", t.turn_id, t.kind, t.stored_turn(), t.claim, t.query, t.causes, t.expected_verdict))
     return out
 
 
@@ -107,9 +122,15 @@ def cause_ids(item: Item) -> list[str]:
 
 
 def summary(result: TraceResult) -> dict[str, Any]:
-    return {"verdict": result.verdict, "top": top_source(result), "made": result.calls.made,
-            "planned": result.calls.planned, "input_tokens": result.usage.input_tokens,
-            "saved": result.calls.saved, "refused": result.calls.refused}
+    return {
+        "verdict": result.verdict,
+        "top": top_source(result),
+        "made": result.calls.made,
+        "planned": result.calls.planned,
+        "input_tokens": result.usage.input_tokens,
+        "saved": result.calls.saved,
+        "refused": result.calls.refused,
+    }
 
 
 def gate(item: Item) -> dict[str, Any]:
@@ -117,12 +138,22 @@ def gate(item: Item) -> dict[str, Any]:
     tok = free_tier.tokenizer()
     c = item.claim
     judged = quote_cost(c.corpus, c.claim, model=JUDGE_MODEL, tokenizer=tok, query=c.query)
-    q = quote_proxy(c.corpus, c.claim, proxy_capability(local_model=True, scorer_api_base=None), judged,
-                    query=c.query, tokenizer=tok)
-    return {"confirm_calls": q.confirm_calls, "confirm_input_tokens": q.confirm_input_tokens,
-            "worst_case_calls": q.worst_case_calls,
-            "worst_case_input_tokens": q.worst_case_input_tokens, "local_passes": q.local_passes,
-            "local_prompt_tokens": q.local_prompt_tokens}
+    q = quote_proxy(
+        c.corpus,
+        c.claim,
+        proxy_capability(local_model=True, scorer_api_base=None),
+        judged,
+        query=c.query,
+        tokenizer=tok,
+    )
+    return {
+        "confirm_calls": q.confirm_calls,
+        "confirm_input_tokens": q.confirm_input_tokens,
+        "worst_case_calls": q.worst_case_calls,
+        "worst_case_input_tokens": q.worst_case_input_tokens,
+        "local_passes": q.local_passes,
+        "local_prompt_tokens": q.local_prompt_tokens,
+    }
 
 
 def make_judge(item: Item, name: str) -> ScriptedLLM:
@@ -161,17 +192,32 @@ async def run_item(item: Item, scorer: Any, judges: Sequence[str], cache: Path |
         assert proxy.calls.made == len(hosted.calls), "the result's made must be the hosted calls sent"
         report_ = proxy.report
         assert report_ is not None
-        rows.append({
-            "set": item.set, "kind": item.kind, "turn_id": c.turn_id, "where": c.where, "judge": name,
-            "claim": c.claim, "sources": len(c.corpus.units), "causes": cause_ids(item),
-            "expected_verdict": item.expected_verdict, "judged": summary(full),
-            "proxy": {**summary(proxy), "confirmed": proxy.confirmed, "scored": ranking.passes,
-                      "proxy_top": top_source(ranking.result), "proxy_verdict": ranking.result.verdict,
-                      "disagreements": report_.disagreements},
-            "local_seconds": round(ranking.seconds, 2), "evaluated_tokens": ranking.evaluated_tokens,
-            "gate": quoted,
-            "load": before,
-        })
+        rows.append(
+            {
+                "set": item.set,
+                "kind": item.kind,
+                "turn_id": c.turn_id,
+                "where": c.where,
+                "judge": name,
+                "claim": c.claim,
+                "sources": len(c.corpus.units),
+                "causes": cause_ids(item),
+                "expected_verdict": item.expected_verdict,
+                "judged": summary(full),
+                "proxy": {
+                    **summary(proxy),
+                    "confirmed": proxy.confirmed,
+                    "scored": ranking.passes,
+                    "proxy_top": top_source(ranking.result),
+                    "proxy_verdict": ranking.result.verdict,
+                    "disagreements": report_.disagreements,
+                },
+                "local_seconds": round(ranking.seconds, 2),
+                "evaluated_tokens": ranking.evaluated_tokens,
+                "gate": quoted,
+                "load": before,
+            }
+        )
     return rows
 
 
@@ -182,8 +228,7 @@ def items_for(args: argparse.Namespace) -> list[tuple[Item, tuple[str, ...]]]:
         if name == "fixtures" and name in sets:
             out += [(Item("fixtures", "fixture", c), ("claim_ids",)) for c in fixture_claims(1)]
         elif name == "tau":
-            out += [(Item("tau", "tau", c), ("claim_ids",)) for c in tau_claims(every=args.tau_every,
-                                                                                  limit=args.tau)]
+            out += [(Item("tau", "tau", c), ("claim_ids",)) for c in tau_claims(every=args.tau_every, limit=args.tau)]
         elif name == "easy":
             out += [(i, JUDGES) for i in easy_items(args.easy)]
         elif name == "hard":
@@ -216,10 +261,13 @@ async def main_async(args: argparse.Namespace) -> int:
                 with out.open("a", encoding="utf-8") as f:
                     f.write(json.dumps(row, ensure_ascii=False) + "\n")
                 p = row["proxy"]
-                print(f"[{i + 1}/{len(todo)}] {row['set']:<8} {row['turn_id'][:26]:<26} {row['judge']:<9} "
-                      f"judged {row['judged']['made']:>2} made · proxy {p['made']:>2} made "
-                      f"({'confirmed' if p['confirmed'] else 'fallback'}) · top {p['top']} vs {row['judged']['top']}"
-                      f" · local {row['local_seconds']:.0f} s · load {row['load']}", flush=True)
+                print(
+                    f"[{i + 1}/{len(todo)}] {row['set']:<8} {row['turn_id'][:26]:<26} {row['judge']:<9} "
+                    f"judged {row['judged']['made']:>2} made · proxy {p['made']:>2} made "
+                    f"({'confirmed' if p['confirmed'] else 'fallback'}) · top {p['top']} vs {row['judged']['top']}"
+                    f" · local {row['local_seconds']:.0f} s · load {row['load']}",
+                    flush=True,
+                )
     finally:
         local.close()
     print(f"ran in {time.perf_counter() - started:.0f} s")

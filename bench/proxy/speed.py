@@ -51,16 +51,29 @@ async def one(local: LocalModel, claim: Claim, way: str) -> dict[str, Any]:
         result = await trace_logprob(scorer, None, claim.claim, claim.query, claim.corpus, tokenizer=tok)
         passes, verdict = result.calls.made, result.verdict
     seconds = time.perf_counter() - started
-    return {"where": claim.where, "turn_id": claim.turn_id, "sources": len(claim.corpus.units), "way": way,
-            "passes": passes, "evaluated_tokens": scorer.evaluated_tokens, "prompt_tokens": scorer.scored_tokens,
-            "seconds": round(seconds, 2), "seconds_per_pass": round(seconds / max(passes, 1), 2),
-            "eval_seconds": round(scorer.eval_seconds, 2), "verdict": verdict, "load": before}
+    return {
+        "where": claim.where,
+        "turn_id": claim.turn_id,
+        "sources": len(claim.corpus.units),
+        "way": way,
+        "passes": passes,
+        "evaluated_tokens": scorer.evaluated_tokens,
+        "prompt_tokens": scorer.scored_tokens,
+        "seconds": round(seconds, 2),
+        "seconds_per_pass": round(seconds / max(passes, 1), 2),
+        "eval_seconds": round(scorer.eval_seconds, 2),
+        "verdict": verdict,
+        "load": before,
+    }
 
 
 def show(row: dict[str, Any]) -> None:
-    print(f"{row['where']:<38} {row['turn_id'][:28]:<28} {row['sources']:>2} src  {row['way']:<5} "
-          f"{row['passes']:>2} passes  {row['evaluated_tokens']:>6} of {row['prompt_tokens']:>6} tokens  "
-          f"{row['seconds']:>7.1f} s  {row['seconds_per_pass']:>6.2f} s/pass  load {row['load']}", flush=True)
+    print(
+        f"{row['where']:<38} {row['turn_id'][:28]:<28} {row['sources']:>2} src  {row['way']:<5} "
+        f"{row['passes']:>2} passes  {row['evaluated_tokens']:>6} of {row['prompt_tokens']:>6} tokens  "
+        f"{row['seconds']:>7.1f} s  {row['seconds_per_pass']:>6.2f} s/pass  load {row['load']}",
+        flush=True,
+    )
 
 
 def summarise(rows: Sequence[dict[str, Any]]) -> bool:
@@ -73,8 +86,10 @@ def summarise(rows: Sequence[dict[str, Any]]) -> bool:
         if "proxy" in ways:
             proxy = ways["proxy"]
             tokens = proxy["prompt_tokens"] / max(proxy["evaluated_tokens"], 1)
-            parts.append(f"tokens evaluated: {proxy['evaluated_tokens']} of {proxy['prompt_tokens']} (×{tokens:.1f} "
-                         "fewer than without reuse)")
+            parts.append(
+                f"tokens evaluated: {proxy['evaluated_tokens']} of {proxy['prompt_tokens']} (×{tokens:.1f} "
+                "fewer than without reuse)"
+            )
             if "none" in ways:
                 ratio = ways["none"]["seconds_per_pass"] / max(proxy["seconds_per_pass"], 1e-9)
                 parts.append(f"s/pass none/proxy ×{ratio:.1f}")
@@ -115,8 +130,11 @@ async def main_async(args: argparse.Namespace) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tau", type=int, default=3, help="5-source τ-bench turns (every 7th of them)")
-    parser.add_argument("--fixture-names", default="failures_turn.json,redundant_sources_turn.json",
-                        help="fixtures (comma-separated; their first traceable claim)")
+    parser.add_argument(
+        "--fixture-names",
+        default="failures_turn.json,redundant_sources_turn.json",
+        help="fixtures (comma-separated; their first traceable claim)",
+    )
     parser.add_argument("--ways", default=",".join(WAYS), help="comma-separated: none, reuse, proxy")
     parser.add_argument("--model", help="a GGUF file (default: scripts/local-model.sh path)")
     parser.add_argument("--n-ctx", type=int, default=4096)

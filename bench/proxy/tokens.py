@@ -73,8 +73,15 @@ async def count(llama: Any, claim: Claim, way: str) -> tuple[int, int, int]:
         result = await trace_logprob(scorer, None, claim.claim, claim.query, claim.corpus, tokenizer=tok)
         passes = result.calls.made
     else:
-        ranking = await rank(scorer, claim.claim, claim.query, claim.corpus, model="none", tokenizer=tok,
-                             pp=ProxyParams(order="ordinal" if way == "ordinal" else "size"))
+        ranking = await rank(
+            scorer,
+            claim.claim,
+            claim.query,
+            claim.corpus,
+            model="none",
+            tokenizer=tok,
+            pp=ProxyParams(order="ordinal" if way == "ordinal" else "size"),
+        )
         passes = ranking.passes
     return (scorer.total if way == "none" else scorer.evaluated), scorer.total, passes
 
@@ -93,13 +100,17 @@ async def main_async(args: argparse.Namespace) -> int:
                 for i, v in enumerate((evaluated, total, passes)):
                     sums[way][i] += v
                 per_claim[way].append(evaluated)
-        print(f"{name}: {len(claims)} claims, {sum(len(c.corpus.units) for c in claims) / len(claims):.1f} sources "
-              "per claim")
+        print(
+            f"{name}: {len(claims)} claims, {sum(len(c.corpus.units) for c in claims) / len(claims):.1f} sources "
+            "per claim"
+        )
         for way in WAYS:
             evaluated, total, passes = sums[way]
-            print(f"  {way:<8} {evaluated:>9,} tokens evaluated · {passes} passes · {evaluated / max(passes, 1):,.0f} "
-                  f"per pass · median {statistics.median(per_claim[way]):,.0f} per claim · ×"
-                  f"{sums['none'][0] / max(evaluated, 1):.2f} fewer than none")
+            print(
+                f"  {way:<8} {evaluated:>9,} tokens evaluated · {passes} passes · {evaluated / max(passes, 1):,.0f} "
+                f"per pass · median {statistics.median(per_claim[way]):,.0f} per claim · ×"
+                f"{sums['none'][0] / max(evaluated, 1):.2f} fewer than none"
+            )
     return 0
 
 

@@ -39,8 +39,12 @@ GRID: dict[str, tuple[float, ...]] = {
 SWEEP_MIN_TAU = min(GRID["tau_floor"])
 # the settings the hard set was first run with, before its calibration moved tau_floor 1 → 2 and gamma_floor 2 → 3:
 # the sweep's baseline and its "fewest changes" reference, fixed so that the report's before/after stays reproducible
-DEFAULTS: dict[str, float] = {**DEFAULT_LOGPROB_PARAMS.model_dump(), "tau_floor": 1.0, "gamma_floor": 2.0,
-                              "redundancy_k": 1.0}
+DEFAULTS: dict[str, float] = {
+    **DEFAULT_LOGPROB_PARAMS.model_dump(),
+    "tau_floor": 1.0,
+    "gamma_floor": 2.0,
+    "redundancy_k": 1.0,
+}
 
 
 @dataclass(frozen=True)
@@ -58,8 +62,12 @@ class Setting:
 
     @property
     def lp(self) -> LogprobParams:
-        return LogprobParams(tau_rel=self.tau_rel, tau_floor=self.tau_floor, gamma_per_token=self.gamma_per_token,
-                             gamma_floor=self.gamma_floor)
+        return LogprobParams(
+            tau_rel=self.tau_rel,
+            tau_floor=self.tau_floor,
+            gamma_per_token=self.gamma_per_token,
+            gamma_floor=self.gamma_floor,
+        )
 
     def values(self) -> dict[str, float]:
         return {k: getattr(self, k) for k in GRID}
@@ -91,8 +99,10 @@ def _select(units: Sequence[tuple[str, str, int]], cap: int) -> list[str]:
     """``loo.select_units`` on (id, layer, ordinal): layer-balanced round-robin by recency, capped."""
     if len(units) <= cap:
         return [u[0] for u in sorted(units, key=lambda u: u[2])]
-    queues = {layer.value: sorted((u for u in units if u[1] == layer.value), key=lambda u: -u[2])
-              for layer in PROVENANCE_LAYER_ORDER}
+    queues = {
+        layer.value: sorted((u for u in units if u[1] == layer.value), key=lambda u: -u[2])
+        for layer in PROVENANCE_LAYER_ORDER
+    }
     kept: list[tuple[str, str, int]] = []
     while len(kept) < cap and any(queues.values()):
         for layer in PROVENANCE_LAYER_ORDER:
@@ -123,8 +133,9 @@ def replay(row: Mapping[str, Any], setting: Setting = Setting()) -> Replayed:
         without = _value(m, f"-{layer}")
         layer_drop[layer] = drop(s1, math.nan if without is None else without)
         unmeasured |= without is None or math.isnan(without) or math.isnan(s1)
-    ranked = sorted((x for x in present if role_of(layer_drop[x], tau) != "irrelevant"),
-                    key=lambda x: -abs(layer_drop[x]))
+    ranked = sorted(
+        (x for x in present if role_of(layer_drop[x], tau) != "irrelevant"), key=lambda x: -abs(layer_drop[x])
+    )
     contributing = tuple(Layer(x) for x in ranked)
     effect = gamma
     if setting.gamma_at_least_layer and layer_drop:
@@ -150,8 +161,11 @@ def replay(row: Mapping[str, Any], setting: Setting = Setting()) -> Replayed:
         for layer in ranked:
             in_layer = [uid for uid in tested if row["units"][uid]["layer"] == layer]
             tested_by_layer[layer] = tuple(in_layer)
-            if role_of(layer_drop[layer], tau) != "grounds" or len(in_layer) < 2 \
-                    or any(roles.get(uid) == "grounds" for uid in in_layer):
+            if (
+                role_of(layer_drop[layer], tau) != "grounds"
+                or len(in_layer) < 2
+                or any(roles.get(uid) == "grounds" for uid in in_layer)
+            ):
                 continue
             for uid in in_layer:
                 alone = _value(m, f"in {uid}")
@@ -165,8 +179,19 @@ def replay(row: Mapping[str, Any], setting: Setting = Setting()) -> Replayed:
     elif verdict == "redundant" and len(present) >= 2:
         complete = False  # which sources carry it alone: only-u masks are not in the table
     contrib = tuple(sorted(uid for uid, r in roles.items() if r in ("grounds", "redundant")))
-    return Replayed(verdict, top, contrib, gamma, tau, tau_gamma, complete, roles, layer_drop, tested_by_layer,
-                    ranked_names(contributing))
+    return Replayed(
+        verdict,
+        top,
+        contrib,
+        gamma,
+        tau,
+        tau_gamma,
+        complete,
+        roles,
+        layer_drop,
+        tested_by_layer,
+        ranked_names(contributing),
+    )
 
 
 def ranked_names(layers: Sequence[Layer]) -> tuple[str, ...]:
@@ -177,9 +202,18 @@ def replay_caveats(row: Mapping[str, Any], setting: Setting = Setting()) -> set[
     """The kinds of caveat (``estimator.caveats``) the product's result would carry for this recorded turn."""
     r = replay(row, setting)
     cut = ["scoring window"] if row.get("context_cut") or row["logprob"].get("disclosed") else []
-    found = caveats(verdict=r.verdict, gamma=r.gamma, tau=r.tau, tau_gamma=r.tau_gamma, unit=" nats",
-                    layer_drops=r.layer_drops, contributing=r.contributing_layers,
-                    tested_by_layer=r.tested_by_layer, roles=r.roles, warnings=cut)
+    found = caveats(
+        verdict=r.verdict,
+        gamma=r.gamma,
+        tau=r.tau,
+        tau_gamma=r.tau_gamma,
+        unit=" nats",
+        layer_drops=r.layer_drops,
+        contributing=r.contributing_layers,
+        tested_by_layer=r.tested_by_layer,
+        roles=r.roles,
+        warnings=cut,
+    )
     return {c.kind for c in found}
 
 
@@ -209,10 +243,17 @@ def score_row(row: Mapping[str, Any], pred: Mapping[str, Any] | Replayed) -> dic
         verdict_ok = verdict == "attributed"
         top_ok = top in causes or (row["none_ok"] and top is None)
         truth = causes
-    return {"verdict_ok": verdict_ok, "top_ok": top_ok, "both_ok": verdict_ok and top_ok, "abstained": abstained,
-            "safe": verdict_ok and top_ok if safe is None else safe, "wrong_knowledge": expected == "cannot_tell"
-            and verdict == "internal_knowledge", "tp": len(contrib & truth), "fp": len(contrib - truth),
-            "fn": len(truth - contrib)}
+    return {
+        "verdict_ok": verdict_ok,
+        "top_ok": top_ok,
+        "both_ok": verdict_ok and top_ok,
+        "abstained": abstained,
+        "safe": verdict_ok and top_ok if safe is None else safe,
+        "wrong_knowledge": expected == "cannot_tell" and verdict == "internal_knowledge",
+        "tp": len(contrib & truth),
+        "fp": len(contrib - truth),
+        "fn": len(truth - contrib),
+    }
 
 
 def settings(grid: Mapping[str, Sequence[float]] = GRID) -> Iterable[Setting]:
@@ -226,8 +267,10 @@ def objective(rows: Sequence[Mapping[str, Any]], setting: Setting) -> int:
     return sum(score_row(r, replay(r, setting))["both_ok"] for r in rows)
 
 
-def choose(rows: Sequence[Mapping[str, Any]], grid: Mapping[str, Sequence[float]] = GRID,
-           ) -> tuple[Setting, int, list[tuple[Setting, int]]]:
+def choose(
+    rows: Sequence[Mapping[str, Any]],
+    grid: Mapping[str, Sequence[float]] = GRID,
+) -> tuple[Setting, int, list[tuple[Setting, int]]]:
     """The rule: the most right turns on ``rows`` (the tune split); ties → closest to the defaults.
     Returns the choice, its count, and every candidate's count."""
     scored = [(s, objective(rows, s)) for s in settings(grid)]

@@ -100,21 +100,38 @@ def disclosed(result: TraceResult) -> bool:
 
 
 def truth(t: HardTurn, corpus: Corpus) -> dict[str, Any]:
-    return {"turn_id": t.turn_id, "kind": t.kind, "split": t.split, "mechanism": t.mechanism, "claim": t.claim,
-            "expected_verdict": t.expected_verdict, "causes": cause_units(t, corpus), "none_ok": t.none_ok,
-            "cut_units": cut_units(corpus), "context_cut": bool(cut_units(corpus)) or any(
-                "HISTORY_MAX_MESSAGES" in w for w in corpus.warnings)}
+    return {
+        "turn_id": t.turn_id,
+        "kind": t.kind,
+        "split": t.split,
+        "mechanism": t.mechanism,
+        "claim": t.claim,
+        "expected_verdict": t.expected_verdict,
+        "causes": cause_units(t, corpus),
+        "none_ok": t.none_ok,
+        "cut_units": cut_units(corpus),
+        "context_cut": bool(cut_units(corpus)) or any("HISTORY_MAX_MESSAGES" in w for w in corpus.warnings),
+    }
 
 
 def product(result: TraceResult, *, seconds: float, calls: int) -> dict[str, Any]:
     roles = {s.source_id: s.role for s in result.sources if s.role is not None}
-    return {"verdict": result.verdict, "top_source": top_source(result), "top_layer": top_layer(result),
-            "contributing": sorted(k for k, v in roles.items() if v in ("grounds", "redundant")),
-            "roles": roles, "gamma": result.gamma, "s_all": result.s_all, "s_none": result.s_none,
-            "layer_drops": {x.layer.value: x.delta for x in result.layers},
-            "source_drops": {s.source_id: s.delta for s in result.sources if s.delta is not None},
-            "disclosed": disclosed(result), "seconds": round(seconds, 2), "calls": calls,
-            "no_information": sum(1 for x in (*result.layers, *result.sources) if x.no_information)}
+    return {
+        "verdict": result.verdict,
+        "top_source": top_source(result),
+        "top_layer": top_layer(result),
+        "contributing": sorted(k for k, v in roles.items() if v in ("grounds", "redundant")),
+        "roles": roles,
+        "gamma": result.gamma,
+        "s_all": result.s_all,
+        "s_none": result.s_none,
+        "layer_drops": {x.layer.value: x.delta for x in result.layers},
+        "source_drops": {s.source_id: s.delta for s in result.sources if s.delta is not None},
+        "disclosed": disclosed(result),
+        "seconds": round(seconds, 2),
+        "calls": calls,
+        "no_information": sum(1 for x in (*result.layers, *result.sources) if x.no_information),
+    }
 
 
 def table_masks(corpus: Corpus, layer_drops: dict[str, float]) -> dict[str, Mask]:
@@ -158,8 +175,9 @@ async def run_one(t: HardTurn, llm: LLM, scorer: Scorer, with_judge: bool) -> di
     values: dict[str, float | None] = {}
     for name, mask in masks.items():
         key = (build_messages(corpus, t.query, mask, texts), t.claim)
-        optional = name.startswith("only ") or (name.startswith("in ") and len(corpus.in_layer(
-            corpus.by_id(name[3:]).layer)) > WITHIN_MAX)
+        optional = name.startswith("only ") or (
+            name.startswith("in ") and len(corpus.in_layer(corpus.by_id(name[3:]).layer)) > WITHIN_MAX
+        )
         if optional and key not in cached.answers:
             values[name] = None  # recorded only where the defaults asked for it (see the module docstring)
             continue
@@ -178,8 +196,10 @@ async def run_one(t: HardTurn, llm: LLM, scorer: Scorer, with_judge: bool) -> di
             results[name] = got.result
             row[name] = product(got.result, seconds=time.perf_counter() - t2, calls=shared.requests - requests)
             row[name]["model_calls"] = shared.model_calls - before_calls
-        row["agreement"] = {f"{a}_vs_{b}": agreement(results[a], results[b]).to_dict()
-                            for a, b in (("judged", "logprob"), ("expected", "logprob"), ("judged", "expected"))}
+        row["agreement"] = {
+            f"{a}_vs_{b}": agreement(results[a], results[b]).to_dict()
+            for a, b in (("judged", "logprob"), ("expected", "logprob"), ("judged", "expected"))
+        }
     row["scored"] = {name: score_row(row, row[name]) for name in ("logprob", "expected", "judged") if name in row}
     return row
 
@@ -189,11 +209,15 @@ def recorded_agreement(judged: dict[str, Any], logprob: dict[str, Any]) -> dict[
     a, b = judged["source_drops"], logprob["source_drops"]
     common = [sid for sid in a if sid in b and not math.isnan(a[sid]) and not math.isnan(b[sid])]
     summary = ("verdict", "top_layer", "top_source")
-    return {"same_verdict": judged["verdict"] == logprob["verdict"],
-            "same_top_layer": judged["top_layer"] == logprob["top_layer"],
-            "same_top_source": judged["top_source"] == logprob["top_source"],
-            "spearman": spearman([a[s] for s in common], [b[s] for s in common]), "compared_sources": common,
-            "judged": {k: judged[k] for k in summary}, "logprob": {k: logprob[k] for k in summary}}
+    return {
+        "same_verdict": judged["verdict"] == logprob["verdict"],
+        "same_top_layer": judged["top_layer"] == logprob["top_layer"],
+        "same_top_source": judged["top_source"] == logprob["top_source"],
+        "spearman": spearman([a[s] for s in common], [b[s] for s in common]),
+        "compared_sources": common,
+        "judged": {k: judged[k] for k in summary},
+        "logprob": {k: logprob[k] for k in summary},
+    }
 
 
 async def judge_row(t: HardTurn, row: dict[str, Any], llm: LLM) -> dict[str, Any]:
@@ -209,9 +233,11 @@ async def judge_row(t: HardTurn, row: dict[str, Any], llm: LLM) -> dict[str, Any
         results[name] = got.result
         row[name] = product(got.result, seconds=time.perf_counter() - t0, calls=judge.requests - requests)
         row[name]["model_calls"] = judge.model_calls - before_calls
-    row["agreement"] = {"judged_vs_logprob": recorded_agreement(row["judged"], row["logprob"]),
-                        "expected_vs_logprob": recorded_agreement(row["expected"], row["logprob"]),
-                        "judged_vs_expected": agreement(results["judged"], results["expected"]).to_dict()}
+    row["agreement"] = {
+        "judged_vs_logprob": recorded_agreement(row["judged"], row["logprob"]),
+        "expected_vs_logprob": recorded_agreement(row["expected"], row["logprob"]),
+        "judged_vs_expected": agreement(results["judged"], results["expected"]).to_dict(),
+    }
     row["scored"] = {name: score_row(row, row[name]) for name in ("logprob", "expected", "judged") if name in row}
     return row
 
@@ -226,9 +252,12 @@ def add_judged(args: Any, llm: LLM, path: Path) -> None:
         tmp = path.with_suffix(".jsonl.tmp")
         tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
         tmp.replace(path)  # rewritten after every turn, so a stopped run keeps what it measured
-        print(f"{t.turn_id:16s} judged {row['judged']['verdict']:18s} top {row['judged']['top_source']!s:5s} "
-              f"expected {row['expected']['verdict']:18s} top {row['expected']['top_source']!s:5s} "
-              f"({time.perf_counter() - t0:.0f} s)", flush=True)
+        print(
+            f"{t.turn_id:16s} judged {row['judged']['verdict']:18s} top {row['judged']['top_source']!s:5s} "
+            f"expected {row['expected']['verdict']:18s} top {row['expected']['top_source']!s:5s} "
+            f"({time.perf_counter() - t0:.0f} s)",
+            flush=True,
+        )
 
 
 def run(args: Any, model_path: str) -> int:
@@ -250,8 +279,9 @@ def run(args: Any, model_path: str) -> int:
         started = time.perf_counter()
         add_judged(args, llm, path)
         recorded = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
-        write_report(path, out, model=Path(model_path).name,
-                     wall_seconds=sum(r.get("wall_seconds", 0.0) for r in recorded))
+        write_report(
+            path, out, model=Path(model_path).name, wall_seconds=sum(r.get("wall_seconds", 0.0) for r in recorded)
+        )
         print(f"judged sample widened in {(time.perf_counter() - started) / 60:.1f} min", flush=True)
         return 0
     done: dict[str, dict[str, Any]] = {}
@@ -268,10 +298,13 @@ def run(args: Any, model_path: str) -> int:
             fh.write(json.dumps(row) + "\n")
             fh.flush()
             lp = row["logprob"]
-            print(f"{t.turn_id:16s} {t.split:7s} {lp['verdict']:18s} top {lp['top_source']!s:5s} "
-                  f"Γ {lp['gamma']:7.2f} ok {row['scored']['logprob']['verdict_ok']!s:5s} "
-                  f"{row['scored']['logprob']['top_ok']!s:5s} ({row['wall_seconds']:.0f} s; table "
-                  f"{row['table']['calls']} calls)", flush=True)
+            print(
+                f"{t.turn_id:16s} {t.split:7s} {lp['verdict']:18s} top {lp['top_source']!s:5s} "
+                f"Γ {lp['gamma']:7.2f} ok {row['scored']['logprob']['verdict_ok']!s:5s} "
+                f"{row['scored']['logprob']['top_ok']!s:5s} ({row['wall_seconds']:.0f} s; table "
+                f"{row['table']['calls']} calls)",
+                flush=True,
+            )
     wall = time.perf_counter() - started
     write_report(path, out, model=Path(model_path).name, wall_seconds=wall)
     return 0

@@ -54,8 +54,16 @@ from estimator.tokens import ApproxTokenizer
 ROOT = Path(__file__).resolve().parents[2]
 TAU_BENCH = ROOT / "tests" / "data" / "tau-bench" / "airline-gpt-4o-dev.json"
 SEED = 20240515
-SUBSETS: tuple[str, ...] = ("paraphrase", "two_cause", "partial", "distractor", "redundant", "knowledge",
-                            "truncated", "long_control")
+SUBSETS: tuple[str, ...] = (
+    "paraphrase",
+    "two_cause",
+    "partial",
+    "distractor",
+    "redundant",
+    "knowledge",
+    "truncated",
+    "long_control",
+)
 PER_SUBSET = 16
 LONG_CONTROL = 10
 NGRAM = 5
@@ -85,10 +93,15 @@ class HardTurn:
         messages: list[dict[str, Any]] = [{"role": role, "content": text} for role, text in self.history]
         messages.append({"role": "user", "content": self.query})
         return {
-            "turn_id": self.turn_id, "response": self.claim, "system_prompt": self.system,
+            "turn_id": self.turn_id,
+            "response": self.claim,
+            "system_prompt": self.system,
             "system_prompt_versioned": True,
-            "response_payload": {"tool_calls": [
-                {"name": name, "arguments": json.loads(args), "response": text} for name, args, text in self.tools]},
+            "response_payload": {
+                "tool_calls": [
+                    {"name": name, "arguments": json.loads(args), "response": text} for name, args, text in self.tools
+                ]
+            },
             "request_payload": {"messages": messages},
         }
 
@@ -173,8 +186,16 @@ def first_flight(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def trim_flight(f: dict[str, Any]) -> dict[str, Any]:
-    return {k: f[k] for k in ("flight_number", "origin", "destination", "scheduled_departure_time_est",
-                              "scheduled_arrival_time_est")}
+    return {
+        k: f[k]
+        for k in (
+            "flight_number",
+            "origin",
+            "destination",
+            "scheduled_departure_time_est",
+            "scheduled_arrival_time_est",
+        )
+    }
 
 
 def trim_user(u: dict[str, Any]) -> dict[str, Any]:
@@ -182,15 +203,39 @@ def trim_user(u: dict[str, Any]) -> dict[str, Any]:
 
 
 CABIN_WORDS = {"business": "business class", "economy": "economy", "basic_economy": "basic economy"}
-CABIN_PARAPHRASE = {"business": "the premium front cabin", "economy": "the main cabin",
-                    "basic_economy": "the cheapest fare tier"}
+CABIN_PARAPHRASE = {
+    "business": "the premium front cabin",
+    "economy": "the main cabin",
+    "basic_economy": "the cheapest fare tier",
+}
 TRIP_PARAPHRASE = {"one_way": "a single-direction journey", "round_trip": "an out-and-back journey"}
-HOURS = ["midnight", "one at night", "two at night", "three at night", "four in the early morning",
-         "five in the early morning", "six in the morning", "seven in the morning", "eight in the morning",
-         "nine in the morning", "ten in the morning", "eleven in the morning", "noon", "one in the afternoon",
-         "two in the afternoon", "three in the afternoon", "four in the afternoon", "five in the afternoon",
-         "six in the evening", "seven in the evening", "eight in the evening", "nine at night", "ten at night",
-         "eleven at night"]
+HOURS = [
+    "midnight",
+    "one at night",
+    "two at night",
+    "three at night",
+    "four in the early morning",
+    "five in the early morning",
+    "six in the morning",
+    "seven in the morning",
+    "eight in the morning",
+    "nine in the morning",
+    "ten in the morning",
+    "eleven in the morning",
+    "noon",
+    "one in the afternoon",
+    "two in the afternoon",
+    "three in the afternoon",
+    "four in the afternoon",
+    "five in the afternoon",
+    "six in the evening",
+    "seven in the evening",
+    "eight in the evening",
+    "nine at night",
+    "ten at night",
+    "eleven at night",
+]
+
 
 def hour_words(clock: str) -> str:
     hh, mm = int(clock[:2]) % 24, int(clock[3:5])
@@ -205,8 +250,8 @@ def words(text: str) -> list[str]:
 def shared_ngrams(a: str, b: str, n: int = NGRAM) -> set[tuple[str, ...]]:
     """Word n-grams (lower-cased alphanumeric runs) that ``a`` and ``b`` share."""
     wa, wb = words(a), words(b)
-    grams_a = {tuple(wa[i:i + n]) for i in range(len(wa) - n + 1)}
-    return {g for g in (tuple(wb[i:i + n]) for i in range(len(wb) - n + 1)) if g in grams_a}
+    grams_a = {tuple(wa[i : i + n]) for i in range(len(wa) - n + 1)}
+    return {g for g in (tuple(wb[i : i + n]) for i in range(len(wb) - n + 1)) if g in grams_a}
 
 
 # ---------------------------------------------------------------- the subsets
@@ -227,8 +272,11 @@ def _shuffled(rng: random.Random, items: Iterable[Any]) -> list[Any]:
     return out
 
 
-def _place(rng: random.Random, cause: Sequence[tuple[str, str, str]], others: Sequence[tuple[str, str, str]],
-           ) -> tuple[tuple[str, str, str], ...]:
+def _place(
+    rng: random.Random,
+    cause: Sequence[tuple[str, str, str]],
+    others: Sequence[tuple[str, str, str]],
+) -> tuple[tuple[str, str, str], ...]:
     return tuple(_shuffled(rng, [*cause, *others]))
 
 
@@ -243,28 +291,51 @@ def paraphrase(rng: random.Random, n: int) -> list[HardTurn]:
     for i in range(n):
         if i % 2 == 0:
             f = fl[i]
-            same_route = [g for g in fl if g is not f and g["origin"] == f["origin"]][:1] or fl[n:n + 1]
-            cause = ("search_direct_flight", dumps({"origin": f["origin"], "destination": f["destination"],
-                                                    "flight_number": f["flight_number"]}), dumps(trim_flight(f)))
-            others = [("search_direct_flight", dumps({"origin": g["origin"], "destination": g["destination"],
-                                                      "flight_number": g["flight_number"]}), dumps(trim_flight(g)))
-                      for g in same_route]
-            claim = (f"{f['flight_number']} takes off from {_city(f['origin'])} at "
-                     f"{hour_words(f['scheduled_departure_time_est'])} and gets into {_city(f['destination'])} at "
-                     f"{hour_words(f['scheduled_arrival_time_est'][:8])}.")
+            same_route = [g for g in fl if g is not f and g["origin"] == f["origin"]][:1] or fl[n : n + 1]
+            cause = (
+                "search_direct_flight",
+                dumps({"origin": f["origin"], "destination": f["destination"], "flight_number": f["flight_number"]}),
+                dumps(trim_flight(f)),
+            )
+            others = [
+                (
+                    "search_direct_flight",
+                    dumps(
+                        {"origin": g["origin"], "destination": g["destination"], "flight_number": g["flight_number"]}
+                    ),
+                    dumps(trim_flight(g)),
+                )
+                for g in same_route
+            ]
+            claim = (
+                f"{f['flight_number']} takes off from {_city(f['origin'])} at "
+                f"{hour_words(f['scheduled_departure_time_est'])} and gets into {_city(f['destination'])} at "
+                f"{hour_words(f['scheduled_arrival_time_est'][:8])}."
+            )
             query = f"When does {f['flight_number']} leave and arrive?"
         else:
             r = rs[i]
-            others_r = [q for q in rs if q is not r][i:i + 1]
+            others_r = [q for q in rs if q is not r][i : i + 1]
             cause = _tool(r, trim_reservation(r))
             others = [_tool(q, trim_reservation(q)) for q in others_r]
-            claim = (f"Booking {r['reservation_id']} is {TRIP_PARAPHRASE[r['flight_type']]} from "
-                     f"{_city(r['origin'])} to {_city(r['destination'])}, seated in {CABIN_PARAPHRASE[r['cabin']]}.")
+            claim = (
+                f"Booking {r['reservation_id']} is {TRIP_PARAPHRASE[r['flight_type']]} from "
+                f"{_city(r['origin'])} to {_city(r['destination'])}, seated in {CABIN_PARAPHRASE[r['cabin']]}."
+            )
             query = f"Can you summarise booking {r['reservation_id']} for me?"
         shared = shared_ngrams(claim, cause[2])
         assert not shared, f"paraphrase {i}: the claim shares {shared} with its cause"
-        out.append(HardTurn(f"paraphrase-{i + 1:02d}", "paraphrase", query, claim, "attributed",
-                            tools=_place(rng, [cause], others), causes=(cause[2],)))
+        out.append(
+            HardTurn(
+                f"paraphrase-{i + 1:02d}",
+                "paraphrase",
+                query,
+                claim,
+                "attributed",
+                tools=_place(rng, [cause], others),
+                causes=(cause[2],),
+            )
+        )
     return out
 
 
@@ -294,26 +365,55 @@ def two_cause(rng: random.Random, n: int) -> list[HardTurn]:
             name = f"{u['name']['first_name']} {u['name']['last_name']}"
             a = ("get_user_details", dumps({"user_id": f"{u['name']['first_name'].lower()}_{i}"}), dumps(trim_user(u)))
             b = _tool(r, trim_reservation(r))
-            claim = f"{name} is a {u['membership']} member, and reservation {r['reservation_id']} is in " \
-                    f"{CABIN_WORDS[r['cabin']]}."
+            claim = (
+                f"{name} is a {u['membership']} member, and reservation {r['reservation_id']} is in "
+                f"{CABIN_WORDS[r['cabin']]}."
+            )
             query = f"What is my membership tier, and which cabin is {r['reservation_id']}?"
-            out.append(HardTurn(f"two_cause-{i + 1:02d}", "two_cause", query, claim, "attributed",
-                                tools=_place(rng, [a, b], others), causes=(a[2], b[2]), mechanism="two tools"))
+            out.append(
+                HardTurn(
+                    f"two_cause-{i + 1:02d}",
+                    "two_cause",
+                    query,
+                    claim,
+                    "attributed",
+                    tools=_place(rng, [a, b], others),
+                    causes=(a[2], b[2]),
+                    mechanism="two tools",
+                )
+            )
         else:
             rule = RULES[(i // 2) % len(RULES)]
             system = f"{SYSTEM} Whenever a reservation is discussed, end with this sentence: {rule}"
             b = _tool(r, trim_reservation(r, "reservation_id", "origin", "destination", "cabin"))
             claim = f"Reservation {r['reservation_id']} goes from {r['origin']} to {r['destination']}. {rule}"
             query = f"Where does reservation {r['reservation_id']} go?"
-            out.append(HardTurn(f"two_cause-{i + 1:02d}", "two_cause", query, claim, "attributed", system=system,
-                                tools=_place(rng, [b], others), causes=(b[2], rule), mechanism="tool + rule"))
+            out.append(
+                HardTurn(
+                    f"two_cause-{i + 1:02d}",
+                    "two_cause",
+                    query,
+                    claim,
+                    "attributed",
+                    system=system,
+                    tools=_place(rng, [b], others),
+                    causes=(b[2], rule),
+                    mechanism="tool + rule",
+                )
+            )
     return out
 
 
-UNSUPPORTED = ["and a hot meal is served on board", "and the aircraft has free Wi-Fi",
-               "and boarding starts forty minutes early", "and the gate is usually at the far end of the terminal",
-               "and it is rarely full on weekdays", "and the crew speaks Spanish",
-               "and the seats have power outlets", "and it is the airline's newest plane"]
+UNSUPPORTED = [
+    "and a hot meal is served on board",
+    "and the aircraft has free Wi-Fi",
+    "and boarding starts forty minutes early",
+    "and the gate is usually at the far end of the terminal",
+    "and it is rarely full on weekdays",
+    "and the crew speaks Spanish",
+    "and the seats have power outlets",
+    "and it is the airline's newest plane",
+]
 
 
 def partial(rng: random.Random, n: int) -> list[HardTurn]:
@@ -324,30 +424,54 @@ def partial(rng: random.Random, n: int) -> list[HardTurn]:
         extra = UNSUPPORTED[i % len(UNSUPPORTED)]
         if i % 2 == 0:
             f = fl[i]
-            cause = ("search_direct_flight", dumps({"origin": f["origin"], "destination": f["destination"]}),
-                     dumps(trim_flight(f)))
-            others = [("search_direct_flight", dumps({"origin": g["origin"], "destination": g["destination"]}),
-                       dumps(trim_flight(g))) for g in fl[n + i: n + i + 1]]
-            claim = f"Flight {f['flight_number']} departs {f['origin']} at " \
-                    f"{f['scheduled_departure_time_est'][:5]}, {extra}."
+            cause = (
+                "search_direct_flight",
+                dumps({"origin": f["origin"], "destination": f["destination"]}),
+                dumps(trim_flight(f)),
+            )
+            others = [
+                (
+                    "search_direct_flight",
+                    dumps({"origin": g["origin"], "destination": g["destination"]}),
+                    dumps(trim_flight(g)),
+                )
+                for g in fl[n + i : n + i + 1]
+            ]
+            claim = (
+                f"Flight {f['flight_number']} departs {f['origin']} at "
+                f"{f['scheduled_departure_time_est'][:5]}, {extra}."
+            )
             query = f"Tell me about flight {f['flight_number']}."
         else:
             r = rs[i]
             ff = first_flight(r)
             cause = _tool(r, {"reservation_id": r["reservation_id"], "flights": [ff]})
-            others = [_tool(q, {"reservation_id": q["reservation_id"], "flights": [first_flight(q)]})
-                      for q in rs[n + i: n + i + 1]]
+            others = [
+                _tool(q, {"reservation_id": q["reservation_id"], "flights": [first_flight(q)]})
+                for q in rs[n + i : n + i + 1]
+            ]
             claim = f"Your first flight is {ff['flight_number']} on {ff['date']}, {extra}."
             query = f"What is the first flight of {r['reservation_id']}?"
-        out.append(HardTurn(f"partial-{i + 1:02d}", "partial", query, claim, "attributed",
-                            tools=_place(rng, [cause], others), causes=(cause[2],)))
+        out.append(
+            HardTurn(
+                f"partial-{i + 1:02d}",
+                "partial",
+                query,
+                claim,
+                "attributed",
+                tools=_place(rng, [cause], others),
+                causes=(cause[2],),
+            )
+        )
     return out
 
 
 def distractor(rng: random.Random, n: int) -> list[HardTurn]:
-    flips = [("cabin", {"business": "economy", "economy": "business", "basic_economy": "business"}),
-             ("insurance", {"yes": "no", "no": "yes"}),
-             ("flight_type", {"one_way": "round_trip", "round_trip": "one_way"})]
+    flips = [
+        ("cabin", {"business": "economy", "economy": "business", "basic_economy": "business"}),
+        ("insurance", {"yes": "no", "no": "yes"}),
+        ("flight_type", {"one_way": "round_trip", "round_trip": "one_way"}),
+    ]
     out: list[HardTurn] = []
     rs = _shuffled(rng, reservations())
     for i in range(n):
@@ -364,11 +488,22 @@ def distractor(rng: random.Random, n: int) -> list[HardTurn]:
             said = "includes travel insurance" if r[key] == "yes" else "has no travel insurance"
         else:
             said = "is a one-way trip" if r[key] == "one_way" else "is a round trip"
-        claim = f"Reservation {r['reservation_id']} with flight {ff['flight_number']} on {ff['date']} " \
-                f"at {ff['price']} dollars {said}."
+        claim = (
+            f"Reservation {r['reservation_id']} with flight {ff['flight_number']} on {ff['date']} "
+            f"at {ff['price']} dollars {said}."
+        )
         query = f"Remind me of the details of {r['reservation_id']}."
-        out.append(HardTurn(f"distractor-{i + 1:02d}", "distractor", query, claim, "attributed",
-                            tools=_place(rng, [cause], [fake]), causes=(cause[2],)))
+        out.append(
+            HardTurn(
+                f"distractor-{i + 1:02d}",
+                "distractor",
+                query,
+                claim,
+                "attributed",
+                tools=_place(rng, [cause], [fake]),
+                causes=(cause[2],),
+            )
+        )
     return out
 
 
@@ -382,11 +517,23 @@ def redundant(rng: random.Random, n: int) -> list[HardTurn]:
         later = {**body, "total_baggages": r["total_baggages"] + 1}
         b = _tool(r, later, "update_reservation_baggages")
         other = _tool(q, trim_reservation(q, "reservation_id", "origin", "destination", "cabin"))
-        claim = f"Reservation {r['reservation_id']} flies from {r['origin']} to {r['destination']} in " \
-                f"{CABIN_WORDS[r['cabin']]}."
+        claim = (
+            f"Reservation {r['reservation_id']} flies from {r['origin']} to {r['destination']} in "
+            f"{CABIN_WORDS[r['cabin']]}."
+        )
         query = f"Which route and cabin is {r['reservation_id']}?"
-        out.append(HardTurn(f"redundant-{i + 1:02d}", "redundant", query, claim, "attributed",
-                            tools=_place(rng, [a, b], [other]), causes=(a[2], b[2]), none_ok=True))
+        out.append(
+            HardTurn(
+                f"redundant-{i + 1:02d}",
+                "redundant",
+                query,
+                claim,
+                "attributed",
+                tools=_place(rng, [a, b], [other]),
+                causes=(a[2], b[2]),
+                none_ok=True,
+            )
+        )
     return out
 
 
@@ -421,8 +568,14 @@ def knowledge(rng: random.Random, n: int, offset: int = 0) -> list[HardTurn]:
         code, claim = KNOWLEDGE[(offset + i) % len(KNOWLEDGE)]
         near = [f for f in fl if code in (f["origin"], f["destination"])]
         picks = _shuffled(rng, near)[:2] or _shuffled(rng, fl)[:2]
-        tools = tuple(("search_direct_flight", dumps({"origin": f["origin"], "destination": f["destination"]}),
-                       dumps(trim_flight(f))) for f in picks)
+        tools = tuple(
+            (
+                "search_direct_flight",
+                dumps({"origin": f["origin"], "destination": f["destination"]}),
+                dumps(trim_flight(f)),
+            )
+            for f in picks
+        )
         query = f"Is there anything I should know about flying to {code}?"
         out.append(HardTurn(f"knowledge-{i + 1:02d}", "knowledge", query, claim, "internal_knowledge", tools=tools))
     return out
@@ -491,17 +644,33 @@ def truncated(rng: random.Random, n: int) -> list[HardTurn]:
             fillers = [pool[(3 * i + k) % len(pool)] for k in range(3)]
             text, cut_fact = _long_message(r, fillers)
             claim = f"Reservation {r['reservation_id']} was created on {r['created_at'][:10]}."
-            turn = HardTurn(f"truncated-{i + 1:02d}", "truncated", f"When was {r['reservation_id']} created?", claim,
-                            "cannot_tell", tools=(distract,), history=(("user", text), ("assistant", "Got it.")),
-                            cut_fact=cut_fact, mechanism=mech)
+            turn = HardTurn(
+                f"truncated-{i + 1:02d}",
+                "truncated",
+                f"When was {r['reservation_id']} created?",
+                claim,
+                "cannot_tell",
+                tools=(distract,),
+                history=(("user", text), ("assistant", "Got it.")),
+                cut_fact=cut_fact,
+                mechanism=mech,
+            )
         else:
             text, leg = _tails()[(i // 2) % len(_tails())]
             fn = leg["flight_number"]
             cut_fact = dumps(leg)
             claim = f"Flight {fn} leaves {leg['origin']} at {leg['scheduled_departure_time_est'][:5]}."
             args = dumps({"origin": json.loads(text)[0][0]["origin"], "destination": leg["destination"]})
-            turn = HardTurn(f"truncated-{i + 1:02d}", "truncated", f"When does {fn} leave?", claim, "cannot_tell",
-                            tools=(("search_onestop_flight", args, text), distract), cut_fact=cut_fact, mechanism=mech)
+            turn = HardTurn(
+                f"truncated-{i + 1:02d}",
+                "truncated",
+                f"When does {fn} leave?",
+                claim,
+                "cannot_tell",
+                tools=(("search_onestop_flight", args, text), distract),
+                cut_fact=cut_fact,
+                mechanism=mech,
+            )
         out.append(turn)
     return out
 
@@ -518,22 +687,44 @@ def long_control(rng: random.Random, n: int) -> list[HardTurn]:
         if mech == "message cut":
             cause = _tool(r, trim_reservation(r))
             claim = f"Reservation {r['reservation_id']} is in {CABIN_WORDS[r['cabin']]}."
-            turn = HardTurn(f"long_control-{i + 1:02d}", "long_control", f"Which cabin is {r['reservation_id']}?",
-                            claim, "attributed", tools=(cause,), history=(("user", pasted), ("assistant", "Got it.")),
-                            causes=(cause[2],), mechanism=mech)
+            turn = HardTurn(
+                f"long_control-{i + 1:02d}",
+                "long_control",
+                f"Which cabin is {r['reservation_id']}?",
+                claim,
+                "attributed",
+                tools=(cause,),
+                history=(("user", pasted), ("assistant", "Got it.")),
+                causes=(cause[2],),
+                mechanism=mech,
+            )
         elif mech == "tool window":
             text = longs[(i // 3) % len(longs)]
             leg, fn = _onestop_tail(text, within=True)
             claim = f"Flight {fn} leaves {leg['origin']} at {leg['scheduled_departure_time_est'][:5]}."
             args = dumps({"origin": leg["origin"], "destination": json.loads(text)[0][-1]["destination"]})
-            turn = HardTurn(f"long_control-{i + 1:02d}", "long_control", f"When does {fn} leave?", claim,
-                            "attributed", tools=(("search_onestop_flight", args, text),), causes=(dumps(leg),),
-                            mechanism=mech)
+            turn = HardTurn(
+                f"long_control-{i + 1:02d}",
+                "long_control",
+                f"When does {fn} leave?",
+                claim,
+                "attributed",
+                tools=(("search_onestop_flight", args, text),),
+                causes=(dumps(leg),),
+                mechanism=mech,
+            )
         else:
             code, fact = KNOWLEDGE[-1 - i % len(KNOWLEDGE)]
-            turn = HardTurn(f"long_control-{i + 1:02d}", "long_control", f"Anything to know about {code}?", fact,
-                            "internal_knowledge", tools=(_tool(r, trim_reservation(r)),),
-                            history=(("user", pasted), ("assistant", "Got it.")), mechanism=mech)
+            turn = HardTurn(
+                f"long_control-{i + 1:02d}",
+                "long_control",
+                f"Anything to know about {code}?",
+                fact,
+                "internal_knowledge",
+                tools=(_tool(r, trim_reservation(r)),),
+                history=(("user", pasted), ("assistant", "Got it.")),
+                mechanism=mech,
+            )
         out.append(turn)
     return out
 
@@ -550,8 +741,15 @@ def split_of(turn_id: str, members: Sequence[str], seed: int = SEED) -> str:
 def generate(seed: int = SEED, per_subset: int = PER_SUBSET, long_controls: int = LONG_CONTROL) -> list[HardTurn]:
     """The whole set, subsets in ``SUBSETS`` order, each turn with its split."""
     rng = random.Random(seed)
-    builders = {"paraphrase": paraphrase, "two_cause": two_cause, "partial": partial, "distractor": distractor,
-                "redundant": redundant, "knowledge": knowledge, "truncated": truncated}
+    builders = {
+        "paraphrase": paraphrase,
+        "two_cause": two_cause,
+        "partial": partial,
+        "distractor": distractor,
+        "redundant": redundant,
+        "knowledge": knowledge,
+        "truncated": truncated,
+    }
     turns: list[HardTurn] = []
     for kind in SUBSETS:
         made = long_control(rng, long_controls) if kind == "long_control" else builders[kind](rng, per_subset)

@@ -1,6 +1,6 @@
 """The tables of the validation study (``RESULTS.md``) from the rows ``run.py`` writes to ``results.jsonl``.
 
-    python bench/validity/report.py [results.jsonl]     # re-renders the tables without a model
+python bench/validity/report.py [results.jsonl]     # re-renders the tables without a model
 """
 
 from __future__ import annotations
@@ -92,53 +92,77 @@ def _distinct_s1(rows: list[dict[str, Any]], est: str) -> int:
 
 def table(rows: list[dict[str, Any]], model: str, *, wall_seconds: float | None = None) -> str:
     n = len(rows)
-    lines = [f"Model: `{model}` (in-process, CPU). Turns: {n}"
-             + (f"; wall time {wall_seconds / 60:.1f} min." if wall_seconds is not None else "."), ""]
+    lines = [
+        f"Model: `{model}` (in-process, CPU). Turns: {n}"
+        + (f"; wall time {wall_seconds / 60:.1f} min." if wall_seconds is not None else "."),
+        "",
+    ]
     head = " | ".join(f"top source: {e}" for e in SHOWN) + " | " + " | ".join(f"Γ-verdict: {e}" for e in SHOWN)
     lines += [f"| subset | n | {head} |", "|---|---|" + "---|" * (2 * len(SHOWN))]
     for name, sel in _subsets(rows):
         cells = [_pct(sel, e, "top_ok") for e in SHOWN] + [_pct(sel, e, "verdict_ok") for e in SHOWN]
         lines.append(f"| {name} | {len(sel)} | " + " | ".join(cells) + " |")
 
-    lines += ["", "| agreement | " + " | ".join(f"{a} vs {b}" for a, b in PAIRS) + " |",
-              "|---|" + "---|" * len(PAIRS)]
-    for key, label in (("same_verdict", "same verdict"), ("same_top_layer", "same top layer"),
-                       ("same_top_source", "same top source")):
+    lines += ["", "| agreement | " + " | ".join(f"{a} vs {b}" for a, b in PAIRS) + " |", "|---|" + "---|" * len(PAIRS)]
+    for key, label in (
+        ("same_verdict", "same verdict"),
+        ("same_top_layer", "same top layer"),
+        ("same_top_source", "same top source"),
+    ):
         cells = [f"{sum(r['agreement'][f'{a}_vs_{b}'][key] for r in rows)}/{n}" for a, b in PAIRS]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     rho_cells = []
     for a, b in PAIRS:
-        rhos = [r["agreement"][f"{a}_vs_{b}"]["spearman"] for r in rows
-                if r["agreement"][f"{a}_vs_{b}"]["spearman"] is not None]
+        rhos = [
+            r["agreement"][f"{a}_vs_{b}"]["spearman"]
+            for r in rows
+            if r["agreement"][f"{a}_vs_{b}"]["spearman"] is not None
+        ]
         rho_cells.append(f"{sum(rhos) / len(rhos):+.2f} (over {len(rhos)} turns)" if rhos else "– (no turn)")
-    lines.append("| Spearman ρ of source drops (turns with ≥ 2 shared, non-constant drops) | "
-                 + " | ".join(rho_cells) + " |")
-    lines.append("| Spearman ρ of layer drops (turns with ≥ 2 non-constant layer drops) | "
-                 + " | ".join(_layer_rho(rows, a, b) for a, b in PAIRS) + " |")
+    lines.append(
+        "| Spearman ρ of source drops (turns with ≥ 2 shared, non-constant drops) | " + " | ".join(rho_cells) + " |"
+    )
+    lines.append(
+        "| Spearman ρ of layer drops (turns with ≥ 2 non-constant layer drops) | "
+        + " | ".join(_layer_rho(rows, a, b) for a, b in PAIRS)
+        + " |"
+    )
 
-    lines += ["", "| resolution | " + " | ".join(SHOWN) + " |", "|---|" + "---|" * len(SHOWN),
-              "| drops exactly 0 (layers and sources measured) | " + " | ".join(_ties(rows, e) for e in SHOWN) + " |",
-              "| distinct s(1) values over the turns | " + " | ".join(str(_distinct_s1(rows, e)) for e in SHOWN)
-              + " |",
-              "| single-cause turns where the cause's drop exceeds every other source's absolute drop | "
-              + " | ".join(_dominates(rows, e) for e in SHOWN) + " |",
-              "| single-cause turns whose largest layer drop is the planted layer (no threshold) | "
-              + " | ".join(_top_layer_by_drop(rows, e) for e in SHOWN) + " |",
-              "| mean Γ: single-cause turns | " + " | ".join(_mean_gamma(rows, e, SINGLE) for e in SHOWN) + " |",
-              "| mean Γ: knowledge turns | " + " | ".join(_mean_gamma(rows, e, ("knowledge",)) for e in SHOWN) + " |",
-              "| masks with no information | " + " | ".join(str(sum(r[e]["no_information"] for r in rows))
-                                                          for e in SHOWN) + " |"]
+    lines += [
+        "",
+        "| resolution | " + " | ".join(SHOWN) + " |",
+        "|---|" + "---|" * len(SHOWN),
+        "| drops exactly 0 (layers and sources measured) | " + " | ".join(_ties(rows, e) for e in SHOWN) + " |",
+        "| distinct s(1) values over the turns | " + " | ".join(str(_distinct_s1(rows, e)) for e in SHOWN) + " |",
+        "| single-cause turns where the cause's drop exceeds every other source's absolute drop | "
+        + " | ".join(_dominates(rows, e) for e in SHOWN)
+        + " |",
+        "| single-cause turns whose largest layer drop is the planted layer (no threshold) | "
+        + " | ".join(_top_layer_by_drop(rows, e) for e in SHOWN)
+        + " |",
+        "| mean Γ: single-cause turns | " + " | ".join(_mean_gamma(rows, e, SINGLE) for e in SHOWN) + " |",
+        "| mean Γ: knowledge turns | " + " | ".join(_mean_gamma(rows, e, ("knowledge",)) for e in SHOWN) + " |",
+        "| masks with no information | "
+        + " | ".join(str(sum(r[e]["no_information"] for r in rows)) for e in SHOWN)
+        + " |",
+    ]
 
     lines += ["", "| cost per turn (mean) | " + " | ".join(SHOWN) + " |", "|---|" + "---|" * len(SHOWN)]
     for key, unit in (("calls", "calls"), ("model_calls", "sent"), ("seconds", "s")):
         cells = [f"{sum(r[e][key] for r in rows) / n:.1f} {unit}" for e in SHOWN] if n else ["–"] * len(SHOWN)
-        label = {"calls": "calls the estimator makes", "model_calls": "calls sent to the model in this run",
-                 "seconds": "seconds (wall) in this run"}[key]
+        label = {
+            "calls": "calls the estimator makes",
+            "model_calls": "calls sent to the model in this run",
+            "seconds": "seconds (wall) in this run",
+        }[key]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    lines += ["", "The judged trace is answered from the expected trace's judge calls (one call gives the argmax "
-              "digit and the expected digit), so its seconds here count only the prompts the expected trace did "
-              "not send; its own cost is its calls, each the same request as the expected digit's without "
-              "top_logprobs."]
+    lines += [
+        "",
+        "The judged trace is answered from the expected trace's judge calls (one call gives the argmax "
+        "digit and the expected digit), so its seconds here count only the prompts the expected trace did "
+        "not send; its own cost is its calls, each the same request as the expected digit's without "
+        "top_logprobs.",
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -140,21 +140,29 @@ def interleaved(suite: Sequence[Planted]) -> list[Planted]:
 
 
 def default_model() -> str:
-    out = subprocess.run([str(ROOT / "scripts" / "local-model.sh"), "path"], check=True, capture_output=True,
-                         text=True)
+    out = subprocess.run([str(ROOT / "scripts" / "local-model.sh"), "path"], check=True, capture_output=True, text=True)
     return out.stdout.strip().splitlines()[-1]
 
 
-def summary(p: Planted, corpus: Corpus, result: TraceResult, *, seconds: float, requests: int,
-            model_calls: int) -> dict[str, Any]:
+def summary(
+    p: Planted, corpus: Corpus, result: TraceResult, *, seconds: float, requests: int, model_calls: int
+) -> dict[str, Any]:
     drops = {s.source_id: s.delta for s in result.sources if s.delta is not None}
     return {
-        "verdict": result.verdict, "verdict_ok": result.verdict == p.expected_verdict,
-        "top_layer": top_layer(result), "top_source": top_source(result), "top_ok": correct_top(p, corpus, result),
-        "gamma": result.gamma, "s_all": result.s_all, "s_none": result.s_none,
-        "layer_drops": {x.layer.value: x.delta for x in result.layers}, "source_drops": drops,
+        "verdict": result.verdict,
+        "verdict_ok": result.verdict == p.expected_verdict,
+        "top_layer": top_layer(result),
+        "top_source": top_source(result),
+        "top_ok": correct_top(p, corpus, result),
+        "gamma": result.gamma,
+        "s_all": result.s_all,
+        "s_none": result.s_none,
+        "layer_drops": {x.layer.value: x.delta for x in result.layers},
+        "source_drops": drops,
         "roles": {s.source_id: s.role for s in result.sources if s.role is not None},
-        "seconds": round(seconds, 2), "calls": requests, "model_calls": model_calls,
+        "seconds": round(seconds, 2),
+        "calls": requests,
+        "model_calls": model_calls,
         "no_information": sum(1 for x in (*result.layers, *result.sources) if x.no_information),
     }
 
@@ -165,13 +173,19 @@ async def run_one(p: Planted, llm: LLM, scorer: Scorer, with_spans: bool) -> dic
     judge = SharedJudge(llm, with_spans)
     timed = TimedScorer(scorer)
     results: dict[str, TraceResult] = {}
-    row: dict[str, Any] = {"turn_id": p.turn_id, "kind": p.kind, "expected_verdict": p.expected_verdict,
-                           "expected_layer": p.expected_layer, "causes": sorted(causes(p, corpus))}
+    row: dict[str, Any] = {
+        "turn_id": p.turn_id,
+        "kind": p.kind,
+        "expected_verdict": p.expected_verdict,
+        "expected_layer": p.expected_layer,
+        "causes": sorted(causes(p, corpus)),
+    }
     for name in ESTIMATORS:  # expected first: it pays for the judge calls the judged trace reuses
         before = (judge.requests, judge.model_calls, timed.model_calls)
         t0 = time.perf_counter()
-        outcome = await run_trace(name, p.claim, p.query, corpus, llm=judge, scorer=timed if name == "logprob"
-                                  else None)
+        outcome = await run_trace(
+            name, p.claim, p.query, corpus, llm=judge, scorer=timed if name == "logprob" else None
+        )
         seconds = time.perf_counter() - t0  # wall time: the trace's calls overlap, the model serialises them
         results[name] = outcome.result
         if name == "logprob":
@@ -191,10 +205,22 @@ async def rerun_logprob(p: Planted, row: dict[str, Any], llm: LLM, scorer: Score
     corpus = build_corpus(StoredTurn.model_validate(p.stored_turn()), DEFAULT_PARAMS)
     timed = TimedScorer(scorer)
     t0 = time.perf_counter()
-    outcome = await run_trace("logprob", p.claim, p.query, corpus, llm=SharedJudge(llm, False),  # type: ignore[arg-type]
-                              scorer=timed)
-    row["logprob"] = summary(p, corpus, outcome.result, seconds=time.perf_counter() - t0,
-                             requests=timed.model_calls, model_calls=timed.model_calls)
+    outcome = await run_trace(
+        "logprob",
+        p.claim,
+        p.query,
+        corpus,
+        llm=SharedJudge(llm, False),  # type: ignore[arg-type]
+        scorer=timed,
+    )
+    row["logprob"] = summary(
+        p,
+        corpus,
+        outcome.result,
+        seconds=time.perf_counter() - t0,
+        requests=timed.model_calls,
+        model_calls=timed.model_calls,
+    )
     for a, b in PAIRS:
         if "logprob" in (a, b):
             row["agreement"][f"{a}_vs_{b}"] = recorded_agreement(row[a], row[b])
@@ -210,15 +236,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--n-ctx", type=int, default=2048)
     ap.add_argument("--out", type=Path, default=HERE)
     ap.add_argument("--set", choices=("easy", "hard"), default="easy", help="the planted-cause set (default easy)")
-    ap.add_argument("--judged-sample", type=int, default=8,
-                    help="hard set: run the judged and expected digits on the first N turns too (default 8)")
+    ap.add_argument(
+        "--judged-sample",
+        type=int,
+        default=8,
+        help="hard set: run the judged and expected digits on the first N turns too (default 8)",
+    )
     ap.add_argument("--resume", action="store_true", help="hard set: keep the turns already in hard.jsonl")
-    ap.add_argument("--add-judged", type=int, default=0, metavar="N",
-                    help="hard set: run the judged and expected digits on the first N recorded turns that lack "
-                         "them (the log-probability rows are kept as recorded)")
-    ap.add_argument("--rerun-logprob", action="store_true",
-                    help="easy set: run only the log-probability traces of results.jsonl again (judged and "
-                         "expected rows kept as recorded)")
+    ap.add_argument(
+        "--add-judged",
+        type=int,
+        default=0,
+        metavar="N",
+        help="hard set: run the judged and expected digits on the first N recorded turns that lack "
+        "them (the log-probability rows are kept as recorded)",
+    )
+    ap.add_argument(
+        "--rerun-logprob",
+        action="store_true",
+        help="easy set: run only the log-probability traces of results.jsonl again (judged and "
+        "expected rows kept as recorded)",
+    )
     args = ap.parse_args(argv)
     if args.set == "hard":
         from hard_run import run as run_hard
@@ -236,15 +274,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         by_id = {p.turn_id: p for p in SUITE}
         for row in recorded:
             anyio.run(rerun_logprob, by_id[row["turn_id"]], row, llm, scorer)
-            print(f"{row['turn_id']:14s} logprob {row['logprob']['verdict']:18s} top "
-                  f"{row['logprob']['top_source']!s:5s} Γ {row['logprob']['gamma']:6.2f}", flush=True)
+            print(
+                f"{row['turn_id']:14s} logprob {row['logprob']['verdict']:18s} top "
+                f"{row['logprob']['top_source']!s:5s} Γ {row['logprob']['gamma']:6.2f}",
+                flush=True,
+            )
         (args.out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recorded), encoding="utf-8")
         text = table(recorded, Path(path).name, wall_seconds=None)
         (args.out / "RESULTS.md").write_text(
             "# Validation study: judged digit vs expected digit vs log-probability\n\n"
             "Command: `python bench/validity/run.py`, then `python bench/validity/run.py --rerun-logprob` (the "
             "log-probability traces again with the thresholds the hard set calibrated; the judged and expected "
-            "rows as first recorded)\n\n" + text, encoding="utf-8")
+            "rows as first recorded)\n\n" + text,
+            encoding="utf-8",
+        )
         print(text)
         return 0
     chosen = [p for p in SUITE if not args.kinds or p.kind in args.kinds.split(",")]
@@ -261,14 +304,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows.append(row)
             fh.write(json.dumps(row) + "\n")
             fh.flush()
-            print(f"{p.turn_id:14s} " + " | ".join(
-                f"{name} {row[name]['verdict']:18s} top {row[name]['top_source']!s:5s} Γ {row[name]['gamma']:6.2f}"
-                for name in ESTIMATORS) + f"  ({sum(row[n]['seconds'] for n in ESTIMATORS):.0f} s)", flush=True)
+            print(
+                f"{p.turn_id:14s} "
+                + " | ".join(
+                    f"{name} {row[name]['verdict']:18s} top {row[name]['top_source']!s:5s} Γ {row[name]['gamma']:6.2f}"
+                    for name in ESTIMATORS
+                )
+                + f"  ({sum(row[n]['seconds'] for n in ESTIMATORS):.0f} s)",
+                flush=True,
+            )
     wall = time.perf_counter() - started
     text = table(rows, Path(path).name, wall_seconds=wall)
     command = "python bench/validity/run.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    (args.out / "RESULTS.md").write_text("# Validation study: judged digit vs expected digit vs log-probability\n\n"
-                                         f"Command: `{command.strip()}`\n\n" + text, encoding="utf-8")
+    (args.out / "RESULTS.md").write_text(
+        "# Validation study: judged digit vs expected digit vs log-probability\n\n"
+        f"Command: `{command.strip()}`\n\n" + text,
+        encoding="utf-8",
+    )
     print(text)
     return 0
 

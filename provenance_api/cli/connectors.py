@@ -18,8 +18,11 @@ def cmd_import_source(args: argparse.Namespace) -> int:
     from provenance_api.cli.service import _settings, _with_db
 
     if len(args.paths) != 1:
-        raise InvalidInput("a history source URL is imported alone", field="PATH",
-                           fix="run provenance import once per source URL (files and directories separately)")
+        raise InvalidInput(
+            "a history source URL is imported alone",
+            field="PATH",
+            fix="run provenance import once per source URL (files and directories separately)",
+        )
     source = parse_source(args.paths[0], args.format, url_field="PATH", format_field="--format")
     settings = _settings()
     tenant = args.tenant or settings.admin_tenant

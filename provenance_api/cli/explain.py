@@ -20,10 +20,17 @@ __all__ = ["register"]
 
 
 def register(sub: Any) -> None:
-    explain = sub.add_parser("explain", help="what each number and word of a trace means (Γ, Δ, roles, calls, …)",
-                             description="Explain the numbers and words a trace reports. Without TERM, list them all.")
-    explain.add_argument("term", nargs="?", metavar="TERM",
-                         help="a term or its symbol: gamma, Γ, delta, grounds, redundant, confidence, cached, …")
+    explain = sub.add_parser(
+        "explain",
+        help="what each number and word of a trace means (Γ, Δ, roles, calls, …)",
+        description="Explain the numbers and words a trace reports. Without TERM, list them all.",
+    )
+    explain.add_argument(
+        "term",
+        nargs="?",
+        metavar="TERM",
+        help="a term or its symbol: gamma, Γ, delta, grounds, redundant, confidence, cached, …",
+    )
     explain.add_argument("--json", action="store_true", help="print the glossary as GET /v1/glossary serves it")
     explain.set_defaults(func=cmd_explain)
 
@@ -46,8 +53,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
         return 0
     found = find(args.term)
     if not found:
-        raise NotFound(f"no term {args.term!r} in the glossary", field="TERM",
-                       fix="run provenance explain to list every term")
+        raise NotFound(
+            f"no term {args.term!r} in the glossary", field="TERM", fix="run provenance explain to list every term"
+        )
     if args.json:
         sys.stdout.write(GlossaryOut(terms=found).model_dump_json(indent=2) + "\n")
         return 0

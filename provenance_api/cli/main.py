@@ -49,7 +49,8 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
     if args.all == bool(args.file):
         raise InvalidInput(
-            "give either a stored-turn FILE or --all (every stored turn of a tenant)" if not args.all
+            "give either a stored-turn FILE or --all (every stored turn of a tenant)"
+            if not args.all
             else "give a FILE or --all, not both",
             field="FILE",
             fix="provenance gate FILE  or  provenance gate --all [--tenant T]",
@@ -97,8 +98,9 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="provenance", description=DESCRIPTION, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="provenance", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     parser.add_argument("--no-color", action="store_true", help="no colour, even on a terminal (also NO_COLOR=1)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -126,8 +128,13 @@ def build_parser() -> argparse.ArgumentParser:
     register_traces(sub)
     register_explain(sub)
     register_service(sub)
-    _everywhere(sub, "--no-color", action="store_true", default=argparse.SUPPRESS,
-                help="no colour, even on a terminal (also NO_COLOR=1)")
+    _everywhere(
+        sub,
+        "--no-color",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="no colour, even on a terminal (also NO_COLOR=1)",
+    )
     return parser
 
 

@@ -64,15 +64,17 @@ def endpoint_for(model: str, api_base: str | None, api_key: str | None) -> Endpo
     except Exception as exc:  # litellm names the problem (an unknown provider prefix)
         from provenance_api.core.errors import InvalidInput
 
-        raise InvalidInput(f"model {model!r} names no provider litellm knows: {str(exc)[:200]}", field="--model",
-                           fix="use provider/model, e.g. openai/gpt-4o-mini or anthropic/claude-3-5-haiku-latest, "
-                               "or openai/NAME with --api-base for an OpenAI-compatible server") from None
+        raise InvalidInput(
+            f"model {model!r} names no provider litellm knows: {str(exc)[:200]}",
+            field="--model",
+            fix="use provider/model, e.g. openai/gpt-4o-mini or anthropic/claude-3-5-haiku-latest, "
+            "or openai/NAME with --api-base for an OpenAI-compatible server",
+        ) from None
     missing: tuple[str, ...] = ()
     if not api_key and not dynamic_key:
         found = litellm.validate_environment(model, api_base=api_base)
         missing = tuple(v for v in found.get("missing_keys") or () if any(w in v for w in ("KEY", "TOKEN")))
-    key = api_key or dynamic_key or next((os.environ[v] for v in _key_variables(provider) if os.environ.get(v)),
-                                         None)
+    key = api_key or dynamic_key or next((os.environ[v] for v in _key_variables(provider) if os.environ.get(v)), None)
     if api_base:
         base, setting = api_base, "--api-base"
     elif provider in _DEFAULT_BASES:
@@ -83,8 +85,9 @@ def endpoint_for(model: str, api_base: str | None, api_key: str | None) -> Endpo
     else:
         base, setting = default_base, "--api-base"
     compatible = bool(api_base) or provider == "openai" or (default_base is not None and provider != "anthropic")
-    return Endpoint(model, provider, base.rstrip("/") if base else None, setting, key, missing, compatible,
-                    bool(api_base))
+    return Endpoint(
+        model, provider, base.rstrip("/") if base else None, setting, key, missing, compatible, bool(api_base)
+    )
 
 
 def client_key(endpoint: Endpoint) -> str | None:
@@ -108,7 +111,7 @@ def check(endpoint: Endpoint, *, timeout: float = PREFLIGHT_TIMEOUT) -> None:
             f"no API key for {endpoint.provider} (model {endpoint.model}): {names} is not set",
             field=endpoint.key_settings[0],
             fix=f"export {endpoint.key_settings[0]}=… (the provider's key), or pass --api-key; for a server "
-                "of your own pass --api-base URL",
+            "of your own pass --api-base URL",
         )
     if endpoint.base is None:
         return  # litellm resolves this provider's address itself: nothing to probe before the first call
@@ -155,9 +158,14 @@ def _reason(exc: httpx.HTTPError) -> str:
 
 def _unreachable(endpoint: Endpoint, reason: str) -> ProviderError:
     if endpoint.self_hosted:
-        fix = (f"start the server at {endpoint.base}, or pass --api-base with the URL of one that answers "
-               "(an OpenAI-compatible server's /v1)")
+        fix = (
+            f"start the server at {endpoint.base}, or pass --api-base with the URL of one that answers "
+            "(an OpenAI-compatible server's /v1)"
+        )
     else:
         fix = f"check the network, or point {endpoint.base_setting.split(' ', 1)[0]} at a reachable endpoint"
-    return ProviderUnavailable(f"cannot reach {endpoint.base} ({endpoint.provider}): {reason}",
-                               field=endpoint.base_setting.split(" ", 1)[0], fix=fix)
+    return ProviderUnavailable(
+        f"cannot reach {endpoint.base} ({endpoint.provider}): {reason}",
+        field=endpoint.base_setting.split(" ", 1)[0],
+        fix=fix,
+    )

@@ -39,7 +39,7 @@ def _plain(x: float | None) -> str:
 
 def _row(label: str, text: str, style: Style) -> str:
     body = textwrap.fill(" ".join(text.split()), width=100, initial_indent=" " * _PAD, subsequent_indent=" " * _PAD)
-    return "  " + style.bold(label) + body[len(label) + 2:]
+    return "  " + style.bold(label) + body[len(label) + 2 :]
 
 
 def _label(corpus: Corpus, source_id: str) -> str:
@@ -48,7 +48,7 @@ def _label(corpus: Corpus, source_id: str) -> str:
         label = corpus.by_id(source_id).label
     except KeyError:
         return source_id
-    return f"{source_id} {label if len(label) <= _LABEL else label[:_LABEL - 1] + '…'}"
+    return f"{source_id} {label if len(label) <= _LABEL else label[: _LABEL - 1] + '…'}"
 
 
 def _hosted_line(hosted: HostedCheckModel) -> str:
@@ -100,17 +100,25 @@ def proxy_block(corpus: Corpus, result: ProxyTraceResultModel, style: Style = PL
     mark = style.good("✓ " + result.confirmation) if result.confirmed else style.warn("⚠ " + result.confirmation)
     tokens = "not reported" if report.evaluated_tokens is None else f"{report.evaluated_tokens:,}"
     passes = plural(result.calls.scored or 0, "local scoring pass", "local scoring passes")
-    out = [style.bold("Proxy-first trace"), f"  {mark}",
-           _row("Proxy model", f"{result.proxy_model} · ranked in {report.proxy_seconds:.2f} s · prompt tokens "
-                f"evaluated: {tokens}", style),
-           _row("Calls", f"{plural(result.calls.made, 'hosted call')} made · {passes} (free, not in made)", style),
-           _row("Hosted judge", _hosted_line(report.hosted), style),
-           _row("Share margin", f"{report.share_margin:g} of Γ", style),
-           *_rankings(corpus, result, style)]
+    out = [
+        style.bold("Proxy-first trace"),
+        f"  {mark}",
+        _row(
+            "Proxy model",
+            f"{result.proxy_model} · ranked in {report.proxy_seconds:.2f} s · prompt tokens evaluated: {tokens}",
+            style,
+        ),
+        _row("Calls", f"{plural(result.calls.made, 'hosted call')} made · {passes} (free, not in made)", style),
+        _row("Hosted judge", _hosted_line(report.hosted), style),
+        _row("Share margin", f"{report.share_margin:g} of Γ", style),
+        *_rankings(corpus, result, style),
+    ]
     if report.disagreements:
         out.append("  " + style.bold("Disagreements"))
-        out += [style.warn(textwrap.fill(d, width=100, initial_indent="    - ", subsequent_indent="      "))
-                for d in report.disagreements]
+        out += [
+            style.warn(textwrap.fill(d, width=100, initial_indent="    - ", subsequent_indent="      "))
+            for d in report.disagreements
+        ]
     else:
         out.append(_row("Disagreements", "none: the hosted judge's checks agree with the proxy's ranking", style))
     return "\n".join(out) + "\n"
@@ -118,9 +126,20 @@ def proxy_block(corpus: Corpus, result: ProxyTraceResultModel, style: Style = PL
 
 def proxy_terms(result: ProxyTraceResultModel) -> list[str]:
     """The glossary keys of what the block shows, in the order a reader meets them."""
-    keys = ["proxy.confirmed" if result.confirmed else "proxy.fallback", "estimator.proxy", "proxy.seconds",
-            "proxy.evaluated_tokens", "calls.made", "calls.scored", "s_all", "s_none", "gamma", "delta",
-            "proxy.share_margin", "proxy.drops"]
+    keys = [
+        "proxy.confirmed" if result.confirmed else "proxy.fallback",
+        "estimator.proxy",
+        "proxy.seconds",
+        "proxy.evaluated_tokens",
+        "calls.made",
+        "calls.scored",
+        "s_all",
+        "s_none",
+        "gamma",
+        "delta",
+        "proxy.share_margin",
+        "proxy.drops",
+    ]
     said = " ".join(result.proxy.disagreements)
     keys += [key for key, symbol in (("tau_gamma", "τ_Γ"), ("tau", "τ =")) if symbol in said]
     return keys

@@ -48,7 +48,7 @@ def _wrap(text: str, indent: str, width: int = 100) -> str:
 def _labelled(label: str, text: str, style: Style, pad: int = 18) -> str:
     """``label`` then ``text`` wrapped under it; the label painted after wrapping (codes have no width)."""
     body = textwrap.fill(" ".join(text.split()), width=100, initial_indent=" " * pad, subsequent_indent=" " * pad)
-    return style.bold(label) + body[len(label):] if len(label) < pad else style.bold(label) + " " + body.lstrip()
+    return style.bold(label) + body[len(label) :] if len(label) < pad else style.bold(label) + " " + body.lstrip()
 
 
 def sentence_line(selection: Selection, style: Style = PLAIN) -> str:
@@ -81,8 +81,11 @@ def gate_text(turn: StoredTurn, view: GateView, style: Style = PLAIN) -> str:
     out.append(style.bold("Sentences"))
     for g in view.report.segments:
         status = g.status.value
-        shown = style.paint(f"{status:<11}", _STATUS_PAINT[status]) if status in _STATUS_PAINT else style.dim(
-            f"{status:<11}")
+        shown = (
+            style.paint(f"{status:<11}", _STATUS_PAINT[status])
+            if status in _STATUS_PAINT
+            else style.dim(f"{status:<11}")
+        )
         out.append(f"  {g.segment.id:<4} {shown} {style.dim(g.klass.value)}")
         out.append(_wrap(g.segment.text, "       "))
         if g.anchors:
@@ -129,8 +132,10 @@ def _money(cost: float | None) -> str:
 def calls_text(calls: CallCounts, cost_usd: float | None, *, saved: int = 0) -> str:
     """One line in the five words every place uses: planned, made, cached, billed, failed, and the cost billed."""
     cost = 0.0 if cost_usd is None and calls.billed == 0 else cost_usd  # nothing billed costs nothing
-    line = (f"{calls.planned} planned · {calls.made} made · {calls.cached} cached · {calls.billed} billed · "
-            f"{calls.failed} failed · cost {_money(cost)}")
+    line = (
+        f"{calls.planned} planned · {calls.made} made · {calls.cached} cached · {calls.billed} billed · "
+        f"{calls.failed} failed · cost {_money(cost)}"
+    )
     if saved:
         line += f" ({plural(saved, 'measurement')} answered from this trace's memo)"
     return line
@@ -187,8 +192,9 @@ def trace_text(corpus: Corpus, result: TraceResultModel, style: Style = PLAIN, *
     out = [f"{style.bold('Verdict:')} {painted(result.verdict_text)} — {verdict.short}"]
     if result.claim:
         out.insert(0, _labelled("Claim:", f'"{result.claim}"', style, pad=7))
-    out.append(f"Γ = {_num(result.gamma)}  (s(1) = {_num(result.s_all).lstrip('+')}, "
-               f"s(0) = {_num(result.s_none).lstrip('+')})")
+    out.append(
+        f"Γ = {_num(result.gamma)}  (s(1) = {_num(result.s_all).lstrip('+')}, s(0) = {_num(result.s_none).lstrip('+')})"
+    )
     if result.diagnosis:
         out.append(f"Diagnosis: {result.diagnosis}")
     if result.round2_skipped_reason:
@@ -196,8 +202,10 @@ def trace_text(corpus: Corpus, result: TraceResultModel, style: Style = PLAIN, *
     out += [_wrap("Redundancy: " + text, "  ") for text in result.redundancy]
     out.append("")
     for layer in result.layers:
-        out.append(style.bold(f"{layer.layer.value}  Δ {_num(layer.delta)}  {layer.role}")
-                   + ("  (no information)" if layer.no_information else ""))
+        out.append(
+            style.bold(f"{layer.layer.value}  Δ {_num(layer.delta)}  {layer.role}")
+            + ("  (no information)" if layer.no_information else "")
+        )
         for src in (s for s in result.sources if s.layer == layer.layer):
             delta = "" if src.delta is None else f"  Δ {_num(src.delta)} {src.role}"
             if src.alone is not None:  # measured alone
@@ -208,8 +216,11 @@ def trace_text(corpus: Corpus, result: TraceResultModel, style: Style = PLAIN, *
             if sup is not None:
                 words = _SUPPORT_WORDS.get((sup.verdict, src.layer.value == "instructions"), sup.verdict)
                 if sup.quote:
-                    span = f"line {sup.line_start}" if sup.line_start == sup.line_end else \
-                        f"lines {sup.line_start}–{sup.line_end}"
+                    span = (
+                        f"line {sup.line_start}"
+                        if sup.line_start == sup.line_end
+                        else f"lines {sup.line_start}–{sup.line_end}"
+                    )
                     out.append(style.note(_wrap(f'"{sup.quote}" ({span})', "      ")))
                 note = " · downgraded: the quote could not be verified" if sup.downgraded else ""
                 confidence = "n/a" if sup.confidence is None else f"{sup.confidence:.2f}"

@@ -24,9 +24,12 @@ def register(sub: Any) -> None:
     serve = sub.add_parser("serve", help="run the HTTP service (SQLite in the data directory, in-process jobs)")
     serve.add_argument("--host", help="interface to listen on (default: PROVENANCE_HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default: PROVENANCE_PORT or 8000; 0 picks a free one)")
-    serve.add_argument("--local-model", metavar="FILE.gguf",
-                       help="run every model call (judge, span checks, probes) on this local model in-process: "
-                            "nothing leaves the machine")
+    serve.add_argument(
+        "--local-model",
+        metavar="FILE.gguf",
+        help="run every model call (judge, span checks, probes) on this local model in-process: "
+        "nothing leaves the machine",
+    )
     serve.add_argument("--n-ctx", type=int, default=4096, help="context size of --local-model (default 4096)")
     serve.set_defaults(func=cmd_serve)
 
@@ -48,17 +51,27 @@ def register(sub: Any) -> None:
     revoke.set_defaults(func=cmd_keys_revoke)
 
     imp = sub.add_parser(
-        "import", help="import chat history (.json, .jsonl or directories of them) as stored turns",
+        "import",
+        help="import chat history (.json, .jsonl or directories of them) as stored turns",
         epilog="Each file, line and conversation is imported on its own: one that cannot be read is rejected "
-               "with its place and reason, the rest is imported, and the summary is always printed. "
-               "Conversation ids come from the file's path relative to the directory given (and the "
-               "conversation's id field, or a hash of its content), so re-importing is idempotent. "
-               "Exit status: 0 when nothing was rejected or conflicting (conversations that gave no turn "
-               "are only noted), 1 when anything was, 2 on a usage error.")
-    imp.add_argument("paths", nargs="+", metavar="PATH", help="a .json / .jsonl file, or a directory (recursive); "
-                     "or a history store read in place, incrementally: sqlite:///agent.db, postgresql://…")
-    imp.add_argument("--format", help="the format of every conversation (default: detected per conversation); "
-                     "for a store: openai-agents-session, langgraph-sqlite or langgraph-postgres")
+        "with its place and reason, the rest is imported, and the summary is always printed. "
+        "Conversation ids come from the file's path relative to the directory given (and the "
+        "conversation's id field, or a hash of its content), so re-importing is idempotent. "
+        "Exit status: 0 when nothing was rejected or conflicting (conversations that gave no turn "
+        "are only noted), 1 when anything was, 2 on a usage error.",
+    )
+    imp.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="a .json / .jsonl file, or a directory (recursive); "
+        "or a history store read in place, incrementally: sqlite:///agent.db, postgresql://…",
+    )
+    imp.add_argument(
+        "--format",
+        help="the format of every conversation (default: detected per conversation); "
+        "for a store: openai-agents-session, langgraph-sqlite or langgraph-postgres",
+    )
     imp.add_argument("--tenant", help="the tenant to store into (default: PROVENANCE_ADMIN_TENANT)")
     imp.add_argument("--json", action="store_true", help="print the counts and errors as JSON")
     imp.set_defaults(func=cmd_import)
@@ -104,8 +117,9 @@ def local_factories(path: str, n_ctx: int) -> tuple[Any, Any]:
     try:
         local = LocalModel(path, n_ctx=n_ctx)
     except LocalModelUnavailable as exc:
-        raise InvalidInput(str(exc), field="--local-model",
-                           fix="pass a GGUF file; scripts/local-model.sh path prints the built one") from exc
+        raise InvalidInput(
+            str(exc), field="--local-model", fix="pass a GGUF file; scripts/local-model.sh path prints the built one"
+        ) from exc
     llm = LlamaCppLLM(local)
     sys.stdout.write(f"Local model: {local.path.name} in-process (no model call leaves this machine)\n")
 
@@ -233,6 +247,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     if any("://" in p for p in args.paths):  # a history store read in place (connectors/cli.py)
         from provenance_api.cli.connectors import cmd_import_source
+
         return cmd_import_source(args)
     fmt = bulk.check_format(args.format)
     paths = [Path(p) for p in args.paths]

@@ -38,33 +38,46 @@ if TYPE_CHECKING:
 
 
 def register(sub: Any) -> None:
-    trace = sub.add_parser("trace", help="trace one sentence to its source (spends model calls after consent)",
-                           description="Trace one sentence of a stored turn to the part of its context that caused "
-                                       "it. Checks the key and the endpoint, shows the cost gate, asks, then runs.")
+    trace = sub.add_parser(
+        "trace",
+        help="trace one sentence to its source (spends model calls after consent)",
+        description="Trace one sentence of a stored turn to the part of its context that caused "
+        "it. Checks the key and the endpoint, shows the cost gate, asks, then runs.",
+    )
     trace.add_argument("file", help="a stored-turn JSON file")
     trace.add_argument("sentence", help="the sentence (or segment id, e.g. r3) to trace; must occur in the response")
     trace.add_argument("--model", help="litellm model string for the judge (default: the turn's own model)")
     trace.add_argument("--api-base", help="base URL of an OpenAI-compatible server (a local model, a proxy)")
     trace.add_argument("--api-key", help="API key for --api-base (default: the provider's usual variable)")
-    trace.add_argument("--estimator", choices=ESTIMATORS, default="judged",
-                       help="the scalar: a judged digit, the judge's expected digit (top log-probabilities), "
-                            "log p(claim) from a scoring-capable model, both judged and logprob with their "
-                            "agreement, or proxy: a local scoring model (--local-model or --scorer-api-base) "
-                            "ranks the sources and the judge confirms in a few calls (default: judged)")
-    trace.add_argument("--local-model", metavar="FILE.gguf",
-                       help="run judge, span checks and scoring on this local model in-process (offline)")
-    trace.add_argument("--scorer-api-base",
-                       help="an OpenAI-compatible server whose /v1/completions echoes log-probabilities "
-                            "(default: --api-base)")
+    trace.add_argument(
+        "--estimator",
+        choices=ESTIMATORS,
+        default="judged",
+        help="the scalar: a judged digit, the judge's expected digit (top log-probabilities), "
+        "log p(claim) from a scoring-capable model, both judged and logprob with their "
+        "agreement, or proxy: a local scoring model (--local-model or --scorer-api-base) "
+        "ranks the sources and the judge confirms in a few calls (default: judged)",
+    )
+    trace.add_argument(
+        "--local-model",
+        metavar="FILE.gguf",
+        help="run judge, span checks and scoring on this local model in-process (offline)",
+    )
+    trace.add_argument(
+        "--scorer-api-base",
+        help="an OpenAI-compatible server whose /v1/completions echoes log-probabilities (default: --api-base)",
+    )
     trace.add_argument("--scorer-model", help="the model name the scoring server knows (default: from --model)")
     trace.add_argument("--n-ctx", type=int, default=4096, help="context size of --local-model (default 4096)")
     trace.add_argument("--yes", action="store_true", help="do not ask before spending")
     trace.add_argument("--json", action="store_true", help="print the result as the stable JSON contract")
     trace.add_argument("--timeout", type=float, default=120.0, help="per-call timeout in seconds")
-    trace.add_argument("--no-cache", action="store_true",
-                       help="send every call, even one the judgement cache could answer for $0")
-    trace.add_argument("--no-log", action="store_true",
-                       help="do not log this trace (also PROVENANCE_NO_LOG=1); see: provenance traces")
+    trace.add_argument(
+        "--no-cache", action="store_true", help="send every call, even one the judgement cache could answer for $0"
+    )
+    trace.add_argument(
+        "--no-log", action="store_true", help="do not log this trace (also PROVENANCE_NO_LOG=1); see: provenance traces"
+    )
     trace.set_defaults(func=cmd_trace)
 
 
@@ -90,8 +103,10 @@ def _fix_for(error: str, args: argparse.Namespace) -> str:
     """The setting to change, read from the provider's error."""
     lowered = error.lower()
     if any(word in lowered for word in ("credential", "api_key", "api key", "401", "authentication", "unauthor")):
-        return ("give the judge's provider a key: the provider's usual variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, "
-                "…) or --api-key with --api-base")
+        return (
+            "give the judge's provider a key: the provider's usual variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, "
+            "…) or --api-key with --api-base"
+        )
     if any(word in lowered for word in ("connect", "unreachable", "refused", "timed out", "timeout", "resolve")):
         where = f"--api-base {args.api_base}" if args.api_base else "the provider's endpoint (OPENAI_API_BASE, …)"
         return f"check that {where} answers, or pass --api-base for a reachable OpenAI-compatible server"
@@ -102,8 +117,9 @@ def _failed(args: argparse.Namespace, failure: str, style: Style) -> int:
     """Report a trace whose every call failed: the cause and the setting to fix, exit status 1."""
     fix = _fix_for(failure, args)
     if args.json:
-        sys.stdout.write(json.dumps({"status": "failed", "error": failure, "fix": fix}, indent=2,
-                                    ensure_ascii=False) + "\n")
+        sys.stdout.write(
+            json.dumps({"status": "failed", "error": failure, "fix": fix}, indent=2, ensure_ascii=False) + "\n"
+        )
     sys.stderr.write(f"provenance: {style.bad('trace failed')}: {failure}\n  fix: {fix}\n")
     return 1
 
@@ -117,20 +133,23 @@ def _proxy_backends(args: argparse.Namespace, model: str) -> Backends:
         from provenance_api.providers.scorer_completions import CompletionsScorer
 
         name = args.scorer_model or "local"
-        return Backends(llm, CompletionsScorer(name, args.scorer_api_base, args.api_key,
-                                               timeout=max(args.timeout, 600.0)), model)
+        return Backends(
+            llm, CompletionsScorer(name, args.scorer_api_base, args.api_key, timeout=max(args.timeout, 600.0)), model
+        )
     from provenance_api.providers.scorer_llamacpp import LlamaCppScorer, LocalModel, LocalModelUnavailable
 
     try:
         local = LocalModel(args.local_model, n_ctx=args.n_ctx)
     except LocalModelUnavailable as exc:
-        raise InvalidInput(str(exc), field="--local-model",
-                           fix="pass a GGUF file; scripts/local-model.sh path prints the built one") from exc
+        raise InvalidInput(
+            str(exc), field="--local-model", fix="pass a GGUF file; scripts/local-model.sh path prints the built one"
+        ) from exc
     return Backends(llm, LlamaCppScorer(local), model, local)
 
 
-def _proxy_quote(args: argparse.Namespace, turn: StoredTurn, view: GateView, selection: Selection,
-                 quote: CostQuote) -> ProxyQuoteModel:
+def _proxy_quote(
+    args: argparse.Namespace, turn: StoredTurn, view: GateView, selection: Selection, quote: CostQuote
+) -> ProxyQuoteModel:
     """--estimator proxy: the scorer it needs (InvalidInput naming the setting when there is none) and both
     sides of the cost gate, written to stderr."""
     from estimator.proxy_cost import proxy_capability, quote_proxy
@@ -139,21 +158,32 @@ def _proxy_quote(args: argparse.Namespace, turn: StoredTurn, view: GateView, sel
 
     capability = proxy_capability(local_model=bool(args.local_model), scorer_api_base=args.scorer_api_base)
     if not capability.can_score:
-        raise InvalidInput(f"--estimator proxy needs a local scoring model to rank the sources: {capability.reason}",
-                           field="--estimator",
-                           fix="pass --local-model FILE.gguf (scripts/local-model.sh path prints the built one) or "
-                               "--scorer-api-base URL of a /v1/completions server with echo; or --estimator judged")
-    q = quote_proxy(view.corpus, selection.text, capability, quote, query=turn.effective_query(),
-                    tokenizer=free_tier.tokenizer(), pricing=LiteLLMPricing()).to_model()
+        raise InvalidInput(
+            f"--estimator proxy needs a local scoring model to rank the sources: {capability.reason}",
+            field="--estimator",
+            fix="pass --local-model FILE.gguf (scripts/local-model.sh path prints the built one) or "
+            "--scorer-api-base URL of a /v1/completions server with echo; or --estimator judged",
+        )
+    q = quote_proxy(
+        view.corpus,
+        selection.text,
+        capability,
+        quote,
+        query=turn.effective_query(),
+        tokenizer=free_tier.tokenizer(),
+        pricing=LiteLLMPricing(),
+    ).to_model()
     cost = "" if q.confirm_cost_usd is None else f", ${q.confirm_cost_usd:.4f}"
     worst = "" if q.worst_case_cost_usd is None else f", ${q.worst_case_cost_usd:.4f}"
-    sys.stderr.write(f"Proxy ranking     {q.local_passes} local scoring passes, free "
-                     f"(~{q.local_prompt_tokens:,} prompt tokens evaluated, ~{q.local_seconds:.0f} s here at "
-                     f"{q.local_tokens_per_second:g} tokens/s)\n"
-                     f"Hosted confirm    {q.confirm_calls} calls at most (~{q.confirm_input_tokens:,} input "
-                     f"tokens{cost})\n"
-                     f"Fallback worst    {q.worst_case_calls} calls (~{q.worst_case_input_tokens:,} input tokens"
-                     f"{worst}) if the judge disagrees and the full judged search runs\n")
+    sys.stderr.write(
+        f"Proxy ranking     {q.local_passes} local scoring passes, free "
+        f"(~{q.local_prompt_tokens:,} prompt tokens evaluated, ~{q.local_seconds:.0f} s here at "
+        f"{q.local_tokens_per_second:g} tokens/s)\n"
+        f"Hosted confirm    {q.confirm_calls} calls at most (~{q.confirm_input_tokens:,} input "
+        f"tokens{cost})\n"
+        f"Fallback worst    {q.worst_case_calls} calls (~{q.worst_case_input_tokens:,} input tokens"
+        f"{worst}) if the judge disagrees and the full judged search runs\n"
+    )
     return q
 
 
@@ -167,8 +197,11 @@ def make_backends(args: argparse.Namespace, model: str, needs_scorer: bool) -> B
         try:
             local = LocalModel(args.local_model, n_ctx=args.n_ctx)
         except LocalModelUnavailable as exc:
-            raise InvalidInput(str(exc), field="--local-model",
-                               fix="pass a GGUF file; scripts/local-model.sh path prints the built one") from exc
+            raise InvalidInput(
+                str(exc),
+                field="--local-model",
+                fix="pass a GGUF file; scripts/local-model.sh path prints the built one",
+            ) from exc
         return Backends(LlamaCppLLM(local), LlamaCppScorer(local), local.name, local)
     from provenance_api.providers.llm_litellm import LiteLLMClient
 
@@ -194,8 +227,7 @@ def _preflight(args: argparse.Namespace, model: str, scorer_needed: bool) -> str
     judge = preflight.endpoint_for(model, args.api_base, args.api_key)
     preflight.check(judge, timeout=timeout)
     if scorer_needed and args.scorer_api_base:
-        preflight.check(preflight.endpoint_for("openai/scorer", args.scorer_api_base, args.api_key),
-                        timeout=timeout)
+        preflight.check(preflight.endpoint_for("openai/scorer", args.scorer_api_base, args.api_key), timeout=timeout)
     return args.api_key or (preflight.client_key(judge) if args.api_base else None)
 
 
@@ -222,41 +254,53 @@ def cmd_trace(args: argparse.Namespace) -> int:
     quote = free_tier.cost_quote(turn, view.corpus, selection.text, model=model)
     scorer_needed = needs_scorer(args.estimator)
     args.api_key = _preflight(args, model, scorer_needed)
-    capability = scoring_capability(model, local_model=bool(args.local_model),
-                                    scorer_api_base=args.scorer_api_base, api_base=args.api_base)
-    scoring = quote_scoring(view.corpus, selection.text, capability, query=turn.effective_query(),
-                            tokenizer=free_tier.tokenizer())
+    capability = scoring_capability(
+        model, local_model=bool(args.local_model), scorer_api_base=args.scorer_api_base, api_base=args.api_base
+    )
+    scoring = quote_scoring(
+        view.corpus, selection.text, capability, query=turn.effective_query(), tokenizer=free_tier.tokenizer()
+    )
     expected = top_logprobs_capability(model, local_model=bool(args.local_model), api_base=args.api_base)
     sys.stderr.write(render_text.quote_text(quote, err_style, selection))
     sys.stderr.write(f"Can score         {'yes' if capability.can_score else 'no'} ({capability.reason})\n")
     if capability.can_score:
-        sys.stderr.write(f"Scoring calls     {scoring.scoring_calls} prompt-only (~{scoring.prompt_tokens:,} "
-                         "input tokens, no output)\n")
+        sys.stderr.write(
+            f"Scoring calls     {scoring.scoring_calls} prompt-only (~{scoring.prompt_tokens:,} "
+            "input tokens, no output)\n"
+        )
     sys.stderr.write(f"Expected digit    {'yes' if expected.offered else 'no'} ({expected.reason})\n")
     if quote.refused:
         raise CostRefused(quote.refused, field="sentence", fix="narrow the turn's corpus or raise the ceiling")
     if proxy:
         _proxy_quote(args, turn, view, selection, quote)
     elif scorer_needed and not capability.can_score:
-        raise InvalidInput(f"--estimator {args.estimator} needs a scoring-capable model: {capability.reason}",
-                           field="--estimator",
-                           fix="use --local-model FILE.gguf or --scorer-api-base URL, or --estimator judged")
+        raise InvalidInput(
+            f"--estimator {args.estimator} needs a scoring-capable model: {capability.reason}",
+            field="--estimator",
+            fix="use --local-model FILE.gguf or --scorer-api-base URL, or --estimator judged",
+        )
     if args.estimator == "expected" and not expected.offered:
-        raise InvalidInput(f"--estimator expected needs a judge that returns top log-probabilities: "
-                           f"{expected.reason}", field="--estimator",
-                           fix="use --estimator judged, or a judge that offers them (OpenAI or Azure chat "
-                               "completions, vLLM, a llama.cpp server, --local-model)")
+        raise InvalidInput(
+            f"--estimator expected needs a judge that returns top log-probabilities: {expected.reason}",
+            field="--estimator",
+            fix="use --estimator judged, or a judge that offers them (OpenAI or Azure chat "
+            "completions, vLLM, a llama.cpp server, --local-model)",
+        )
     planned = planned_calls(args.estimator, view.corpus)
     if not args.yes and not _confirm(f"Spend up to {planned} model calls (cached answers cost $0)? [y/N] "):
-        raise InvalidInput("not confirmed: nothing was spent", field="--yes",
-                           fix="answer y at the prompt, or pass --yes to accept the quoted cost")
+        raise InvalidInput(
+            "not confirmed: nothing was spent",
+            field="--yes",
+            fix="answer y at the prompt, or pass --yes to accept the quoted cost",
+        )
 
     progress_line = Progress.for_stream(sys.stderr, args.no_color)
     ledger = CallLedger(planned=planned, concurrency=DEFAULT_PARAMS.concurrency)
 
     def progress(event: ProgressEvent) -> None:
-        counts = (f"{ledger.made} made · {ledger.cached} cached · {ledger.failed} failed "
-                  f"of {event.calls_planned} planned")
+        counts = (
+            f"{ledger.made} made · {ledger.cached} cached · {ledger.failed} failed of {event.calls_planned} planned"
+        )
         progress_line.update(event.round, counts, event.message)
 
     backends = make_backends(args, model, scorer_needed)
@@ -268,17 +312,29 @@ def cmd_trace(args: argparse.Namespace) -> int:
         """Log the start, trace, log the end — in one event loop (the database's)."""
         await log.start()
         try:
-            outcome = await run_trace(args.estimator, selection.text, query, view.corpus, llm=llm,
-                                      scorer=backends.scorer, tokenizer=free_tier.tokenizer(), on_progress=progress,
-                                      ledger=ledger)
+            outcome = await run_trace(
+                args.estimator,
+                selection.text,
+                query,
+                view.corpus,
+                llm=llm,
+                scorer=backends.scorer,
+                tokenizer=free_tier.tokenizer(),
+                on_progress=progress,
+                ledger=ledger,
+            )
         except BaseException as exc:
             with anyio.CancelScope(shield=True):
-                await log.finish(ledger, None, f"stopped: {type(exc).__name__}", query, view.corpus.digest,
-                                 interrupted=True)
+                await log.finish(
+                    ledger, None, f"stopped: {type(exc).__name__}", query, view.corpus.digest, interrupted=True
+                )
             raise
         failure = ledger.failure()
-        stored = None if failure is not None else outcome.to_model(
-            declared=audit_trace(selection.text, view.corpus, outcome.result).to_model())
+        stored = (
+            None
+            if failure is not None
+            else outcome.to_model(declared=audit_trace(selection.text, view.corpus, outcome.result).to_model())
+        )
         progress_line.done()
         await log.finish(ledger, stored, failure, query, view.corpus.digest)
         return outcome, failure
@@ -296,18 +352,25 @@ def cmd_trace(args: argparse.Namespace) -> int:
         agree = outcome.agreement
         logprob = outcome.logprob.to_model()
         if args.json:
-            doc = {"judged": result.model_dump(mode="json"), "logprob": logprob.model_dump(mode="json"),
-                   "agreement": agree.to_model().model_dump(mode="json"), "warnings": list(result.warnings)}
+            doc = {
+                "judged": result.model_dump(mode="json"),
+                "logprob": logprob.model_dump(mode="json"),
+                "agreement": agree.to_model().model_dump(mode="json"),
+                "warnings": list(result.warnings),
+            }
             sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
         else:
             sys.stdout.write("== judged ==\n" + render_text.trace_text(view.corpus, result, out_style, explain=False))
-            sys.stdout.write("\n== logprob (nats) ==\n"
-                             + render_text.trace_text(view.corpus, logprob, out_style, explain=False))
+            sys.stdout.write(
+                "\n== logprob (nats) ==\n" + render_text.trace_text(view.corpus, logprob, out_style, explain=False)
+            )
             rho = "n/a" if agree.spearman is None else f"{agree.spearman:+.2f}"
-            sys.stdout.write(f"\nAgreement: verdict {'same' if agree.same_verdict else 'differs'} · top layer "
-                             f"{'same' if agree.same_top_layer else 'differs'} · top source "
-                             f"{'same' if agree.same_top_source else 'differs'} · Spearman ρ of source drops "
-                             f"{rho} over {len(agree.compared_sources)} source(s)\n\n")
+            sys.stdout.write(
+                f"\nAgreement: verdict {'same' if agree.same_verdict else 'differs'} · top layer "
+                f"{'same' if agree.same_top_layer else 'differs'} · top source "
+                f"{'same' if agree.same_top_source else 'differs'} · Spearman ρ of source drops "
+                f"{rho} over {len(agree.compared_sources)} source(s)\n\n"
+            )
             keys = render_text.terms_used(result) + render_text.terms_used(logprob) + ["estimator.logprob"]
             sys.stdout.write(render_text.footnotes(keys, out_style))
         return 0

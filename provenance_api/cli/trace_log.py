@@ -53,15 +53,34 @@ class TraceLog:
     notes: list[str] = field(default_factory=list)
 
     @classmethod
-    def open(cls, args: argparse.Namespace, turn: StoredTurn, selection: Selection, quote: CostQuote, model: str,
-             planned: int, style: Style) -> TraceLog:
+    def open(
+        cls,
+        args: argparse.Namespace,
+        turn: StoredTurn,
+        selection: Selection,
+        quote: CostQuote,
+        model: str,
+        planned: int,
+        style: Style,
+    ) -> TraceLog:
         from provenance_api.cli.service import _settings
 
         settings = _settings()
-        trace = None if logging_off(args) else CliTrace(
-            turn=turn, sentence=args.sentence, claim=selection.text, segment_id=selection.segment_id, model=model,
-            params=DEFAULT_PARAMS, quote={**quote.to_dict(), "estimator": args.estimator}, planned=planned,
-            cost_usd=quote.cost_usd)
+        trace = (
+            None
+            if logging_off(args)
+            else CliTrace(
+                turn=turn,
+                sentence=args.sentence,
+                claim=selection.text,
+                segment_id=selection.segment_id,
+                model=model,
+                params=DEFAULT_PARAMS,
+                quote={**quote.to_dict(), "estimator": args.estimator},
+                planned=planned,
+                cost_usd=quote.cost_usd,
+            )
+        )
         return cls(settings, turn.turn_id, trace, style)
 
     def cached(self, llm: LLM, args: argparse.Namespace) -> LLM:
@@ -93,21 +112,42 @@ class TraceLog:
             self.settings.ensure_data_dir()
             self.db = Database(self.settings.effective_database_url)
             await self.db.migrate()
-            self.logged = await start_cli_trace(self.db, self.settings.admin_tenant, self.settings.admin_user,
-                                                self.trace, self.settings.quote_ttl_seconds)
+            self.logged = await start_cli_trace(
+                self.db,
+                self.settings.admin_tenant,
+                self.settings.admin_user,
+                self.trace,
+                self.settings.quote_ttl_seconds,
+            )
         except _LOG_ERRORS as exc:
             detail = getattr(exc, "detail", None) or _first_line(exc)
             self._note(f"this trace is not logged: {detail}")
             await self.close()
 
-    async def finish(self, ledger: CallLedger, result: TraceJobResultModel | None, failure: str | None,
-                     query: str, corpus_digest: str, *, interrupted: bool = False) -> None:
+    async def finish(
+        self,
+        ledger: CallLedger,
+        result: TraceJobResultModel | None,
+        failure: str | None,
+        query: str,
+        corpus_digest: str,
+        *,
+        interrupted: bool = False,
+    ) -> None:
         """End the logged job with the result or the failure, and the calls the ledger counted."""
         if self.logged is None or self.db is None:
             return
         try:
-            job = await finish_cli_trace(self.db, self.logged, ledger, result=result, reason=failure, query=query,
-                                         corpus_digest=corpus_digest, interrupted=interrupted)
+            job = await finish_cli_trace(
+                self.db,
+                self.logged,
+                ledger,
+                result=result,
+                reason=failure,
+                query=query,
+                corpus_digest=corpus_digest,
+                interrupted=interrupted,
+            )
             self._note(f"logged as {job.id} (provenance traces show {job.id})")
             target = self.settings.otlp_target
             if target is not None:  # as the service exports its traces; the SDK sends them at exit

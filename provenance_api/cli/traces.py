@@ -23,9 +23,12 @@ __all__ = ["register"]
 
 
 def register(sub: Any) -> None:
-    traces = sub.add_parser("traces", help="the log of past traces run by provenance trace (newest first)",
-                            description="List the traces provenance trace ran and logged, newest first. They are "
-                                        "kept in the service's storage, so the viewer shows them too.")
+    traces = sub.add_parser(
+        "traces",
+        help="the log of past traces run by provenance trace (newest first)",
+        description="List the traces provenance trace ran and logged, newest first. They are "
+        "kept in the service's storage, so the viewer shows them too.",
+    )
     traces.add_argument("-n", "--limit", type=int, default=20, help="how many to list (default 20)")
     traces.add_argument("--all", action="store_true", help="also the traces the service (API or viewer) ran")
     traces.add_argument("--json", action="store_true", help="print the list as JSON (the trace list's items)")
@@ -56,8 +59,9 @@ def cmd_traces(args: argparse.Namespace) -> int:
 
     items: list[TraceSummary] = _run(work)
     if args.json:
-        sys.stdout.write(json.dumps({"items": [i.model_dump(mode="json") for i in items]}, indent=2,
-                                    ensure_ascii=False) + "\n")
+        sys.stdout.write(
+            json.dumps({"items": [i.model_dump(mode="json") for i in items]}, indent=2, ensure_ascii=False) + "\n"
+        )
         return 0
     if sys.stdout.isatty():
         sys.stdout.write(_table(items, Style.for_stream(sys.stdout, args.no_color)))
@@ -73,8 +77,15 @@ def _cells(item: TraceSummary) -> list[str]:
     c = item.calls
     cost = "-" if item.cost_usd is None else f"${item.cost_usd:.4f}"
     verdict = item.verdict if item.status == "succeeded" and item.verdict else item.status
-    return [item.trace_id, f"{item.created_at:%Y-%m-%d %H:%M}", verdict or "", item.model,
-            f"{c.made} made · {c.cached} cached · {c.failed} failed", cost, " ".join(item.claim.split())]
+    return [
+        item.trace_id,
+        f"{item.created_at:%Y-%m-%d %H:%M}",
+        verdict or "",
+        item.model,
+        f"{c.made} made · {c.cached} cached · {c.failed} failed",
+        cost,
+        " ".join(item.claim.split()),
+    ]
 
 
 def _table(items: list[TraceSummary], style: Style) -> str:
@@ -87,8 +98,13 @@ def _table(items: list[TraceSummary], style: Style) -> str:
     for r in rows:
         claim = r[-1] if len(r[-1]) <= room else r[-1][: room - 1] + "…"
         paint = style.good if r[2] == "attributed" else style.bad if r[2] in ("failed", "interrupted") else str
-        cells = [r[0].ljust(widths[0]), style.dim(r[1].ljust(widths[1])), paint(r[2].ljust(widths[2])),
-                 *(v.ljust(w) for v, w in zip(r[3:6], widths[3:6], strict=True)), claim]
+        cells = [
+            r[0].ljust(widths[0]),
+            style.dim(r[1].ljust(widths[1])),
+            paint(r[2].ljust(widths[2])),
+            *(v.ljust(w) for v, w in zip(r[3:6], widths[3:6], strict=True)),
+            claim,
+        ]
         out.append("  ".join(cells))
     out.append(style.dim(plural(len(items), "trace") + " · provenance traces show ID"))
     return "\n".join(out) + "\n"
@@ -110,15 +126,19 @@ def cmd_traces_show(args: argparse.Namespace) -> int:
     try:
         shown: ShownTrace = _run(work)
     except RecordMissing:
-        raise NotFound(f"no trace {args.trace_id!r} is logged here", field="ID",
-                       fix="provenance traces lists the logged traces (--all adds the service's)") from None
+        raise NotFound(
+            f"no trace {args.trace_id!r} is logged here",
+            field="ID",
+            fix="provenance traces lists the logged traces (--all adds the service's)",
+        ) from None
     job = shown.job
     if args.json:
         sys.stdout.write(trace_out(job).model_dump_json(indent=2) + "\n")
         return 0
     style = Style.for_stream(sys.stdout, args.no_color)
-    sys.stdout.write(f"{style.bold('Trace')} {job.id} · {job.created_at:%Y-%m-%d %H:%M} UTC · run by {job.source} · "
-                     f"{job.status}\n")
+    sys.stdout.write(
+        f"{style.bold('Trace')} {job.id} · {job.created_at:%Y-%m-%d %H:%M} UTC · run by {job.source} · {job.status}\n"
+    )
     sys.stdout.write(f"Turn   {job.turn_id}\nModel  {job.model}\n")
     if job.status == "succeeded" and job.result:
         result = TraceJobResultModel.model_validate(job.result)

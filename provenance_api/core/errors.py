@@ -51,8 +51,10 @@ _STANDARD_MEMBERS = frozenset({"type", "title", "status", "detail", "instance"})
 _SECRET_PATTERNS = (
     re.compile(r"(?i)\b((?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]{4,}"),
     re.compile(r"()\b(?:sk|pk|rk)-[A-Za-z0-9_-]{6,}"),  # OpenAI / Anthropic style keys
-    re.compile(r"(?i)((?:api[_-]?key|x-api-key|authorization|access[_-]?token|secret)[\"']?\s*[:=]\s*[\"']?)"
-               r"[^\s\"',;&]{4,}"),
+    re.compile(
+        r"(?i)((?:api[_-]?key|x-api-key|authorization|access[_-]?token|secret)[\"']?\s*[:=]\s*[\"']?)"
+        r"[^\s\"',;&]{4,}"
+    ),
     re.compile(r"(://)[^/\s:@]+:[^/\s@]+(?=@)"),  # user:password@ in URLs
 )
 
@@ -78,8 +80,14 @@ class ProvenanceError(Exception):
     type_slug: ClassVar[str] = "internal-error"
     title: ClassVar[str] = "Internal error"
 
-    def __init__(self, detail: str | None = None, *, field: str | None = None, fix: str | None = None,
-                 extra: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        detail: str | None = None,
+        *,
+        field: str | None = None,
+        fix: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
         self.detail: str = scrub_secrets(detail if detail is not None else self.title)
         self.field: str | None = field
         self.fix: str | None = fix
@@ -153,9 +161,15 @@ class RateLimited(ProvenanceError):
     type_slug = "rate-limited"
     title = "Too many requests"
 
-    def __init__(self, detail: str | None = None, *, retry_after: float | None = None,
-                 field: str | None = None, fix: str | None = None,
-                 extra: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        detail: str | None = None,
+        *,
+        retry_after: float | None = None,
+        field: str | None = None,
+        fix: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
         self.retry_after = retry_after
         merged = dict(extra or {})
         if retry_after is not None:
@@ -202,10 +216,18 @@ class ProviderError(ProvenanceError, LLMError):
     title = "Model provider error"
     retryable: ClassVar[bool] = False
 
-    def __init__(self, detail: str | None = None, *, billed: bool = False, provider_status: int | None = None,
-                 retry_after: float | None = None, provider_message: str | None = None,
-                 field: str | None = None, fix: str | None = None,
-                 extra: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        detail: str | None = None,
+        *,
+        billed: bool = False,
+        provider_status: int | None = None,
+        retry_after: float | None = None,
+        provider_message: str | None = None,
+        field: str | None = None,
+        fix: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
         merged = dict(extra or {})
         if provider_status is not None:
             merged.setdefault("provider_status", provider_status)

@@ -48,213 +48,370 @@ def _t(key: str, label: str, short_text: str, detail: str) -> Term:
 
 _TERMS: tuple[Term, ...] = (
     # ------------------------------------------------------------------ the scores
-    _t("s_all", "s(1)", "The judge's score for the claim with every source shown.",
-       """The score of the claim given the query and every source of the turn's context. With the judged
+    _t(
+        "s_all",
+        "s(1)",
+        "The judge's score for the claim with every source shown.",
+        """The score of the claim given the query and every source of the turn's context. With the judged
        estimator it is a digit from 1 (the sources make the claim very unlikely) to 9 (they make it very
        likely); with the log-probability estimators it is log p(claim) in nats. Written s(1) or s(all
-       sources)."""),
-    _t("s_none", "s(0)", "The same score with every source removed: what the model says from its own knowledge.",
-       """The score of the claim given only the query, every source removed. A high s(0) means the model
+       sources).""",
+    ),
+    _t(
+        "s_none",
+        "s(0)",
+        "The same score with every source removed: what the model says from its own knowledge.",
+        """The score of the claim given only the query, every source removed. A high s(0) means the model
        would say the claim without the context (it knew it, or it is a common guess). Written s(0) or
-       s(no sources)."""),
-    _t("gamma", "Γ", "How much the context raises the claim's score: s(all sources) − s(no sources).",
-       """Γ = s(1) − s(0), the effect of the whole context on the claim. When Γ is below τΓ the claim
+       s(no sources).""",
+    ),
+    _t(
+        "gamma",
+        "Γ",
+        "How much the context raises the claim's score: s(all sources) − s(no sources).",
+        """Γ = s(1) − s(0), the effect of the whole context on the claim. When Γ is below τΓ the claim
        survives the removal of every source, so it is called the model's own knowledge; otherwise the
        layers and sources are tested one by one to find which carry it. Null when one of the two scores
-       could not be measured."""),
-    _t("delta", "Δ",
-       "How far the score falls when this layer or source is removed; a large fall means it carries the claim.",
-       """Δ = s(all sources) − s(all sources but this one), measured for each layer (tools, instructions,
+       could not be measured.""",
+    ),
+    _t(
+        "delta",
+        "Δ",
+        "How far the score falls when this layer or source is removed; a large fall means it carries the claim.",
+        """Δ = s(all sources) − s(all sources but this one), measured for each layer (tools, instructions,
        history) and then for each source of a layer that matters. Positive: removing it lowers the score
        (it grounds the claim); negative: removing it raises the score (it distracts); near zero: it makes
-       no measurable difference — or another source says the same (see redundant)."""),
-    _t("alone", "alone", "The score with only this source kept (the others of its layer removed).",
-       """Asked when removing any single source changes nothing: each source of the grounding layer is
+       no measurable difference — or another source says the same (see redundant).""",
+    ),
+    _t(
+        "alone",
+        "alone",
+        "The score with only this source kept (the others of its layer removed).",
+        """Asked when removing any single source changes nothing: each source of the grounding layer is
        kept alone, the other layers intact. A source whose score alone stays high carries the claim by
-       itself, and is marked redundant."""),
-    _t("tau", "τ",
-       f"The smallest drop counted as real (default {_P.tau:g} on the judge's 1–9 scale); smaller moves are noise.",
-       """A layer's or source's drop Δ counts only when |Δ| ≥ τ. Below it the difference is within the
+       itself, and is marked redundant.""",
+    ),
+    _t(
+        "tau",
+        "τ",
+        f"The smallest drop counted as real (default {_P.tau:g} on the judge's 1–9 scale); smaller moves are noise.",
+        """A layer's or source's drop Δ counts only when |Δ| ≥ τ. Below it the difference is within the
        judge's quantisation and is read as no effect (irrelevant). For the log-probability estimator the
-       threshold is in nats and is set relative to Γ."""),
-    _t("tau_gamma", "τΓ",
-       f"The smallest Γ counted as the context mattering (default {_P.tau_gamma:g}); below it, the model knew it.",
-       """When Γ < τΓ the claim is about as likely without any source as with all of them: the verdict is
-       internal knowledge and no source is credited, whatever its own drop."""),
+       threshold is in nats and is set relative to Γ.""",
+    ),
+    _t(
+        "tau_gamma",
+        "τΓ",
+        f"The smallest Γ counted as the context mattering (default {_P.tau_gamma:g}); below it, the model knew it.",
+        """When Γ < τΓ the claim is about as likely without any source as with all of them: the verdict is
+       internal knowledge and no source is credited, whatever its own drop.""",
+    ),
     # ------------------------------------------------------------------ roles
-    _t("role.grounds", "grounds", "Removing it lowers the claim's score by at least τ: it carries the claim.",
-       """Its drop Δ is at least τ. For a layer it means the claim depends on something in that layer; for a
-       source, on that source. The span check then looks for the sentence in it that says so."""),
-    _t("role.distractor", "distractor",
-       "Removing it raises the claim's score by at least τ: it pulls against the claim.",
-       """Its drop Δ is at most −τ: with it removed the judge finds the claim more likely. Often a source
-       that says something different from the claim, or confuses the judge."""),
-    _t("role.irrelevant", "irrelevant", "Removing it moves the score by less than τ: no measurable part in this claim.",
-       """|Δ| < τ. It may still say the same thing as another source; if so, removing one changes nothing
-       because the other still says it — the redundancy check finds those and marks them redundant."""),
-    _t("role.redundant", "redundant",
-       "Removing it changes nothing because another source says the same, but alone it carries the claim.",
-       """When several sources carry a claim, removing any one of them changes nothing and every drop reads
+    _t(
+        "role.grounds",
+        "grounds",
+        "Removing it lowers the claim's score by at least τ: it carries the claim.",
+        """Its drop Δ is at least τ. For a layer it means the claim depends on something in that layer; for a
+       source, on that source. The span check then looks for the sentence in it that says so.""",
+    ),
+    _t(
+        "role.distractor",
+        "distractor",
+        "Removing it raises the claim's score by at least τ: it pulls against the claim.",
+        """Its drop Δ is at most −τ: with it removed the judge finds the claim more likely. Often a source
+       that says something different from the claim, or confuses the judge.""",
+    ),
+    _t(
+        "role.irrelevant",
+        "irrelevant",
+        "Removing it moves the score by less than τ: no measurable part in this claim.",
+        """|Δ| < τ. It may still say the same thing as another source; if so, removing one changes nothing
+       because the other still says it — the redundancy check finds those and marks them redundant.""",
+    ),
+    _t(
+        "role.redundant",
+        "redundant",
+        "Removing it changes nothing because another source says the same, but alone it carries the claim.",
+        """When several sources carry a claim, removing any one of them changes nothing and every drop reads
        near zero. The trace then keeps one source at a time; those that carry the claim alone are
-       redundant: each is enough, none is needed. The same test is made one level up for layers."""),
+       redundant: each is enough, none is needed. The same test is made one level up for layers.""",
+    ),
     # ------------------------------------------------------------------ verdicts
-    _t("verdict.attributed", "attributed",
-       "The context carries the claim and at least one layer's removal lowers its score.",
-       """Γ ≥ τΓ and one or more layers ground the claim. The sources of those layers are tested next, and
-       the span check quotes the lines that state it."""),
-    _t("verdict.redundant", "carried by several sources",
-       "The context carries the claim, but no single layer is needed: several carry it.",
-       """Γ ≥ τΓ, yet removing any one layer changes nothing, because another layer still says it. The
-       redundancy check then asks which layers and sources carry the claim alone."""),
-    _t("verdict.internal_knowledge", "model's own knowledge",
-       "The claim survives removing the whole context: the model knew or guessed it.",
-       """Γ < τΓ: the score without any source is about the same as with all of them. No source is
+    _t(
+        "verdict.attributed",
+        "attributed",
+        "The context carries the claim and at least one layer's removal lowers its score.",
+        """Γ ≥ τΓ and one or more layers ground the claim. The sources of those layers are tested next, and
+       the span check quotes the lines that state it.""",
+    ),
+    _t(
+        "verdict.redundant",
+        "carried by several sources",
+        "The context carries the claim, but no single layer is needed: several carry it.",
+        """Γ ≥ τΓ, yet removing any one layer changes nothing, because another layer still says it. The
+       redundancy check then asks which layers and sources carry the claim alone.""",
+    ),
+    _t(
+        "verdict.internal_knowledge",
+        "model's own knowledge",
+        "The claim survives removing the whole context: the model knew or guessed it.",
+        """Γ < τΓ: the score without any source is about the same as with all of them. No source is
        credited. A source may still agree with the claim (the span check says so), but it did not cause
-       it."""),
-    _t("verdict.no_information", "no information",
-       "The measurements could not decide: a score the verdict needs was missing.",
-       """A call failed or its answer could not be read, so Γ or a layer's drop is unknown. It is never a
-       guess: the warnings name the measurement that is missing."""),
+       it.""",
+    ),
+    _t(
+        "verdict.no_information",
+        "no information",
+        "The measurements could not decide: a score the verdict needs was missing.",
+        """A call failed or its answer could not be read, so Γ or a layer's drop is unknown. It is never a
+       guess: the warnings name the measurement that is missing.""",
+    ),
     # ------------------------------------------------------------------ the span check
-    _t("support.supported", "supported",
-       "The source states the claim (or, for instructions, directs it), with a checked quote.",
-       """The span check asked the judge whether this source states the claim and for the lines that do.
+    _t(
+        "support.supported",
+        "supported",
+        "The source states the claim (or, for instructions, directs it), with a checked quote.",
+        """The span check asked the judge whether this source states the claim and for the lines that do.
        The quote is then found in the source's full text mechanically; one that cannot be found is retried
-       once, then downgraded to silent."""),
-    _t("support.contradicted", "contradicted", "The source says the opposite of the claim, with a checked quote.",
-       """The judge found lines in the source that contradict the claim, and the quote was found in the
-       source's text. Together with a high drop it suggests the agent misread the source."""),
-    _t("support.silent", "silent", "The source says nothing about the claim (or its quote could not be checked).",
-       """Neither stated nor contradicted. A supported or contradicted answer whose quote could not be found
-       in the source twice is also shown as silent, marked downgraded."""),
-    _t("confidence", "confidence",
-       "The judge's own rating (0–1) of its span check: a self-report, not a chance of being right.",
-       """The number the judge gave with its answer. It is not calibrated and is not the probability that
+       once, then downgraded to silent.""",
+    ),
+    _t(
+        "support.contradicted",
+        "contradicted",
+        "The source says the opposite of the claim, with a checked quote.",
+        """The judge found lines in the source that contradict the claim, and the quote was found in the
+       source's text. Together with a high drop it suggests the agent misread the source.""",
+    ),
+    _t(
+        "support.silent",
+        "silent",
+        "The source says nothing about the claim (or its quote could not be checked).",
+        """Neither stated nor contradicted. A supported or contradicted answer whose quote could not be found
+       in the source twice is also shown as silent, marked downgraded.""",
+    ),
+    _t(
+        "confidence",
+        "confidence",
+        "The judge's own rating (0–1) of its span check: a self-report, not a chance of being right.",
+        """The number the judge gave with its answer. It is not calibrated and is not the probability that
        the verdict is correct; a downgraded answer's confidence is capped low. The checked quote, not
-       this number, is the evidence."""),
-    _t("downgraded", "downgraded", "The judge quoted text that is not in the source, so its answer is shown as silent.",
-       """A supported or contradicted answer whose quote did not match the source's text, twice, is
-       downgraded to silent: an unverifiable quote is never shown as evidence."""),
+       this number, is the evidence.""",
+    ),
+    _t(
+        "downgraded",
+        "downgraded",
+        "The judge quoted text that is not in the source, so its answer is shown as silent.",
+        """A supported or contradicted answer whose quote did not match the source's text, twice, is
+       downgraded to silent: an unverifiable quote is never shown as evidence.""",
+    ),
     # ------------------------------------------------------------------ the §9 diagnosis
-    _t("diagnosis.grounded", "grounded in your data", "The source carries the claim and states it.",
-       "High attribution (the source's layer carries the claim) and the span check found it stated."),
-    _t("diagnosis.misread", "agent misread the source", "The source carries the claim but says something else.",
-       "High attribution and the span check found the source contradicting the claim: the agent misread it."),
-    _t("diagnosis.knew_it", "model knew it, data agrees",
-       "The model would have said it anyway; a source happens to agree.",
-       """Γ < τΓ (the claim survives removing the whole context) and the source states the claim: the data
-       agrees, but did not cause the sentence."""),
-    _t("diagnosis.overrode", "model overrode your data",
-       "The model said it from its own knowledge, against what a source says.",
-       "Γ < τΓ and the source contradicts the claim: the model's own belief won over the data it was given."),
-    _t("diagnosis.unverifiable", "unverifiable model knowledge",
-       "The model said it on its own and no source speaks to it.",
-       "Γ < τΓ and every source is silent: nothing in the context can confirm or refute the claim."),
+    _t(
+        "diagnosis.grounded",
+        "grounded in your data",
+        "The source carries the claim and states it.",
+        "High attribution (the source's layer carries the claim) and the span check found it stated.",
+    ),
+    _t(
+        "diagnosis.misread",
+        "agent misread the source",
+        "The source carries the claim but says something else.",
+        "High attribution and the span check found the source contradicting the claim: the agent misread it.",
+    ),
+    _t(
+        "diagnosis.knew_it",
+        "model knew it, data agrees",
+        "The model would have said it anyway; a source happens to agree.",
+        """Γ < τΓ (the claim survives removing the whole context) and the source states the claim: the data
+       agrees, but did not cause the sentence.""",
+    ),
+    _t(
+        "diagnosis.overrode",
+        "model overrode your data",
+        "The model said it from its own knowledge, against what a source says.",
+        "Γ < τΓ and the source contradicts the claim: the model's own belief won over the data it was given.",
+    ),
+    _t(
+        "diagnosis.unverifiable",
+        "unverifiable model knowledge",
+        "The model said it on its own and no source speaks to it.",
+        "Γ < τΓ and every source is silent: nothing in the context can confirm or refute the claim.",
+    ),
     # ------------------------------------------------------------------ calls and cost
-    _t("calls.planned", "planned",
-       "The cost gate's worst case: the most calls this trace may send, reserved from the budget.",
-       """Counted before anything is spent, from the number of sources and the rounds. The quoted cost is
-       for these calls; a trace usually sends fewer, and what it did not send is released."""),
-    _t("calls.made", "made",
-       "Calls sent to the model provider, failed ones included; answers from the cache are not counted.",
-       """Every request that left for the provider (judge, span check, probe or scoring). A call answered
-       from the judgement cache never left, so it is counted as cached instead."""),
-    _t("calls.cached", "cached", "Measurements answered from the judgement cache: not sent, not billed, $0.",
-       """The same prompt was judged before (by this tenant, for this turn) and its answer was kept, so it
-       was reused instead of sent. Cached answers cost nothing."""),
-    _t("calls.billed", "billed", "Calls the provider charged for: the answered ones, plus failed ones it still billed.",
-       """The cost reported is for these calls, at the provider's reported usage and the judge's price."""),
-    _t("calls.failed", "failed", "Sent calls that failed (an error, a timeout, an unreadable answer).",
-       """A failed call is no information, never a score. A trace whose every call failed is reported as a
-       failure with its cause, never as a result."""),
-    _t("calls.saved", "repeats reused",
-       "Measurements this trace had already made, reused instead of asked again: not calls, never billed.",
-       """Two rounds sometimes ask the same question (the same sources removed); the second is answered
-       from the trace's own memo. It is never a call, never billed, and not part of made or cached."""),
+    _t(
+        "calls.planned",
+        "planned",
+        "The cost gate's worst case: the most calls this trace may send, reserved from the budget.",
+        """Counted before anything is spent, from the number of sources and the rounds. The quoted cost is
+       for these calls; a trace usually sends fewer, and what it did not send is released.""",
+    ),
+    _t(
+        "calls.made",
+        "made",
+        "Calls sent to the model provider, failed ones included; answers from the cache are not counted.",
+        """Every request that left for the provider (judge, span check, probe or scoring). A call answered
+       from the judgement cache never left, so it is counted as cached instead.""",
+    ),
+    _t(
+        "calls.cached",
+        "cached",
+        "Measurements answered from the judgement cache: not sent, not billed, $0.",
+        """The same prompt was judged before (by this tenant, for this turn) and its answer was kept, so it
+       was reused instead of sent. Cached answers cost nothing.""",
+    ),
+    _t(
+        "calls.billed",
+        "billed",
+        "Calls the provider charged for: the answered ones, plus failed ones it still billed.",
+        """The cost reported is for these calls, at the provider's reported usage and the judge's price.""",
+    ),
+    _t(
+        "calls.failed",
+        "failed",
+        "Sent calls that failed (an error, a timeout, an unreadable answer).",
+        """A failed call is no information, never a score. A trace whose every call failed is reported as a
+       failure with its cause, never as a result.""",
+    ),
+    _t(
+        "calls.saved",
+        "repeats reused",
+        "Measurements this trace had already made, reused instead of asked again: not calls, never billed.",
+        """Two rounds sometimes ask the same question (the same sources removed); the second is answered
+       from the trace's own memo. It is never a call, never billed, and not part of made or cached.""",
+    ),
     # ------------------------------------------------------------------ warnings
-    _t("warning.truncated", "cut context",
-       "Part of the context was cut before scoring; the sentence may come from the part that was cut.",
-       """Each source is scored within a token window (and span-checked within another), and history is cut
+    _t(
+        "warning.truncated",
+        "cut context",
+        "Part of the context was cut before scoring; the sentence may come from the part that was cut.",
+        """Each source is scored within a token window (and span-checked within another), and history is cut
        by message count and size. Evidence past a cut is invisible to every measurement: the sources named are
        the best among the part that was scored. On the hard validity set a cause past the cut was never
        recognised as such, so the result says so (the warning starting "Part of this context was cut") and
-       names the cut sources — read them in full before relying on the result."""),
-    _t("warning.lookalike", "shared carriers",
-       "Several sources say what the sentence says; the estimator cannot tell which one the answer followed.",
-       """A layer moves the sentence but none of its sources does on its own: they share its content — the same
+       names the cut sources — read them in full before relying on the result.""",
+    ),
+    _t(
+        "warning.lookalike",
+        "shared carriers",
+        "Several sources say what the sentence says; the estimator cannot tell which one the answer followed.",
+        """A layer moves the sentence but none of its sources does on its own: they share its content — the same
        record twice, or look-alike records with the same ids, dates and amounts that differ in one field.
        Removing one leaves the others, so no single drop reaches τ. On the hard validity set look-alikes were
        never told apart from the cause; the warning (starting "No single source of") names the sources to
-       compare with the sentence by hand."""),
-    _t("warning.paraphrase", "reworded source",
-       "Called the model's own knowledge, but narrowly: the sentence may reword a source.",
-       """A long sentence that restates a source in other words gains less from the context than τ_Γ, which
+       compare with the sentence by hand.""",
+    ),
+    _t(
+        "warning.paraphrase",
+        "reworded source",
+        "Called the model's own knowledge, but narrowly: the sentence may reword a source.",
+        """A long sentence that restates a source in other words gains less from the context than τ_Γ, which
        grows with its length, so it can read as internal knowledge. When Γ is under τ_Γ but over half of it,
        the result says so (the warning starting "Reported as the model's own knowledge, but narrowly"). The
        span check, too, quotes only word-for-word lines, so a reworded source may carry a real drop but no
-       quote."""),
+       quote.""",
+    ),
     # ------------------------------------------------------------------ estimators
-    _t("estimator.judged", "judged", "A judge model reads the sources and rates how likely the claim is, 1–9.",
-       """Any chat model can judge. Each measurement is one call that answers a single digit; an answer that
-       is not exactly one digit is no information, never a guess."""),
-    _t("estimator.expected", "expected digit", "The judge's average digit, weighted by its own probabilities for 1–9.",
-       """The same judge call, read from the model's top log-probabilities instead of the one digit it wrote:
-       a finer score where the provider offers them (OpenAI, vLLM, a llama.cpp server, the local model)."""),
-    _t("estimator.logprob", "log-probability", "How probable a scoring model finds the claim's exact words, in nats.",
-       """log p(claim | query, sources) from a model that can score text (a local model, or a self-hosted
-       server's /v1/completions with echo). Scores and drops are in nats, not digits."""),
-    _t("estimator.both", "both", "The judged digit and the log-probability, run side by side, with how far they agree.",
-       """Both estimators trace the same claim; the result shows each tree and their agreement: the same
-       verdict, the same top layer and source, and the rank correlation of the sources' drops."""),
-    _t("estimator.proxy", "proxy", "A free local model ranks the sources; the hosted judge confirms the top ones.",
-       """The log-probability leave-one-out runs on a local scoring model, then the hosted judge measures
+    _t(
+        "estimator.judged",
+        "judged",
+        "A judge model reads the sources and rates how likely the claim is, 1–9.",
+        """Any chat model can judge. Each measurement is one call that answers a single digit; an answer that
+       is not exactly one digit is no information, never a guess.""",
+    ),
+    _t(
+        "estimator.expected",
+        "expected digit",
+        "The judge's average digit, weighted by its own probabilities for 1–9.",
+        """The same judge call, read from the model's top log-probabilities instead of the one digit it wrote:
+       a finer score where the provider offers them (OpenAI, vLLM, a llama.cpp server, the local model).""",
+    ),
+    _t(
+        "estimator.logprob",
+        "log-probability",
+        "How probable a scoring model finds the claim's exact words, in nats.",
+        """log p(claim | query, sources) from a model that can score text (a local model, or a self-hosted
+       server's /v1/completions with echo). Scores and drops are in nats, not digits.""",
+    ),
+    _t(
+        "estimator.both",
+        "both",
+        "The judged digit and the log-probability, run side by side, with how far they agree.",
+        """Both estimators trace the same claim; the result shows each tree and their agreement: the same
+       verdict, the same top layer and source, and the rank correlation of the sources' drops.""",
+    ),
+    _t(
+        "estimator.proxy",
+        "proxy",
+        "A free local model ranks the sources; the hosted judge confirms the top ones.",
+        """The log-probability leave-one-out runs on a local scoring model, then the hosted judge measures
        Γ and the top layer and source; if they disagree, the full judged search runs and the result says
-       so."""),
+       so.""",
+    ),
     # ------------------------------------------------------------------ a proxy-first trace
-    _t("calls.scored", "scored",
-       "Local scoring passes of a proxy trace: free, never billed, and not counted in made.",
-       """Each pass asks the proxy's scoring model (a local model, or a scoring server of your own) how
+    _t(
+        "calls.scored",
+        "scored",
+        "Local scoring passes of a proxy trace: free, never billed, and not counted in made.",
+        """Each pass asks the proxy's scoring model (a local model, or a scoring server of your own) how
        probable the claim's exact words are with some sources removed: the log-probability leave-one-out.
        They cost no money and never reach the hosted provider, so they are counted apart from the hosted
-       calls: planned, made, cached and billed count the hosted judge's calls only."""),
-    _t("proxy.confirmed", "confirmed",
-       "The hosted judge agreed with the proxy's ranking: its checks fell where the proxy said, within the margin.",
-       """The hosted judge measured s(1) and s(0) (so Γ), the drop when the proxy's top layer is removed and
+       calls: planned, made, cached and billed count the hosted judge's calls only.""",
+    ),
+    _t(
+        "proxy.confirmed",
+        "confirmed",
+        "The hosted judge agreed with the proxy's ranking: its checks fell where the proxy said, within the margin.",
+        """The hosted judge measured s(1) and s(0) (so Γ), the drop when the proxy's top layer is removed and
        the drop when its top source is removed (when the proxy found no single layer matters: the drop
        when each layer is removed), and span-checked the top source. Confirmed means each of these agrees
        with the proxy: Γ on the same side of τΓ as the proxy's verdict, the top layer with the proxy's role
        for it (every layer's drop under τ, when the proxy found none matters), the top source with a drop of
        at least τ, and the share of Γ the top source carries no more than the share margin below the
        proxy's. The scores shown are then the proxy's (nats)
-       and the span check is the judge's."""),
-    _t("proxy.fallback", "fallback",
-       "The hosted judge disagreed with the proxy, so the full judged search ran: the result is the judge's.",
-       """At least one of the judge's checks (Γ, the top layer's drop, the top source's drop or its share of Γ)
+       and the span check is the judge's.""",
+    ),
+    _t(
+        "proxy.fallback",
+        "fallback",
+        "The hosted judge disagreed with the proxy, so the full judged search ran: the result is the judge's.",
+        """At least one of the judge's checks (Γ, the top layer's drop, the top source's drop or its share of Γ)
        did not agree with the proxy's ranking; the reasons are listed. The full judged search then ran
        (reusing the checks already made) and its verdict, tree and digits are the result. The proxy's ranking
-       is shown beside it, for comparison only."""),
-    _t("proxy.share_margin", "share margin",
-       "How much smaller a share of Γ the judge may give the proxy's top source before the two disagree.",
-       f"""The proxy's top source carries a share of Γ for the proxy (its drop over Γ, in nats) and a share for
+       is shown beside it, for comparison only.""",
+    ),
+    _t(
+        "proxy.share_margin",
+        "share margin",
+        "How much smaller a share of Γ the judge may give the proxy's top source before the two disagree.",
+        f"""The proxy's top source carries a share of Γ for the proxy (its drop over Γ, in nats) and a share for
        the hosted judge (its drop over the judge's Γ, in digits). The proxy is confirmed only when the
        judge's share is at most this margin below the proxy's (default {_PP.share_margin:g} of Γ). The
        judge's digits are coarse, so a smaller share still names the same source; a much smaller one is a
-       different ranking."""),
-    _t("proxy.drops", "nats vs digits",
-       "The proxy's drops are in nats, the judge's in digits 1–9: compare their order and sign, not their size.",
-       """A drop Δ is how far the claim's score falls when a source is removed. The proxy measures log
+       different ranking.""",
+    ),
+    _t(
+        "proxy.drops",
+        "nats vs digits",
+        "The proxy's drops are in nats, the judge's in digits 1–9: compare their order and sign, not their size.",
+        """A drop Δ is how far the claim's score falls when a source is removed. The proxy measures log
        p(claim) in nats; the hosted judge answers a digit from 1 to 9. The two scales do not convert into each
        other, so a source ranks the same when it comes first (with the same sign) in both, whatever the
        numbers. "Not measured" means that side did not remove this source: the judge checks only the proxy's
-       top source unless the full search ran."""),
-    _t("proxy.seconds", "proxy seconds",
-       "Wall time of the proxy's ranking on the local scoring model (the hosted calls are not included).",
-       """Measured around the local scoring passes only. It depends on the machine and on what else runs on
-       it; the quote estimated it beforehand from the prompt tokens to evaluate."""),
-    _t("proxy.evaluated_tokens", "evaluated tokens",
-       "Prompt tokens the local scorer actually evaluated; reusing a shared prompt prefix saves the rest.",
-       """Successive scoring passes share the start of their prompts, and a scorer that keeps it evaluates
-       only what changed. Shown when the scorer reports it; a remote scoring endpoint may not."""),
+       top source unless the full search ran.""",
+    ),
+    _t(
+        "proxy.seconds",
+        "proxy seconds",
+        "Wall time of the proxy's ranking on the local scoring model (the hosted calls are not included).",
+        """Measured around the local scoring passes only. It depends on the machine and on what else runs on
+       it; the quote estimated it beforehand from the prompt tokens to evaluate.""",
+    ),
+    _t(
+        "proxy.evaluated_tokens",
+        "evaluated tokens",
+        "Prompt tokens the local scorer actually evaluated; reusing a shared prompt prefix saves the rest.",
+        """Successive scoring passes share the start of their prompts, and a scorer that keeps it evaluates
+       only what changed. Shown when the scorer reports it; a remote scoring endpoint may not.""",
+    ),
 )
 
 GLOSSARY: dict[str, Term] = {term.key: term for term in _TERMS}

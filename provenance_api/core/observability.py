@@ -37,6 +37,8 @@ def method_label(method: str) -> str:
     """The metric and log label of a request method: one of the standard methods, else ``OTHER``. A client
     chooses the method string, so taking it as a label would let anyone grow the label set without bound."""
     return method if method in HTTP_METHODS else "OTHER"
+
+
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 

@@ -97,8 +97,7 @@ class TurnStored(_Out):
     created: bool = Field(description="false when the same content was already stored (idempotent replay)")
 
 
-TurnSort = Literal["stored_at", "-stored_at", "created_at", "-created_at", "model", "-model", "traceable",
-                   "-traceable"]
+TurnSort = Literal["stored_at", "-stored_at", "created_at", "-created_at", "model", "-model", "traceable", "-traceable"]
 """The turn list's orders: a field, ascending, or ``-field``, descending. Turns without the value (no
 ``created_at``, no ``model``) come last either way; equal values are ordered by ``turn_id``."""
 
@@ -110,16 +109,19 @@ class TurnSummary(_Out):
     agent: str | None
     created_at: datetime | None
     stored_at: datetime
-    traceable: int = Field(description="sentences of the response the free tier says can be traced (counted when "
-                           "the turn was stored; 0 for a turn that can no longer be read)")
+    traceable: int = Field(
+        description="sentences of the response the free tier says can be traced (counted when "
+        "the turn was stored; 0 for a turn that can no longer be read)"
+    )
     traces: int = Field(description="traces run on the turn (any status; probes are not counted)")
 
 
 class TurnList(_Out):
     items: list[TurnSummary]
     total: int = Field(description="turns matching q and the filters, on every page (the cursor is ignored)")
-    next_cursor: str | None = Field(description="pass as ?cursor= for the next page, with the same q, filters "
-                                    "and sort; null on the last page")
+    next_cursor: str | None = Field(
+        description="pass as ?cursor= for the next page, with the same q, filters and sort; null on the last page"
+    )
 
 
 class TurnOut(_Out):
@@ -257,9 +259,14 @@ class QuoteIn(BaseModel):
         max_length=20_000,
         description="text of the response (after normalisation) or a segment id such as r3",
     )
-    model: str | None = Field(None, min_length=1, max_length=256, description="litellm model string of the judge; "
-                              "only a model on the service's allow-list (else 422); default: the turn's own model "
-                              "when allowed, else the service's default")
+    model: str | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        description="litellm model string of the judge; "
+        "only a model on the service's allow-list (else 422); default: the turn's own model "
+        "when allowed, else the service's default",
+    )
     probe: bool = False
     params: ParamsOverride | None = Field(None, description=PARAMS_DESCRIPTION)
     estimator: EstimatorChoice = Field("judged", description=ESTIMATOR_DESCRIPTION)
@@ -282,8 +289,11 @@ class QuoteOut(_Out):
     claim: str = Field(description="the selected text that will be traced")
     segment_id: str | None
     model: str = Field(description="the judge model that will run")
-    model_reason: str | None = Field(None, description="why this model: requested explicitly, the turn's own model "
-                                     "on the allow-list, or the default (and why the turn's model is not used)")
+    model_reason: str | None = Field(
+        None,
+        description="why this model: requested explicitly, the turn's own model "
+        "on the allow-list, or the default (and why the turn's model is not used)",
+    )
     sources: int
     planned_calls: int = Field(description="worst case; a trace never makes more")
     calls: PlannedCalls
@@ -295,13 +305,20 @@ class QuoteOut(_Out):
     truncated_sources: list[str]
     refused: str | None = Field(description="why the cost gate refuses this trace; null when it may run")
     estimator: EstimatorChoice = Field("judged", description=ESTIMATOR_DESCRIPTION)
-    expected_digit: ExpectedDigitOut | None = Field(None, description="whether the judge offers top "
-                                                    "log-probabilities, for estimator expected")
-    proxy: ProxyQuoteModel | None = Field(None, description="estimator proxy: the hosted calls, tokens and price of "
-                                          "the confirmation and of the fallback's worst case (planned_calls and "
-                                          "cost_usd are the worst case), the local passes and estimated seconds")
-    scoring: ScoringOut | None = Field(None, description="whether the model can score (log p of a supplied "
-                                       "claim) and what a logprob trace's scoring costs; null for a probe")
+    expected_digit: ExpectedDigitOut | None = Field(
+        None, description="whether the judge offers top log-probabilities, for estimator expected"
+    )
+    proxy: ProxyQuoteModel | None = Field(
+        None,
+        description="estimator proxy: the hosted calls, tokens and price of "
+        "the confirmation and of the fallback's worst case (planned_calls and "
+        "cost_usd are the worst case), the local passes and estimated seconds",
+    )
+    scoring: ScoringOut | None = Field(
+        None,
+        description="whether the model can score (log p of a supplied "
+        "claim) and what a logprob trace's scoring costs; null for a probe",
+    )
 
 
 # --------------------------------------------------------------------------- traces
@@ -327,8 +344,7 @@ class TraceIn(BaseModel):
     model: str | None = Field(None, min_length=1, max_length=256)
     probe: bool = False
     params: ParamsOverride | None = Field(None, description=PARAMS_DESCRIPTION)
-    estimator: EstimatorChoice | None = Field(None, description=ESTIMATOR_DESCRIPTION + " By quote_id: the "
-                                              "quote's.")
+    estimator: EstimatorChoice | None = Field(None, description=ESTIMATOR_DESCRIPTION + " By quote_id: the quote's.")
 
     def by_quote(self) -> bool:
         """True for the {quote_id} form; raise InvalidInput naming the field when neither form is complete."""
@@ -406,23 +422,28 @@ class TraceSummary(_Out):
     claim: str
     status: JobStatus
     verdict: Verdict | None = Field(description="the verdict, only when status is succeeded")
-    estimator: EstimatorChoice | None = Field(description="the estimator the trace was started with; null when its "
-                                              "quote is no longer kept")
+    estimator: EstimatorChoice | None = Field(
+        description="the estimator the trace was started with; null when its quote is no longer kept"
+    )
     model: str = Field(description="the judge model")
     calls: JobCalls
-    cost_usd: float | None = Field(description="USD the provider billed, from the result; null until the trace "
-                                   "succeeded or when the model has no known price")
+    cost_usd: float | None = Field(
+        description="USD the provider billed, from the result; null until the trace "
+        "succeeded or when the model has no known price"
+    )
     created_at: datetime
     finished_at: datetime | None
-    source: Literal["api", "cli"] = Field(description="api: started through the API or the viewer; cli: run by "
-                                          "`provenance trace` and stored here")
+    source: Literal["api", "cli"] = Field(
+        description="api: started through the API or the viewer; cli: run by `provenance trace` and stored here"
+    )
 
 
 class TraceList(_Out):
     items: list[TraceSummary]
     total: int = Field(description="traces matching the filters, on every page (the cursor is ignored)")
-    next_cursor: str | None = Field(description="pass as ?cursor= for the next page, with the same filters and "
-                                    "sort; null on the last page")
+    next_cursor: str | None = Field(
+        description="pass as ?cursor= for the next page, with the same filters and sort; null on the last page"
+    )
 
 
 class ProgressOut(_Out):
@@ -452,8 +473,13 @@ class ProbeIn(BaseModel):
         json_schema_extra={
             "examples": [
                 {"quote_id": "q_3f9a0c2b7d1e4a5b6c7d", "source_id": "s0"},
-                {"turn_id": "turn-support-fallback-0042", "sentence": "r2", "source_id": "s0", "k": 3,
-                 "max_cost_usd": 0.05},
+                {
+                    "turn_id": "turn-support-fallback-0042",
+                    "sentence": "r2",
+                    "source_id": "s0",
+                    "k": 3,
+                    "max_cost_usd": 0.05,
+                },
             ]
         },
     )
@@ -472,11 +498,20 @@ class ProbeIn(BaseModel):
         params = dict(self.params or {})
         if self.k is not None:
             if self.quote_id is not None:
-                raise InvalidInput("a probe by quote_id takes k from its quote", field="k",
-                                   fix="quote with params.causal_samples=k, or drop k")
+                raise InvalidInput(
+                    "a probe by quote_id takes k from its quote",
+                    field="k",
+                    fix="quote with params.causal_samples=k, or drop k",
+                )
             params["causal_samples"] = self.k
-        return TraceIn(quote_id=self.quote_id, turn_id=self.turn_id, sentence=self.sentence,
-                       max_cost_usd=self.max_cost_usd, model=self.model, params=params or None)
+        return TraceIn(
+            quote_id=self.quote_id,
+            turn_id=self.turn_id,
+            sentence=self.sentence,
+            max_cost_usd=self.max_cost_usd,
+            model=self.model,
+            params=params or None,
+        )
 
 
 class ProbeOut(_Out):
@@ -507,9 +542,14 @@ class VerifyIn(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"max_cost_usd": 0.25}]})
 
     max_cost_usd: float = Field(ge=0, le=1_000_000, description="the budget for every trace of the answer")
-    model: str | None = Field(None, min_length=1, max_length=256, description="litellm model string of the judge; "
-                              "only a model on the service's allow-list (else 422); default: the turn's own model "
-                              "when allowed, else the service's default")
+    model: str | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        description="litellm model string of the judge; "
+        "only a model on the service's allow-list (else 422); default: the turn's own model "
+        "when allowed, else the service's default",
+    )
     params: ParamsOverride | None = Field(None, description=PARAMS_DESCRIPTION)
 
 
@@ -525,8 +565,7 @@ class VerifySentenceOut(_Out):
     )
     trace_id: str | None
     verdict: Verdict | None = Field(description="the trace's verdict, when traced")
-    declared: DeclaredAuditModel | None = Field(description="the declared-attribution audit, when traced or "
-                                                "quoted")
+    declared: DeclaredAuditModel | None = Field(description="the declared-attribution audit, when traced or quoted")
 
 
 class VerifyOut(_Out):

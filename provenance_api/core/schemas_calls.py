@@ -27,26 +27,35 @@ class ModelCallOut(_Out):
     """One model call of the trace, in the order sent."""
 
     index: int = Field(ge=0, description="order sent, from 0")
-    stage: CallStageOut = Field(description="gamma: s(1) and s(0); round1: a layer removed; round2: a source "
-                                "removed; redundancy: kept alone; spans: a span check; probe: a regeneration")
-    mask: str = Field(description="what the call was shown, in words: all sources, no sources, without layer "
-                      "tools, without s2, only s1 of tools, span check of s0")
-    kind: Literal["chat", "score"] = Field(description="chat: a judge or span-check call; score: a scoring call "
-                                           "(log p of the claim)")
+    stage: CallStageOut = Field(
+        description="gamma: s(1) and s(0); round1: a layer removed; round2: a source "
+        "removed; redundancy: kept alone; spans: a span check; probe: a regeneration"
+    )
+    mask: str = Field(
+        description="what the call was shown, in words: all sources, no sources, without layer "
+        "tools, without s2, only s1 of tools, span check of s0"
+    )
+    kind: Literal["chat", "score"] = Field(
+        description="chat: a judge or span-check call; score: a scoring call (log p of the claim)"
+    )
     outcome: CallOutcomeOut = Field(description="cached: answered from the judgement cache, not sent, $0")
     prompt: list[PromptMessageOut] = Field(description="the rendered messages as sent")
-    prompt_truncated: bool = Field(description="the prompt was cut to the service's per-call cap (16,384 "
-                                   "characters in all) for keeping; the model saw it whole")
-    reply: str | None = Field(description="the model's text (capped at 4,096 characters); null for scoring "
-                              "calls and failures")
-    parsed: float | None = Field(description="the value the estimator read: a digit 1-9, an expected digit, "
-                                 "log p in nats, or a probe's anchor coverage; null when it read none")
+    prompt_truncated: bool = Field(
+        description="the prompt was cut to the service's per-call cap (16,384 "
+        "characters in all) for keeping; the model saw it whole"
+    )
+    reply: str | None = Field(
+        description="the model's text (capped at 4,096 characters); null for scoring calls and failures"
+    )
+    parsed: float | None = Field(
+        description="the value the estimator read: a digit 1-9, an expected digit, "
+        "log p in nats, or a probe's anchor coverage; null when it read none"
+    )
     started_at: datetime
     seconds: float
     input_tokens: int
     output_tokens: int
-    cost_usd: float | None = Field(description="0 for cached, refused and unbilled failed calls; null when "
-                                   "unknown")
+    cost_usd: float | None = Field(description="0 for cached, refused and unbilled failed calls; null when unknown")
     error: str | None
 
 

@@ -103,11 +103,14 @@ class Settings(BaseSettings):
     judge_api_key: SecretStr | None = Field(None, description="Overrides the provider's key (else litellm's env).")
     judge_timeout_seconds: float = Field(120.0, gt=0, le=3600)
     scorer_api_base: str | None = Field(
-        None, description="An OpenAI-compatible server whose /v1/completions echoes log-probabilities "
+        None,
+        description="An OpenAI-compatible server whose /v1/completions echoes log-probabilities "
         "(estimator logprob/both); default: judge_api_base.",
     )
-    scorer_model: str | None = Field(None, description="The model name the scoring server knows (default: the "
-                                     "judge model without its provider prefix).")
+    scorer_model: str | None = Field(
+        None,
+        description="The model name the scoring server knows (default: the judge model without its provider prefix).",
+    )
 
     params: dict[str, Any] = Field(
         default_factory=dict,
@@ -126,8 +129,11 @@ class Settings(BaseSettings):
     sse_poll_seconds: float = Field(0.5, gt=0, le=30, description="How often an event stream re-reads a job.")
     admin_tenant: str = "local"
     admin_user: str = "admin"
-    warm_up: bool = Field(True, description="Load the tokenizer and litellm at startup: in the background for the "
-                          "API, before the first job for a worker.")
+    warm_up: bool = Field(
+        True,
+        description="Load the tokenizer and litellm at startup: in the background for the "
+        "API, before the first job for a worker.",
+    )
     log_level: str = "INFO"
     log_json: bool = True
 
@@ -140,11 +146,14 @@ class Settings(BaseSettings):
     judgement_cache: bool = Field(True, description="Answer repeated deterministic judge/support calls from cache.")
     judgement_cache_ttl_seconds: int = Field(7 * 24 * 3600, ge=1, description="How long a cached judgement lives.")
     judgement_cache_shared: bool = Field(
-        False, description="Let one tenant's cached judgements answer another tenant's identical calls (off: each "
+        False,
+        description="Let one tenant's cached judgements answer another tenant's identical calls (off: each "
         "tenant has its own entries, so no tenant can tell what another traced).",
     )
     free_tier_rate_max_requests: int = Field(
-        3000, ge=1, description="Requests per caller (tenant and user) per free_tier_rate_window_seconds to the "
+        3000,
+        ge=1,
+        description="Requests per caller (tenant and user) per free_tier_rate_window_seconds to the "
         "endpoints that call no model (segments, sources, search, gating report, verify, viewer reads); 429 above.",
     )
     free_tier_rate_window_seconds: int = Field(60, ge=1, le=86400, description="The free-tier request window (s).")
@@ -154,16 +163,18 @@ class Settings(BaseSettings):
     )
     history_sources: dict[str, dict[str, str]] = Field(
         default_factory=dict,
-        description="History stores the API may import from, as JSON: name → {\"url\", \"format\"} (format: "
+        description='History stores the API may import from, as JSON: name → {"url", "format"} (format: '
         "openai-agents-session, langgraph-sqlite or langgraph-postgres); POST /v1/imports/sources/{name}.",
     )
     # OpenTelemetry (docs: README "Traces in Langfuse or Phoenix"); never read from OTEL_EXPORTER_OTLP_ENDPOINT
     otlp_endpoint: str | None = Field(
-        None, description="An OTLP/HTTP endpoint (its base URL, /v1/traces appended, or the full …/v1/traces URL): "
+        None,
+        description="An OTLP/HTTP endpoint (its base URL, /v1/traces appended, or the full …/v1/traces URL): "
         "each finished trace exports its spans there (GenAI conventions); unset: nothing is exported.",
     )
     otlp_headers: dict[str, SecretStr] = Field(
-        default_factory=dict, description="Headers of each export, as JSON (e.g. {\"Authorization\": \"Basic …\"}); "
+        default_factory=dict,
+        description='Headers of each export, as JSON (e.g. {"Authorization": "Basic …"}); '
         "empty: OTEL_EXPORTER_OTLP_TRACES_HEADERS or OTEL_EXPORTER_OTLP_HEADERS apply.",
     )
 
@@ -174,8 +185,10 @@ class Settings(BaseSettings):
         if not text:
             return None
         if not text.startswith(("http://", "https://")) or len(text.split("://", 1)[1].strip("/")) == 0:
-            raise ValueError("PROVENANCE_OTLP_ENDPOINT must be an http:// or https:// URL, e.g. "
-                             "http://localhost:6006/v1/traces or https://cloud.langfuse.com/api/public/otel")
+            raise ValueError(
+                "PROVENANCE_OTLP_ENDPOINT must be an http:// or https:// URL, e.g. "
+                "http://localhost:6006/v1/traces or https://cloud.langfuse.com/api/public/otel"
+            )
         return text
 
     @property

@@ -42,8 +42,13 @@ def _version() -> str:
         return "0.0.0"
 
 
-def create_app(settings: Settings | None = None, llm_factory: LLMFactory | None = None,
-               scorer_factory: ScorerFactory | None = None, *, local_model: bool = False) -> FastAPI:
+def create_app(
+    settings: Settings | None = None,
+    llm_factory: LLMFactory | None = None,
+    scorer_factory: ScorerFactory | None = None,
+    *,
+    local_model: bool = False,
+) -> FastAPI:
     """``local_model``: judge and scorer run in this process, so every model can score."""
     settings = settings or Settings()
     services = build_services(settings, llm_factory, scorer_factory=scorer_factory, local_model=local_model)
@@ -57,8 +62,12 @@ def create_app(settings: Settings | None = None, llm_factory: LLMFactory | None 
             await stop_services(services)
 
     app = FastAPI(
-        title="Response-provenance service", version=_version(), description=DESCRIPTION, lifespan=lifespan,
-        docs_url=None, redoc_url=None,  # served from packaged assets by api_docs (no CDN)
+        title="Response-provenance service",
+        version=_version(),
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,  # served from packaged assets by api_docs (no CDN)
     )
     app.state.services = services
     problems.install(app)

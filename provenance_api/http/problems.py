@@ -65,12 +65,12 @@ _STORAGE_FIXES: dict[tuple[type[StorageError], str], str] = {
     (RecordInvalid, "turn"): "send valid Unicode: pair every surrogate escape, or replace the character",
     (RecordInvalid, "cursor"): "use next_cursor from the previous page, or start again without a cursor",
     (RecordInvalid, "turn_body"): "trim the turn's largest parts (tool returns, earlier messages) or split the "
-                                  "conversation; the operator sets the limit with PROVENANCE_MAX_BODY_BYTES",
+    "conversation; the operator sets the limit with PROVENANCE_MAX_BODY_BYTES",
     (RecordUnreadable, "turn"): "delete it with DELETE /v1/turns/{turn_id}, then store it again within the limits",
     (RecordConflict, "trace"): "wait for the trace to end (GET /v1/traces/{job_id}?wait=true), then delete again",
     (RecordConflict, "probe"): "wait for the probe to end (GET /v1/probes/{job_id}?wait=true), then delete again",
     (RecordMissing, "import_batch"): "use the batch_id an import returned (POST /v1/imports); a batch that "
-                                     "created no turn has nothing to delete",
+    "created no turn has nothing to delete",
 }
 _STORAGE_PROBLEMS: dict[type[StorageError], type[ProvenanceError]] = {
     RecordMissing: NotFound,
@@ -88,8 +88,9 @@ def storage_problem(exc: StorageError) -> ProvenanceError:
     if fix is not None:  # a fix may name the record: {turn_id}, {job_id} from the error's extra members
         for key in ("turn_id", "job_id"):
             if isinstance(exc.extra.get(key), str):
-                fix = fix.replace("{" + key + "}", quote(exc.extra[key], safe="") if key == "turn_id"
-                                  else exc.extra[key])
+                fix = fix.replace(
+                    "{" + key + "}", quote(exc.extra[key], safe="") if key == "turn_id" else exc.extra[key]
+                )
     return problem(exc.detail, field=exc.field, fix=fix, extra=exc.extra or None)
 
 

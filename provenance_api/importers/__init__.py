@@ -72,8 +72,7 @@ def _messages(obj: Any) -> list[Any] | None:
     if isinstance(obj, list):
         return obj
     if isinstance(obj, dict):
-        for key in ("messages", "model_messages", "all_messages", "traj", "trajectory", "conversation",
-                    "history"):
+        for key in ("messages", "model_messages", "all_messages", "traj", "trajectory", "conversation", "history"):
             if isinstance(obj.get(key), list):
                 return list(obj[key])
     return None
@@ -123,8 +122,10 @@ def _by_most_messages(messages: list[Any]) -> str:
         return best
     first = messages[0]
     shown = f"keys {sorted(first)[:6]}" if isinstance(first, dict) else f"a {type(first).__name__}"
-    raise UnknownFormatError(f"the messages match none of: {', '.join(FORMATS)} (message 0 has {shown}; "
-                             "chat messages need a role, pydantic-ai messages a kind and parts)")
+    raise UnknownFormatError(
+        f"the messages match none of: {', '.join(FORMATS)} (message 0 has {shown}; "
+        "chat messages need a role, pydantic-ai messages a kind and parts)"
+    )
 
 
 def import_conversation(obj: Any, format: str | None = None, *, conversation_id: str) -> ImportResult:

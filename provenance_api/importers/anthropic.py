@@ -48,18 +48,28 @@ def looks_like(obj: Any, messages: list[Any]) -> bool:
     for message in messages:
         content = message.get("content") if isinstance(message, dict) else None
         if isinstance(content, list) and any(
-                isinstance(b, dict) and isinstance(b.get("type"), str)
-                and (b["type"] in _ANTHROPIC_BLOCKS or b["type"].endswith("_tool_result")
-                     or (b["type"] in _MEDIA and isinstance(b.get("source"), dict)))
-                for b in content):
+            isinstance(b, dict)
+            and isinstance(b.get("type"), str)
+            and (
+                b["type"] in _ANTHROPIC_BLOCKS
+                or b["type"].endswith("_tool_result")
+                or (b["type"] in _MEDIA and isinstance(b.get("source"), dict))
+            )
+            for b in content
+        ):
             return True
     return False
 
 
 def is_lone_message(obj: Any) -> bool:
     """One Messages API response object (``{"type": "message", "role": "assistant", "content": [...]}``)."""
-    return (isinstance(obj, dict) and obj.get("type") == "message" and obj.get("role") == "assistant"
-            and isinstance(obj.get("content"), list) and "messages" not in obj)
+    return (
+        isinstance(obj, dict)
+        and obj.get("type") == "message"
+        and obj.get("role") == "assistant"
+        and isinstance(obj.get("content"), list)
+        and "messages" not in obj
+    )
 
 
 def import_anthropic(obj: Any, conversation_id: str) -> ImportResult:
@@ -105,8 +115,13 @@ def _message(message: dict[str, Any], blocks: list[Any]) -> NeutralMessage:
         elif kind in _CALLS:
             name = str(block.get("name") or "tool")
             server = opt_str(block.get("server_name"))
-            calls.append(NeutralToolCall(opt_str(block.get("id")), f"{server}.{name}" if server else name,
-                                         parse_arguments(block.get("input"))))
+            calls.append(
+                NeutralToolCall(
+                    opt_str(block.get("id")),
+                    f"{server}.{name}" if server else name,
+                    parse_arguments(block.get("input")),
+                )
+            )
         elif kind == "tool_result" or kind.endswith("_tool_result"):
             try:
                 results.append(_result(block, kind))
@@ -115,8 +130,14 @@ def _message(message: dict[str, Any], blocks: list[Any]) -> NeutralMessage:
     created = parse_time(message.get("created_at") or message.get("timestamp"))
     if message["role"] == "user":
         return NeutralMessage("user", "\n".join(texts), calls, results, attachments=media, created_at=created)
-    return NeutralMessage("assistant", "\n\n".join(t for t in texts if t), calls, results,
-                          model=opt_str(message.get("model")), created_at=created)
+    return NeutralMessage(
+        "assistant",
+        "\n\n".join(t for t in texts if t),
+        calls,
+        results,
+        model=opt_str(message.get("model")),
+        created_at=created,
+    )
 
 
 def _result(block: dict[str, Any], kind: str) -> NeutralToolResult:

@@ -176,8 +176,9 @@ def parse_time(value: Any) -> datetime | None:
     return None
 
 
-def unwrap(obj: Any, keys: Sequence[str] = ("messages", "traj", "trajectory", "conversation", "history")
-           ) -> tuple[list[Any], dict[str, Any]]:
+def unwrap(
+    obj: Any, keys: Sequence[str] = ("messages", "traj", "trajectory", "conversation", "history")
+) -> tuple[list[Any], dict[str, Any]]:
     """The message list of a conversation given bare or inside an envelope object, and the envelope."""
     if isinstance(obj, list):
         return obj, {}
@@ -234,8 +235,9 @@ class _Pair:
         return None
 
 
-def _pair(conversation_id: str, messages: Sequence[NeutralMessage], errors: list[ImportIssue]
-          ) -> tuple[list[list[_Pair]], list[list[_Pair | None]]]:
+def _pair(
+    conversation_id: str, messages: Sequence[NeutralMessage], errors: list[ImportIssue]
+) -> tuple[list[list[_Pair]], list[list[_Pair | None]]]:
     """Per message: its calls, and for each of its returns the call it answers (None: no such call).
 
     Calls pair with returns by id (by name where the format has no ids); a return answers the most
@@ -262,9 +264,12 @@ def _pair(conversation_id: str, messages: Sequence[NeutralMessage], errors: list
             else:
                 got.append(None)
                 where = message.origin if message.origin >= 0 else index
-                errors.append(ImportIssue(f"{conversation_id}: message {where}",
-                                          f"tool return for {key[0]} {key[1]!r} answers no earlier call; "
-                                          "kept in the history only"))
+                errors.append(
+                    ImportIssue(
+                        f"{conversation_id}: message {where}",
+                        f"tool return for {key[0]} {key[1]!r} answers no earlier call; kept in the history only",
+                    )
+                )
         answers.append(got)
     return calls, answers
 
@@ -275,8 +280,14 @@ def _chat(message: NeutralMessage, calls: list[_Pair], answers: list[_Pair | Non
     for result, pair in zip(message.tool_results, answers, strict=True):
         if result.failed or (pair is not None and pair.call.failure):
             continue
-        returns.append({"role": "tool", "tool_call_id": pair.call_id if pair else result.call_id,
-                        "name": pair.call.name if pair else result.name, "content": result.content})
+        returns.append(
+            {
+                "role": "tool",
+                "tool_call_id": pair.call_id if pair else result.call_id,
+                "name": pair.call.name if pair else result.name,
+                "content": result.content,
+            }
+        )
     if message.role != "assistant":
         if is_query(message):
             returns.append({"role": "user", "content": query_text(message)})
@@ -284,42 +295,85 @@ def _chat(message: NeutralMessage, calls: list[_Pair], answers: list[_Pair | Non
     item: dict[str, Any] = {"role": "assistant", "content": message.text or None}
     if calls:
         item["tool_calls"] = [
-            {"id": p.call_id, "type": "function",
-             "function": {"name": p.call.name, "arguments": arguments_json(p.call.arguments)}} for p in calls]
+            {
+                "id": p.call_id,
+                "type": "function",
+                "function": {"name": p.call.name, "arguments": arguments_json(p.call.arguments)},
+            }
+            for p in calls
+        ]
     return [item, *returns]  # returns inside an assistant message come from server-side tools
 
 
-def _native(query: NeutralMessage | None, reply: NeutralMessage, segment: range,
-            messages: Sequence[NeutralMessage], calls: list[list[_Pair]], answers: list[list[_Pair | None]]
-            ) -> list[dict[str, Any]]:
+def _native(
+    query: NeutralMessage | None,
+    reply: NeutralMessage,
+    segment: range,
+    messages: Sequence[NeutralMessage],
+    calls: list[list[_Pair]],
+    answers: list[list[_Pair | None]],
+) -> list[dict[str, Any]]:
     """The current turn in the pydantic-ai shape (tool-call / tool-return with outcome), so the corpus's
     primary path sees and discloses the calls that failed."""
     ours = {id(p) for i in segment for p in calls[i]}
-    out: list[dict[str, Any]] = [{"kind": "request", "parts": [
-        {"part_kind": "user-prompt", "content": query_text(query) if query else ""}]}]
+    out: list[dict[str, Any]] = [
+        {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": query_text(query) if query else ""}]}
+    ]
     for i in segment:
         if calls[i]:
-            out.append({"kind": "response", "model_name": messages[i].model, "parts": [
-                {"part_kind": "tool-call", "tool_name": p.call.name, "tool_call_id": p.call_id,
-                 "args": p.call.arguments} for p in calls[i]]})
+            out.append(
+                {
+                    "kind": "response",
+                    "model_name": messages[i].model,
+                    "parts": [
+                        {
+                            "part_kind": "tool-call",
+                            "tool_name": p.call.name,
+                            "tool_call_id": p.call_id,
+                            "args": p.call.arguments,
+                        }
+                        for p in calls[i]
+                    ],
+                }
+            )
         returns: list[dict[str, Any]] = [
-            {"part_kind": "tool-return", "tool_name": p.call.name, "tool_call_id": p.call_id,
-             "content": p.call.failure, "outcome": "failed"} for p in calls[i] if p.call.failure]
-        returns += [{"part_kind": "tool-return", "tool_name": p.call.name, "tool_call_id": p.call_id,
-                     "content": r.content, "outcome": r.outcome}
-                    for r, p in zip(messages[i].tool_results, answers[i], strict=True)
-                    if p is not None and id(p) in ours and not p.call.failure
-                    and (r.content is not None or r.failed)]
+            {
+                "part_kind": "tool-return",
+                "tool_name": p.call.name,
+                "tool_call_id": p.call_id,
+                "content": p.call.failure,
+                "outcome": "failed",
+            }
+            for p in calls[i]
+            if p.call.failure
+        ]
+        returns += [
+            {
+                "part_kind": "tool-return",
+                "tool_name": p.call.name,
+                "tool_call_id": p.call_id,
+                "content": r.content,
+                "outcome": r.outcome,
+            }
+            for r, p in zip(messages[i].tool_results, answers[i], strict=True)
+            if p is not None and id(p) in ours and not p.call.failure and (r.content is not None or r.failed)
+        ]
         if returns:
             out.append({"kind": "request", "parts": returns})
-    out.append({"kind": "response", "model_name": reply.model,
-                "parts": [{"part_kind": "text", "content": reply.text}]})
+    out.append({"kind": "response", "model_name": reply.model, "parts": [{"part_kind": "text", "content": reply.text}]})
     return out
 
 
-def split_turns(conversation_id: str, messages: Sequence[NeutralMessage], system_prompt: str | None = None, *,
-                model: str | None = None, agent: str | None = None, marks_failure: bool = False,
-                errors: Sequence[ImportIssue] = ()) -> ImportResult:
+def split_turns(
+    conversation_id: str,
+    messages: Sequence[NeutralMessage],
+    system_prompt: str | None = None,
+    *,
+    model: str | None = None,
+    agent: str | None = None,
+    marks_failure: bool = False,
+    errors: Sequence[ImportIssue] = (),
+) -> ImportResult:
     """One stored turn per assistant reply of a conversation (see the module docstring for the rule).
 
     ``system_prompt`` is the conversation's own instructions layer (a snapshot, so the turns are
@@ -345,23 +399,38 @@ def split_turns(conversation_id: str, messages: Sequence[NeutralMessage], system
         if is_reply(message):
             query = messages[query_at] if query_at >= 0 else None
             segment = range(query_at + 1, index + 1)
-            flat = [{"name": p.call.name, "arguments": p.call.arguments,
-                     "response": p.result.content if p.result is not None and p.result_at <= index else None}
-                    for i in segment for p in calls[i] if p.failure_by(index) is None]
+            flat = [
+                {
+                    "name": p.call.name,
+                    "arguments": p.call.arguments,
+                    "response": p.result.content if p.result is not None and p.result_at <= index else None,
+                }
+                for i in segment
+                for p in calls[i]
+                if p.failure_by(index) is None
+            ]
             has_calls = any(calls[i] for i in segment)
             prompt = "\n\n".join([*system_parts, *([instructions] if instructions else [])])
-            turns.append(StoredTurn.model_validate({
-                "turn_id": f"{conversation_id}:{len(turns)}",
-                "model": message.model or model, "agent": agent, "response": message.text,
-                "query": query_text(query) if query is not None else None,
-                "created_at": message.created_at, "system_prompt": prompt or None,
-                "system_prompt_versioned": bool(prompt),
-                "attachments": list(query.attachments) if query is not None else [],
-                "model_messages": _native(query, message, segment, messages, calls, answers)
-                if marks_failure and has_calls else [],
-                "response_payload": {"tool_calls": flat},
-                "request_payload": {"messages": history[:history_at_query]},
-            }))
+            turns.append(
+                StoredTurn.model_validate(
+                    {
+                        "turn_id": f"{conversation_id}:{len(turns)}",
+                        "model": message.model or model,
+                        "agent": agent,
+                        "response": message.text,
+                        "query": query_text(query) if query is not None else None,
+                        "created_at": message.created_at,
+                        "system_prompt": prompt or None,
+                        "system_prompt_versioned": bool(prompt),
+                        "attachments": list(query.attachments) if query is not None else [],
+                        "model_messages": _native(query, message, segment, messages, calls, answers)
+                        if marks_failure and has_calls
+                        else [],
+                        "response_payload": {"tool_calls": flat},
+                        "request_payload": {"messages": history[:history_at_query]},
+                    }
+                )
+            )
         history.extend(_chat(message, calls[index], answers[index]))
         if index == query_at:
             history_at_query = len(history)
@@ -369,8 +438,15 @@ def split_turns(conversation_id: str, messages: Sequence[NeutralMessage], system
     trailing = sum(len(calls[i]) for i in range(last + 1, len(messages)))  # answered or not
     first = next((i for i in range(last + 1, len(messages)) if calls[i]), last + 1)
     origin = messages[first].origin if trailing and messages[first].origin >= 0 else first
-    notes = [ImportIssue(f"{conversation_id}: message {origin}",
-                         f"the conversation ends with {trailing} tool call(s) after its last reply and no reply "
-                         "to them: they give no turn")
-             ] if trailing else []
+    notes = (
+        [
+            ImportIssue(
+                f"{conversation_id}: message {origin}",
+                f"the conversation ends with {trailing} tool call(s) after its last reply and no reply "
+                "to them: they give no turn",
+            )
+        ]
+        if trailing
+        else []
+    )
     return ImportResult(turns=turns, errors=issues, notes=notes)

@@ -34,10 +34,22 @@ from provenance_api.importers.common import (
 from provenance_api.importers.mcp import message_content, return_text
 
 FORMAT = "langchain"
-_TYPES: dict[str, Role] = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool",
-                           "function": "tool", "developer": "system"}
-_CLASSES = {"SystemMessage": "system", "HumanMessage": "human", "AIMessage": "ai", "ToolMessage": "tool",
-            "FunctionMessage": "function", "ChatMessage": "chat"}
+_TYPES: dict[str, Role] = {
+    "system": "system",
+    "human": "user",
+    "ai": "assistant",
+    "tool": "tool",
+    "function": "tool",
+    "developer": "system",
+}
+_CLASSES = {
+    "SystemMessage": "system",
+    "HumanMessage": "human",
+    "AIMessage": "ai",
+    "ToolMessage": "tool",
+    "FunctionMessage": "function",
+    "ChatMessage": "chat",
+}
 _CHAT_ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant", "system": "system", "tool": "tool"}
 
 
@@ -69,15 +81,20 @@ def import_langchain(obj: Any, conversation_id: str) -> ImportResult:
     for index, message in enumerate(raw):
         read = _kind_and_data(message)
         if read is None:
-            errors.append(ImportIssue(f"{conversation_id}: message {index}",
-                                      "not a LangChain message (messages_to_dict or dumpd form); skipped"))
+            errors.append(
+                ImportIssue(
+                    f"{conversation_id}: message {index}",
+                    "not a LangChain message (messages_to_dict or dumpd form); skipped",
+                )
+            )
             continue
         try:
             neutral.append(placed(_message(*read), index))
         except ValueError as exc:
             errors.append(ImportIssue(f"{conversation_id}: message {index}", f"{read[0]} message rejected: {exc}"))
-    return split_turns(conversation_id, neutral, model=opt_str(envelope.get("model")), marks_failure=True,
-                       errors=errors)
+    return split_turns(
+        conversation_id, neutral, model=opt_str(envelope.get("model")), marks_failure=True, errors=errors
+    )
 
 
 def _message(kind: str, data: dict[str, Any]) -> NeutralMessage:
@@ -88,21 +105,30 @@ def _message(kind: str, data: dict[str, Any]) -> NeutralMessage:
         failed = data.get("status") == "error" or mcp_error
         call_id = None if kind == "function" else opt_str(data.get("tool_call_id"))
         name = opt_str(data.get("name")) or ("function" if kind == "function" else None)
-        return NeutralMessage("tool", tool_results=[
-            NeutralToolResult(call_id, text, "failed" if failed else "success", name)])
+        return NeutralMessage(
+            "tool", tool_results=[NeutralToolResult(call_id, text, "failed" if failed else "success", name)]
+        )
     text, media = message_content(content)
     if role != "assistant":
         return NeutralMessage(role, text, attachments=media if role == "user" else [])
-    calls = [NeutralToolCall(opt_str(c.get("id")), str(c.get("name") or "tool"),
-                             parse_arguments(c.get("args"))) for c in optional_list(data, "tool_calls")
-             if isinstance(c, dict)]
+    calls = [
+        NeutralToolCall(opt_str(c.get("id")), str(c.get("name") or "tool"), parse_arguments(c.get("args")))
+        for c in optional_list(data, "tool_calls")
+        if isinstance(c, dict)
+    ]
     if "tool_calls" not in data:
         calls = _legacy_calls(data.get("additional_kwargs"))
     for bad in optional_list(data, "invalid_tool_calls"):
         if isinstance(bad, dict):
             reason = f"invalid tool call, never executed: {bad.get('error') or 'unparsable arguments'}"
-            calls.append(NeutralToolCall(opt_str(bad.get("id")), str(bad.get("name") or "tool"),
-                                         parse_arguments(bad.get("args")), failure=reason))
+            calls.append(
+                NeutralToolCall(
+                    opt_str(bad.get("id")),
+                    str(bad.get("name") or "tool"),
+                    parse_arguments(bad.get("args")),
+                    failure=reason,
+                )
+            )
     metadata = as_dict(data.get("response_metadata"))
     model = opt_str(metadata.get("model_name")) or opt_str(metadata.get("model"))
     created = parse_time(metadata.get("created_at") or metadata.get("created"))
@@ -117,10 +143,16 @@ def _legacy_calls(extra: Any) -> list[NeutralToolCall]:
     for tc in extra.get("tool_calls") or []:
         function = as_dict(tc.get("function")) if isinstance(tc, dict) else {}
         if function:
-            calls.append(NeutralToolCall(opt_str(tc.get("id")), str(function.get("name") or "tool"),
-                                         parse_arguments(function.get("arguments"))))
+            calls.append(
+                NeutralToolCall(
+                    opt_str(tc.get("id")),
+                    str(function.get("name") or "tool"),
+                    parse_arguments(function.get("arguments")),
+                )
+            )
     legacy = extra.get("function_call")
     if isinstance(legacy, dict):
-        calls.append(NeutralToolCall(None, str(legacy.get("name") or "function"),
-                                     parse_arguments(legacy.get("arguments"))))
+        calls.append(
+            NeutralToolCall(None, str(legacy.get("name") or "function"), parse_arguments(legacy.get("arguments")))
+        )
     return calls

@@ -15,15 +15,32 @@ from typing import Any
 from provenance_api.importers.common import as_dict
 
 _TEXT_KINDS = frozenset({"text", "input_text", "output_text"})
-_MEDIA_KINDS = frozenset({"image", "audio", "video", "input_image", "input_audio", "blob", "uri", "file",
-                          "image_url", "input_file", "document", "computer_screenshot"})
+_MEDIA_KINDS = frozenset(
+    {
+        "image",
+        "audio",
+        "video",
+        "input_image",
+        "input_audio",
+        "blob",
+        "uri",
+        "file",
+        "image_url",
+        "input_file",
+        "document",
+        "computer_screenshot",
+    }
+)
 _BLOCK_KINDS = _TEXT_KINDS | _MEDIA_KINDS | {"resource", "resource_link", "search_result", "refusal"}
 
 
 def is_call_tool_result(content: Any) -> bool:
     """An MCP CallToolResult: a ``content`` block list with ``isError`` or ``structuredContent`` beside it."""
-    return (isinstance(content, dict) and isinstance(content.get("content"), list)
-            and ("isError" in content or "structuredContent" in content))
+    return (
+        isinstance(content, dict)
+        and isinstance(content.get("content"), list)
+        and ("isError" in content or "structuredContent" in content)
+    )
 
 
 def flatten_result(content: Any) -> tuple[str, bool]:
@@ -101,8 +118,15 @@ def media_name(block: dict[str, Any]) -> str:
     """A short name for a media or file block, without its bytes."""
     kind = str(block.get("type", "file"))
     source = as_dict(block.get("source"))
-    label = (block.get("filename") or block.get("title") or block.get("name") or block.get("file_id")
-             or block.get("uri") or source.get("url") or source.get("file_id"))
+    label = (
+        block.get("filename")
+        or block.get("title")
+        or block.get("name")
+        or block.get("file_id")
+        or block.get("uri")
+        or source.get("url")
+        or source.get("file_id")
+    )
     url = block.get("image_url")
     if label is None and isinstance(url, dict):
         url = url.get("url")
@@ -110,8 +134,13 @@ def media_name(block: dict[str, Any]) -> str:
         label = url
     if label is None and isinstance(block.get("file"), dict):
         label = block["file"].get("filename") or block["file"].get("file_id")
-    mime = (block.get("mimeType") or block.get("mime_type") or block.get("media_type")
-            or source.get("media_type") or block.get("modality"))
+    mime = (
+        block.get("mimeType")
+        or block.get("mime_type")
+        or block.get("media_type")
+        or source.get("media_type")
+        or block.get("modality")
+    )
     kind = kind.removeprefix("input_").removesuffix("_url")
     parts = [kind] + ([str(label)] if label else []) + ([f"({mime})"] if mime else [])
     return " ".join(parts)

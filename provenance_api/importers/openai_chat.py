@@ -70,20 +70,34 @@ def read_message(message: dict[str, Any]) -> NeutralMessage:
             return NeutralMessage("tool", created_at=created)
         return NeutralMessage("user", text, attachments=media, created_at=created)
     if role == "tool":
-        return NeutralMessage("tool", tool_results=[NeutralToolResult(
-            opt_str(message.get("tool_call_id")), return_text(message.get("content"))[0],
-            name=opt_str(message.get("name")))])
+        return NeutralMessage(
+            "tool",
+            tool_results=[
+                NeutralToolResult(
+                    opt_str(message.get("tool_call_id")),
+                    return_text(message.get("content"))[0],
+                    name=opt_str(message.get("name")),
+                )
+            ],
+        )
     if role == "function":
-        return NeutralMessage("tool", tool_results=[NeutralToolResult(
-            None, return_text(message.get("content"))[0], name=opt_str(message.get("name")) or "function")])
+        return NeutralMessage(
+            "tool",
+            tool_results=[
+                NeutralToolResult(
+                    None, return_text(message.get("content"))[0], name=opt_str(message.get("name")) or "function"
+                )
+            ],
+        )
     text = message_content(message.get("content"))[0]
     if not text.strip() and isinstance(message.get("refusal"), str):
         text = message["refusal"]
     calls = [_call(tc, i) for i, tc in enumerate(optional_list(message, "tool_calls"))]
     legacy = message.get("function_call")
     if isinstance(legacy, dict):
-        calls.append(NeutralToolCall(None, str(legacy.get("name") or "function"),
-                                     parse_arguments(legacy.get("arguments"))))
+        calls.append(
+            NeutralToolCall(None, str(legacy.get("name") or "function"), parse_arguments(legacy.get("arguments")))
+        )
     return NeutralMessage("assistant", text, calls, model=opt_str(message.get("model")), created_at=created)
 
 
@@ -92,9 +106,13 @@ def _call(tool_call: Any, index: int) -> NeutralToolCall:
         raise FieldError(f"tool_calls[{index}]", "a tool call object", tool_call)
     if isinstance(tool_call.get("custom"), dict):
         custom = tool_call["custom"]
-        return NeutralToolCall(opt_str(tool_call.get("id")), str(custom.get("name") or "tool"),
-                               custom.get("input") if custom.get("input") is not None else {})
+        return NeutralToolCall(
+            opt_str(tool_call.get("id")),
+            str(custom.get("name") or "tool"),
+            custom.get("input") if custom.get("input") is not None else {},
+        )
     function = as_dict(tool_call.get("function"))
     name = function.get("name") or tool_call.get("name") or "tool"
-    return NeutralToolCall(opt_str(tool_call.get("id")), str(name),
-                           parse_arguments(function.get("arguments", tool_call.get("arguments"))))
+    return NeutralToolCall(
+        opt_str(tool_call.get("id")), str(name), parse_arguments(function.get("arguments", tool_call.get("arguments")))
+    )

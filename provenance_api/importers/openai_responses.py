@@ -37,10 +37,10 @@ from provenance_api.importers.mcp import flatten_content, message_content, retur
 
 FORMAT = "openai_responses"
 _MESSAGE_ROLES = frozenset({"user", "system", "developer", "assistant"})
-_SKIPPED = frozenset({"reasoning", "item_reference", "mcp_list_tools", "mcp_approval_request",
-                      "mcp_approval_response", "compaction"})
-_CONTENT_KINDS = frozenset({"input_text", "output_text", "input_image", "input_file", "input_audio",
-                            "refusal"})
+_SKIPPED = frozenset(
+    {"reasoning", "item_reference", "mcp_list_tools", "mcp_approval_request", "mcp_approval_response", "compaction"}
+)
+_CONTENT_KINDS = frozenset({"input_text", "output_text", "input_image", "input_file", "input_audio", "refusal"})
 
 
 def looks_like(items: list[Any]) -> bool:
@@ -52,8 +52,7 @@ def looks_like(items: list[Any]) -> bool:
         if isinstance(kind, str) and (kind.endswith(("_call", "_call_output")) or kind in _SKIPPED):
             return True
         content = item.get("content")
-        if isinstance(content, list) and any(isinstance(p, dict) and p.get("type") in _CONTENT_KINDS
-                                             for p in content):
+        if isinstance(content, list) and any(isinstance(p, dict) and p.get("type") in _CONTENT_KINDS for p in content):
             return True
     return False
 
@@ -85,7 +84,8 @@ def import_openai_responses(obj: Any, conversation_id: str) -> ImportResult:
         if kind in _SKIPPED:
             continue
         model_side = (kind == "message" and item.get("role") == "assistant") or (
-            kind.endswith("_call") and not kind.endswith("_call_output"))
+            kind.endswith("_call") and not kind.endswith("_call_output")
+        )
         if model_side:
             if step is None:
                 step, finals = placed(NeutralMessage("assistant", model=model), index), []
@@ -96,8 +96,14 @@ def import_openai_responses(obj: Any, conversation_id: str) -> ImportResult:
         step = None
         if kind.endswith("_call_output"):
             output = item.get("output")
-            neutral.append(placed(NeutralMessage("tool", tool_results=[
-                NeutralToolResult(opt_str(item.get("call_id")), return_text(output)[0])]), index))
+            neutral.append(
+                placed(
+                    NeutralMessage(
+                        "tool", tool_results=[NeutralToolResult(opt_str(item.get("call_id")), return_text(output)[0])]
+                    ),
+                    index,
+                )
+            )
         elif kind == "message" and item.get("role") in _MESSAGE_ROLES:
             text, media = message_content(item.get("content"))
             if item["role"] in ("system", "developer"):
@@ -151,8 +157,11 @@ def _hosted(item: dict[str, Any], kind: str) -> tuple[str, Any, str | None]:
     if kind == "code_interpreter_call":
         outputs = as_list(item.get("outputs"))
         logs = [str(o.get("logs")) for o in outputs if isinstance(o, dict) and o.get("logs")]
-        named = [f"[image {o.get('url', '')} not inlined]".replace("  ", " ")
-                 for o in outputs if isinstance(o, dict) and o.get("type") == "image"]
+        named = [
+            f"[image {o.get('url', '')} not inlined]".replace("  ", " ")
+            for o in outputs
+            if isinstance(o, dict) and o.get("type") == "image"
+        ]
         return "code_interpreter", {"code": item.get("code")}, "\n".join(logs + named) or None
     if kind == "image_generation_call":
         return "image_generation", {}, "[generated image not inlined]" if item.get("result") else None

@@ -43,12 +43,21 @@ from provenance_api.importers.mcp import flatten_content, media_name, return_tex
 FORMAT = "otel"
 INPUT, OUTPUT, SYSTEM = "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions"
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
-_LEGACY_ROLES: dict[str, Role] = {"gen_ai.system.message": "system", "gen_ai.developer.message": "system",
-                                  "gen_ai.user.message": "user",
-                                  "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool"}
+_LEGACY_ROLES: dict[str, Role] = {
+    "gen_ai.system.message": "system",
+    "gen_ai.developer.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
 EVENT_CONTENT = "gen_ai.event.content"  # older instrumentations: the event's fields as one JSON string
-_ROLES: dict[str, Role] = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant",
-                           "tool": "tool"}
+_ROLES: dict[str, Role] = {
+    "system": "system",
+    "developer": "system",
+    "user": "user",
+    "assistant": "assistant",
+    "tool": "tool",
+}
 _MEDIA_PARTS = frozenset({"blob", "uri", "file", "image", "audio", "video"})
 _ERROR_CODES = ("ERROR", "STATUS_CODE_ERROR", 2)
 
@@ -86,38 +95,44 @@ def import_otel(obj: Any, conversation_id: str) -> ImportResult:
     seen: dict[int, tuple[str | None, datetime | None]] = {}
     for inference in trace.inferences:  # a span on this conversation tells its replies' model and time
         start = len(inference.inputs)
-        if _same(conversation[:start + len(inference.outputs)], [*inference.inputs, *inference.outputs]):
+        if _same(conversation[: start + len(inference.outputs)], [*inference.inputs, *inference.outputs]):
             for j in range(len(inference.outputs)):
                 seen[start + j] = (inference.model, inference.at)
     neutral: list[NeutralMessage] = []
     for position, message in enumerate(conversation):
         read = _message(message)
         if read is None:
-            errors.append(ImportIssue(f"{conversation_id}: message {position}",
-                                      "not a GenAI message; skipped"))
+            errors.append(ImportIssue(f"{conversation_id}: message {position}", "not a GenAI message; skipped"))
             continue
         if read.role == "assistant" and position in seen:
             read.model, read.created_at = seen[position]
         neutral.append(placed(read, position))
     _mark_failures(neutral, trace.failures)
-    return split_turns(conversation_id, neutral, chosen.system, model=chosen.model, marks_failure=True,
-                       errors=errors)
+    return split_turns(conversation_id, neutral, chosen.system, model=chosen.model, marks_failure=True, errors=errors)
 
 
 def spans_of(obj: Any) -> list[dict[str, Any]]:
     """Spans of any accepted input shape, in start-time order where times are known."""
     if isinstance(obj, dict) and isinstance(obj.get("resourceSpans"), list):
-        spans = [s for rs in obj["resourceSpans"] if isinstance(rs, dict)
-                 for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []
-                 if isinstance(ss, dict) for s in ss.get("spans") or []]
+        spans = [
+            s
+            for rs in obj["resourceSpans"]
+            if isinstance(rs, dict)
+            for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []
+            if isinstance(ss, dict)
+            for s in ss.get("spans") or []
+        ]
     elif isinstance(obj, dict) and isinstance(obj.get("spans"), list):
         spans = obj["spans"]
     elif isinstance(obj, dict) and any(k in obj for k in (INPUT, OUTPUT, SYSTEM)):
         spans = [{"attributes": obj}]
     elif isinstance(obj, dict) and ("attributes" in obj or "events" in obj):
         spans = [obj]
-    elif isinstance(obj, list) and obj and all(isinstance(e, dict) and str(e.get("name", "")) in
-                                               (*_LEGACY_ROLES, "gen_ai.choice") for e in obj):
+    elif (
+        isinstance(obj, list)
+        and obj
+        and all(isinstance(e, dict) and str(e.get("name", "")) in (*_LEGACY_ROLES, "gen_ai.choice") for e in obj)
+    ):
         spans = [{"events": obj}]
     elif isinstance(obj, list):
         spans = obj
@@ -139,9 +154,12 @@ def _read(spans: list[dict[str, Any]], conversation_id: str, errors: list[Import
             if call_id is not None:
                 trace.failures.setdefault(call_id, []).append(failed)
             elif failed:
-                errors.append(ImportIssue(f"{conversation_id}: span {span.get('name', '?')}",
-                                          "failed execute_tool span has no gen_ai.tool.call.id; "
-                                          "it cannot be matched to a call"))
+                errors.append(
+                    ImportIssue(
+                        f"{conversation_id}: span {span.get('name', '?')}",
+                        "failed execute_tool span has no gen_ai.tool.call.id; it cannot be matched to a call",
+                    )
+                )
             continue
         inference = _inference(span)
         if inference is not None:
@@ -151,8 +169,7 @@ def _read(spans: list[dict[str, Any]], conversation_id: str, errors: list[Import
 
 def _is_tool_span(span: dict[str, Any]) -> bool:
     attrs = _attrs(span.get("attributes"))
-    return attrs.get("gen_ai.operation.name") == "execute_tool" or str(span.get("name", "")).startswith(
-        "execute_tool")
+    return attrs.get("gen_ai.operation.name") == "execute_tool" or str(span.get("name", "")).startswith("execute_tool")
 
 
 def _failure(span: dict[str, Any], attrs: dict[str, Any]) -> str | None:
@@ -166,15 +183,15 @@ def _failure(span: dict[str, Any], attrs: dict[str, Any]) -> str | None:
 def _inference(span: dict[str, Any]) -> _Inference | None:
     attrs = _attrs(span.get("attributes"))
     events = [e for e in span.get("events") or [] if isinstance(e, dict)]
-    details = [_attrs(e.get("attributes")) or _attrs(e.get("body")) for e in events
-               if e.get("name") == DETAILS_EVENT]
+    details = [_attrs(e.get("attributes")) or _attrs(e.get("body")) for e in events if e.get("name") == DETAILS_EVENT]
     source = attrs if any(k in attrs for k in (INPUT, OUTPUT)) else next(iter(details), None)
     model = opt_str(attrs.get("gen_ai.response.model")) or opt_str(attrs.get("gen_ai.request.model"))
     at = _time(span, "end") or _time(span, "start")
     if source is not None:
         system = _json(source.get(SYSTEM))
-        return _Inference(_list(source.get(INPUT)), _list(source.get(OUTPUT)),
-                          _parts_text(system) if system else None, model, at)
+        return _Inference(
+            _list(source.get(INPUT)), _list(source.get(OUTPUT)), _parts_text(system) if system else None, model, at
+        )
     legacy = [e for e in events if e.get("name") in _LEGACY_ROLES or e.get("name") == "gen_ai.choice"]
     if not legacy:
         return None
@@ -208,14 +225,21 @@ def _legacy_message(role: Role, payload: dict[str, Any]) -> dict[str, Any]:
     content = payload.get("content")
     if role == "tool":
         call_id = payload.get("id", payload.get("tool_call_id"))
-        parts.append({"type": "tool_call_response", "id": call_id,
-                      **({"response": content} if "content" in payload else {})})
+        parts.append(
+            {"type": "tool_call_response", "id": call_id, **({"response": content} if "content" in payload else {})}
+        )
     elif content not in (None, ""):
         parts.append({"type": "text", "content": flatten_content(content)})
     for tc in _list(payload.get("tool_calls")):
         function = as_dict(tc.get("function"))
-        parts.append({"type": "tool_call", "id": tc.get("id"), "name": function.get("name", tc.get("name")),
-                      "arguments": function.get("arguments", tc.get("arguments"))})
+        parts.append(
+            {
+                "type": "tool_call",
+                "id": tc.get("id"),
+                "name": function.get("name", tc.get("name")),
+                "arguments": function.get("arguments", tc.get("arguments")),
+            }
+        )
     return {"role": role, "parts": parts}
 
 
@@ -232,13 +256,15 @@ def _message(message: dict[str, Any]) -> NeutralMessage | None:
             texts.append(flatten_content(part.get("content")))
         elif kind.endswith("tool_call"):
             arguments = part.get("arguments", part.get(kind))
-            out.tool_calls.append(NeutralToolCall(opt_str(part.get("id")), str(part.get("name") or "tool"),
-                                                  parse_arguments(arguments)))
+            out.tool_calls.append(
+                NeutralToolCall(opt_str(part.get("id")), str(part.get("name") or "tool"), parse_arguments(arguments))
+            )
         elif kind.endswith("tool_call_response"):
             given = any(k in part for k in ("response", "result", kind))  # absent: content not captured
             text, mcp_error = return_text(_pick(part, "response", "result", kind)) if given else ("", False)
-            out.tool_results.append(NeutralToolResult(opt_str(part.get("id")), text,
-                                                      "failed" if mcp_error else "success"))
+            out.tool_results.append(
+                NeutralToolResult(opt_str(part.get("id")), text, "failed" if mcp_error else "success")
+            )
         elif kind in _MEDIA_PARTS:
             out.attachments.append(media_name(part))
     out.text = "\n".join(t for t in texts if t)

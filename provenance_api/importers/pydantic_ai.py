@@ -41,7 +41,8 @@ _RETURN_KINDS = frozenset({"tool-return", "builtin-tool-return"})
 def looks_like(messages: list[Any]) -> bool:
     return bool(messages) and all(
         isinstance(m, dict) and m.get("kind") in ("request", "response") and isinstance(m.get("parts"), list)
-        for m in messages)
+        for m in messages
+    )
 
 
 def is_final_result(name: Any) -> bool:
@@ -65,12 +66,12 @@ def import_pydantic_ai(obj: Any, conversation_id: str) -> ImportResult:
             neutral.extend(placed(m, index) for m in _request(parts, message, final_ids))
         else:
             errors.append(ImportIssue(where, f"unknown message kind {message.get('kind')!r}; skipped"))
-    return split_turns(conversation_id, neutral, model=opt_str(envelope.get("model")), marks_failure=True,
-                       errors=errors)
+    return split_turns(
+        conversation_id, neutral, model=opt_str(envelope.get("model")), marks_failure=True, errors=errors
+    )
 
 
-def _request(parts: list[dict[str, Any]], message: dict[str, Any], final_ids: set[str]
-             ) -> list[NeutralMessage]:
+def _request(parts: list[dict[str, Any]], message: dict[str, Any], final_ids: set[str]) -> list[NeutralMessage]:
     out: list[NeutralMessage] = []
     results: list[NeutralToolResult] = []
     texts: list[str] = []
@@ -88,24 +89,34 @@ def _request(parts: list[dict[str, Any]], message: dict[str, Any], final_ids: se
         elif kind == "tool-return" and part.get("tool_call_id") not in final_ids:
             text, mcp_error = return_text(part.get("content"))
             outcome = str(part.get("outcome") or "success")
-            results.append(NeutralToolResult(opt_str(part.get("tool_call_id")), text,
-                                             "failed" if mcp_error and outcome == "success" else outcome,
-                                             opt_str(part.get("tool_name"))))
+            results.append(
+                NeutralToolResult(
+                    opt_str(part.get("tool_call_id")),
+                    text,
+                    "failed" if mcp_error and outcome == "success" else outcome,
+                    opt_str(part.get("tool_name")),
+                )
+            )
         elif kind == "retry-prompt" and part.get("tool_name"):
             # A retry prompt naming a tool answers that call: the call was rejected (not evidence).
-            results.append(NeutralToolResult(opt_str(part.get("tool_call_id")),
-                                             _retry_text(part.get("content")), "failed",
-                                             opt_str(part.get("tool_name"))))
+            results.append(
+                NeutralToolResult(
+                    opt_str(part.get("tool_call_id")),
+                    _retry_text(part.get("content")),
+                    "failed",
+                    opt_str(part.get("tool_name")),
+                )
+            )
     instructions = message.get("instructions") if isinstance(message.get("instructions"), str) else None
     created = parse_time(message.get("timestamp")) or next(
-        (parse_time(p.get("timestamp")) for p in parts if p.get("timestamp")), None)
+        (parse_time(p.get("timestamp")) for p in parts if p.get("timestamp")), None
+    )
     if results:
         out.append(NeutralMessage("tool", tool_results=results, instructions=instructions))
         instructions = None
     text = "\n".join(t for t in texts if t)
     if text or attachments or instructions is not None:
-        out.append(NeutralMessage("user", text, attachments=attachments, instructions=instructions,
-                                  created_at=created))
+        out.append(NeutralMessage("user", text, attachments=attachments, instructions=instructions, created_at=created))
     return out
 
 
@@ -130,12 +141,23 @@ def _response(parts: list[dict[str, Any]], message: dict[str, Any], final_ids: s
         elif kind in _RETURN_KINDS:
             text, mcp_error = return_text(part.get("content"))
             outcome = str(part.get("outcome") or "success")
-            results.append(NeutralToolResult(opt_str(part.get("tool_call_id")), text,
-                                             "failed" if mcp_error and outcome == "success" else outcome,
-                                             opt_str(part.get("tool_name"))))
-    return NeutralMessage("assistant", "\n\n".join(t for t in texts if t.strip()), calls, results,
-                          model=opt_str(message.get("model_name")),
-                          created_at=parse_time(message.get("timestamp")), final=final)
+            results.append(
+                NeutralToolResult(
+                    opt_str(part.get("tool_call_id")),
+                    text,
+                    "failed" if mcp_error and outcome == "success" else outcome,
+                    opt_str(part.get("tool_name")),
+                )
+            )
+    return NeutralMessage(
+        "assistant",
+        "\n\n".join(t for t in texts if t.strip()),
+        calls,
+        results,
+        model=opt_str(message.get("model_name")),
+        created_at=parse_time(message.get("timestamp")),
+        final=final,
+    )
 
 
 def _is_file_follow_up(content: Any) -> bool:

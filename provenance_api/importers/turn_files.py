@@ -22,12 +22,18 @@ def load_turn_file(path: str | Path) -> StoredTurn:
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise InvalidInput(f"{p} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
-                           field="FILE", fix="fix the JSON syntax") from exc
+        raise InvalidInput(
+            f"{p} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+            field="FILE",
+            fix="fix the JSON syntax",
+        ) from exc
     try:
         return StoredTurn.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first["loc"]) or "(root)"
-        raise InvalidInput(f"{p}: field {where}: {first['msg']}", field=where,
-                           fix="the file must be a stored turn (see fixtures/ for examples)") from exc
+        raise InvalidInput(
+            f"{p}: field {where}: {first['msg']}",
+            field=where,
+            fix="the file must be a stored turn (see fixtures/ for examples)",
+        ) from exc

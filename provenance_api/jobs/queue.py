@@ -47,9 +47,7 @@ from provenance_api.storage.session import Database
 
 log = logging.getLogger("provenance_api.jobs.queue")
 
-INTERRUPTED_WORKER_LOST = (
-    "the worker running this trace stopped (its lease expired); calls already billed are kept"
-)
+INTERRUPTED_WORKER_LOST = "the worker running this trace stopped (its lease expired); calls already billed are kept"
 MAX_REQUEUES = 1
 
 
@@ -203,16 +201,16 @@ async def reap_dead_jobs(
                 if await crud_traces.requeue_unbilled(db, job_id):
                     await enqueue_trace(pool, prefix, job_id, reservation, ttl, attempt=tries)
                     out["requeued"].append(job_id)
-                    log_fields(log, logging.WARNING, "trace requeued: its worker died before any billed call",
-                               trace_id=job_id)
+                    log_fields(
+                        log, logging.WARNING, "trace requeued: its worker died before any billed call", trace_id=job_id
+                    )
                 continue
         if await crud_traces.interrupt_running(db, job_id, INTERRUPTED_WORKER_LOST):
             if reservation is not None:
                 await limiter.settle(reservation, made)
             hub.publish(job_id, None)
             out["interrupted"].append(job_id)
-            log_fields(log, logging.WARNING, "trace interrupted: its worker died", trace_id=job_id,
-                       calls_billed=billed)
+            log_fields(log, logging.WARNING, "trace interrupted: its worker died", trace_id=job_id, calls_billed=billed)
     return out
 
 
@@ -279,8 +277,9 @@ class WorkerServices(Protocol):
     def trace_context(self) -> TraceContext: ...
 
 
-def build_worker(settings: Settings, build_services: Callable[[], WorkerServices],
-                 warm_up: Callable[[], None] | None = None) -> Worker:
+def build_worker(
+    settings: Settings, build_services: Callable[[], WorkerServices], warm_up: Callable[[], None] | None = None
+) -> Worker:
     """An arq ``Worker`` running trace jobs with the service's storage, budget, cache and judge, built by
     ``build_services`` (the same wiring as the API's).
 
@@ -306,8 +305,13 @@ def build_worker(settings: Settings, build_services: Callable[[], WorkerServices
             while True:
                 try:
                     await reap_dead_jobs(
-                        services.db, ctx["lease_redis"], ctx["redis"], services.limiter, services.hub,
-                        prefix, reservation_ttl(settings),
+                        services.db,
+                        ctx["lease_redis"],
+                        ctx["redis"],
+                        services.limiter,
+                        services.hub,
+                        prefix,
+                        reservation_ttl(settings),
                     )
                 except Exception as exc:
                     log.warning("reaper pass failed (%s)", type(exc).__name__)

@@ -137,8 +137,13 @@ class _Meter:
         ledger = self.ledger
         if ledger is None:
             return replace(self.progress, calls_made=0, calls_billed=0)
-        return replace(self.progress, calls_made=ledger.made, calls_billed=ledger.billed,
-                       calls_cached=ledger.cached, calls_failed=ledger.failed)
+        return replace(
+            self.progress,
+            calls_made=ledger.made,
+            calls_billed=ledger.billed,
+            calls_cached=ledger.cached,
+            calls_failed=ledger.failed,
+        )
 
     def billed_usd(self, reservation: Reservation) -> float | None:
         """What the job's billed calls cost: the tokens the provider reported at the judge's price (the
@@ -150,8 +155,11 @@ class _Meter:
         per_call = reservation.cost_usd / reservation.calls if reservation.calls else 0.0
         if self.price is not None:
             usage = ledger.usage
-            return usage.input_tokens * self.price[0] + usage.output_tokens * self.price[1] + (
-                ledger.failed_billed * per_call)
+            return (
+                usage.input_tokens * self.price[0]
+                + usage.output_tokens * self.price[1]
+                + (ledger.failed_billed * per_call)
+            )
         return ledger.cost_usd
 
 
@@ -222,8 +230,9 @@ async def run_trace_job(ctx: TraceContext, job_id: str, reservation: Reservation
         if ctx.otlp is not None:  # the exporter is imported only when an endpoint is configured
             from provenance_api.jobs.trace_spans import export_finished_job
 
-            await export_finished_job(ctx.db, ctx.otlp, job_id, meter.ledger.calls() if meter.ledger else [],
-                                      billed_usd)
+            await export_finished_job(
+                ctx.db, ctx.otlp, job_id, meter.ledger.calls() if meter.ledger else [], billed_usd
+            )
 
 
 async def _finish_unsuccessful(ctx: TraceContext, job_id: str, meter: _Meter, status: Any, reason: str) -> None:
@@ -282,9 +291,15 @@ async def _execute(ctx: TraceContext, job: JobRecord, meter: _Meter) -> str:
     meter.price = ctx.pricing.price(job.model) if ctx.pricing is not None else None
 
     def on_progress(event: ProgressEvent) -> None:
-        meter.progress = Progress(calls_made=ledger.made, calls_billed=ledger.billed, round=event.round,
-                                  message=event.message, layer_scores=dict(event.layer_scores),
-                                  calls_cached=ledger.cached, calls_failed=ledger.failed)
+        meter.progress = Progress(
+            calls_made=ledger.made,
+            calls_billed=ledger.billed,
+            round=event.round,
+            message=event.message,
+            layer_scores=dict(event.layer_scores),
+            calls_cached=ledger.cached,
+            calls_failed=ledger.failed,
+        )
         ctx.hub.publish(job.id, meter.progress)
 
     estimator: EstimatorChoice = "judged"
@@ -359,24 +374,53 @@ class _Done:
 async def _trace(run: _Run) -> _Done:
     """A trace (``estimator.trace.run_trace`` for the quote's estimator), with the declared-attribution
     audit of the sentence attached as ``declared``."""
-    outcome = await run_trace(run.estimator, run.job.claim, run.query, run.corpus, llm=run.llm, scorer=run.scorer,
-                              params=run.params, tokenizer=free_tier.tokenizer(), on_progress=run.on_progress,
-                              ledger=run.ledger)
+    outcome = await run_trace(
+        run.estimator,
+        run.job.claim,
+        run.query,
+        run.corpus,
+        llm=run.llm,
+        scorer=run.scorer,
+        params=run.params,
+        tokenizer=free_tier.tokenizer(),
+        on_progress=run.on_progress,
+        ledger=run.ledger,
+    )
     result = outcome.result
     out = outcome.to_model(declared=audit_trace(run.job.claim, run.corpus, result).to_model())
-    return _Done(out, dict(result.prompt_versions), dict(result.params), run.ledger.usage, run.ledger.cost_usd,
-                 result.calls.saved)
+    return _Done(
+        out,
+        dict(result.prompt_versions),
+        dict(result.params),
+        run.ledger.usage,
+        run.ledger.cost_usd,
+        result.calls.saved,
+    )
 
 
 async def _probe(run: _Run) -> _Done:
     """Algorithm 6 on ``job.source_id``: sampled regenerations, never memoised or cached."""
     assert run.job.source_id is not None
-    run.on_progress(ProgressEvent(0, run.job.calls_planned, "probe",
-                                  f"regenerating with and without {run.job.source_id}"))
-    result = await probe_source(run.llm, run.job.claim, run.query, run.corpus, run.job.source_id,
-                                params=run.params, tokenizer=free_tier.tokenizer(), ledger=run.ledger)
-    return _Done(result.to_model(), {"probe_regenerate": result.prompt_version}, run.params.model_dump(),
-                 result.usage, result.cost_usd)
+    run.on_progress(
+        ProgressEvent(0, run.job.calls_planned, "probe", f"regenerating with and without {run.job.source_id}")
+    )
+    result = await probe_source(
+        run.llm,
+        run.job.claim,
+        run.query,
+        run.corpus,
+        run.job.source_id,
+        params=run.params,
+        tokenizer=free_tier.tokenizer(),
+        ledger=run.ledger,
+    )
+    return _Done(
+        result.to_model(),
+        {"probe_regenerate": result.prompt_version},
+        run.params.model_dump(),
+        result.usage,
+        result.cost_usd,
+    )
 
 
 _KINDS: dict[str, Callable[[_Run], Awaitable[_Done]]] = {"trace": _trace, "probe": _probe}

@@ -41,8 +41,9 @@ def _text(result: Mapping[str, Any], key: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-async def export_finished_job(db: Database, target: OtlpTarget, job_id: str, calls: Sequence[CallRecord],
-                              billed_usd: float | None) -> None:
+async def export_finished_job(
+    db: Database, target: OtlpTarget, job_id: str, calls: Sequence[CallRecord], billed_usd: float | None
+) -> None:
     """Queue the spans of job ``job_id`` (ended) and of its ``calls`` for ``target``; never raises."""
     try:
         with anyio.CancelScope(shield=True):  # also after a cancellation (the service stopping)
@@ -60,11 +61,23 @@ def _trace_span(job: JobRecord, billed_usd: float | None) -> TraceSpan:
     result: Mapping[str, Any] = job.result or {}
     now = datetime.now(UTC)
     return TraceSpan(
-        trace_id=job.id, kind=job.kind, tenant=job.tenant, turn_id=job.turn_id, claim=job.claim, model=job.model,
-        status=job.status, reason=job.reason, verdict=_text(result, "verdict"),
-        estimator=_text(result, "estimator"), gamma=_number(result, "gamma"),
-        calls_planned=job.calls_planned, calls_made=job.calls_made, calls_cached=job.calls_cached,
-        calls_billed=job.calls_billed, calls_failed=job.calls_failed,
+        trace_id=job.id,
+        kind=job.kind,
+        tenant=job.tenant,
+        turn_id=job.turn_id,
+        claim=job.claim,
+        model=job.model,
+        status=job.status,
+        reason=job.reason,
+        verdict=_text(result, "verdict"),
+        estimator=_text(result, "estimator"),
+        gamma=_number(result, "gamma"),
+        calls_planned=job.calls_planned,
+        calls_made=job.calls_made,
+        calls_cached=job.calls_cached,
+        calls_billed=job.calls_billed,
+        calls_failed=job.calls_failed,
         cost_usd=_number(result, "cost_usd") if result.get("cost_usd") is not None else billed_usd,
-        started_at=job.started_at or job.created_at, finished_at=job.finished_at or now,
+        started_at=job.started_at or job.created_at,
+        finished_at=job.finished_at or now,
     )

@@ -73,9 +73,7 @@ async def create_key(db: Database, tenant: str, user: str, *, admin: bool = Fals
     return record, key
 
 
-_UNAUTHORIZED_FIX = (
-    "send 'Authorization: Bearer <key>'; create a key with: provenance keys create --tenant T --user U"
-)
+_UNAUTHORIZED_FIX = "send 'Authorization: Bearer <key>'; create a key with: provenance keys create --tenant T --user U"
 
 
 async def authenticate(db: Database, authorization: str | None) -> Principal:
@@ -100,8 +98,9 @@ async def authenticate(db: Database, authorization: str | None) -> Principal:
 async def open_viewer_session(db: Database, principal: Principal, ttl_seconds: int) -> str:
     """A new session token for the viewer's cookie (random; only its digest is stored)."""
     token = SESSION_PREFIX + secrets.token_urlsafe(32)
-    await crud_sessions.open_session(db, token_hash=hash_key(token), key_id=principal.key_id,
-                                     ttl=timedelta(seconds=ttl_seconds))
+    await crud_sessions.open_session(
+        db, token_hash=hash_key(token), key_id=principal.key_id, ttl=timedelta(seconds=ttl_seconds)
+    )
     return token
 
 
@@ -109,8 +108,7 @@ async def session_principal(db: Database, token: str) -> tuple[Principal, crud_s
     """Resolve a viewer session token, or raise Unauthorized (expired, signed out, or its key revoked)."""
     record = await crud_sessions.find_session(db, hash_key(token))
     if record is None:
-        raise Unauthorized("the viewer session has ended", field="Cookie",
-                           fix="sign in again with an API key")
+        raise Unauthorized("the viewer session has ended", field="Cookie", fix="sign in again with an API key")
     key = record.key
     return Principal(tenant=key.tenant, user=key.user, key_id=key.id, admin=key.admin), record
 

@@ -16,13 +16,25 @@ __all__ = ["trace_calls"]
 
 
 def _out(call: KeptCall) -> ModelCallOut:
-    return ModelCallOut.model_validate({
-        "index": call.index, "stage": call.stage, "mask": call.mask, "kind": call.kind, "outcome": call.outcome,
-        "prompt": [PromptMessageOut(role=role, content=content) for role, content in call.prompt],
-        "prompt_truncated": call.prompt_truncated, "reply": call.reply, "parsed": call.parsed,
-        "started_at": call.started_at, "seconds": call.seconds, "input_tokens": call.input_tokens,
-        "output_tokens": call.output_tokens, "cost_usd": call.cost_usd, "error": call.error,
-    })
+    return ModelCallOut.model_validate(
+        {
+            "index": call.index,
+            "stage": call.stage,
+            "mask": call.mask,
+            "kind": call.kind,
+            "outcome": call.outcome,
+            "prompt": [PromptMessageOut(role=role, content=content) for role, content in call.prompt],
+            "prompt_truncated": call.prompt_truncated,
+            "reply": call.reply,
+            "parsed": call.parsed,
+            "started_at": call.started_at,
+            "seconds": call.seconds,
+            "input_tokens": call.input_tokens,
+            "output_tokens": call.output_tokens,
+            "cost_usd": call.cost_usd,
+            "error": call.error,
+        }
+    )
 
 
 async def trace_calls(svc: Services, caller: Principal, trace_id: str) -> TraceCallsOut:

@@ -52,9 +52,11 @@ def _cost(cost: float | None, billed: int) -> str:
 
 
 def _calls(planned: int, made: int, cached: int, billed: int, failed: int) -> str:
-    return (f"{planned} planned (the cost gate's worst case, reserved from the budget) · {made} made (sent to the "
-            f"provider) · {cached} cached (answered from the judgement cache, not sent, $0) · {billed} billed "
-            f"(charged by the provider) · {failed} failed (sent, no usable answer)")
+    return (
+        f"{planned} planned (the cost gate's worst case, reserved from the budget) · {made} made (sent to the "
+        f"provider) · {cached} cached (answered from the judgement cache, not sent, $0) · {billed} billed "
+        f"(charged by the provider) · {failed} failed (sent, no usable answer)"
+    )
 
 
 def _unit(result: TraceJobResultModel) -> tuple[str, str]:
@@ -66,8 +68,11 @@ def _unit(result: TraceJobResultModel) -> tuple[str, str]:
 
 def _source(index: int, source: SourceScoreModel, unit: str) -> list[str]:
     role = source.role or "not tested"
-    drop = (f"removing it lowers the claim's score by {_number(source.delta)} {unit} (Δ)"
-            if source.delta is not None else "its drop was not measured")
+    drop = (
+        f"removing it lowers the claim's score by {_number(source.delta)} {unit} (Δ)"
+        if source.delta is not None
+        else "its drop was not measured"
+    )
     lines = [f"{index}. **{escape(source.label)}** (`{source.source_id}`, {source.layer} layer) — {role}: {drop}."]
     support = source.support
     if support is not None and support.quote and support.line_start is not None:
@@ -85,11 +90,15 @@ def _result_block(trace: TraceOut, result: TraceJobResultModel) -> list[str]:
     label, meaning = _words(f"verdict.{result.verdict}", result.verdict_text)
     unit, scale = _unit(result)
     out = [f"**Verdict: {label}** — {meaning}", ""]
-    out.append(f"**Γ = {_number(result.gamma)} {unit}** ({scale}): the claim's score with every source, "
-               f"s(1) = {_number(result.s_all)}, minus its score with none, s(0) = {_number(result.s_none)} — how "
-               "much the context raises it.")
-    carrying = sorted((s for s in result.sources if s.role in _CARRIES),
-                      key=lambda s: -(s.delta if s.delta is not None else float("-inf")))[:TOP_SOURCES]
+    out.append(
+        f"**Γ = {_number(result.gamma)} {unit}** ({scale}): the claim's score with every source, "
+        f"s(1) = {_number(result.s_all)}, minus its score with none, s(0) = {_number(result.s_none)} — how "
+        "much the context raises it."
+    )
+    carrying = sorted(
+        (s for s in result.sources if s.role in _CARRIES),
+        key=lambda s: -(s.delta if s.delta is not None else float("-inf")),
+    )[:TOP_SOURCES]
     out.append("")
     if carrying:
         out.append("**Sources that carry it**")
@@ -106,7 +115,9 @@ def _result_block(trace: TraceOut, result: TraceJobResultModel) -> list[str]:
     estimator_label, estimator_meaning = _words(f"estimator.{result.estimator}", result.estimator)
     cost = _cost(result.cost_usd, calls.billed)
     out += [
-        "", "**How it was measured**", "",
+        "",
+        "**How it was measured**",
+        "",
         f"- Judge model: `{result.model}`",
         f"- Estimator: {estimator_label} — {estimator_meaning}",
         f"- Calls: {_calls(calls.planned, calls.made, calls.cached, calls.billed, calls.failed)}",
@@ -128,7 +139,9 @@ def _unfinished_block(trace: TraceOut) -> list[str]:
         out += ["", f"Reason: {escape(trace.reason)}"]
     c = trace.calls
     out += [
-        "", "**What it spent**", "",
+        "",
+        "**What it spent**",
+        "",
         f"- Judge model: `{trace.model}`",
         f"- Calls: {_calls(c.planned, c.made, c.cached, c.billed, c.failed)}",
         f"- Trace `{trace.trace_id}` of turn `{trace.turn_id}`, started {_when(trace.created_at)}"

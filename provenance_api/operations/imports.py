@@ -139,7 +139,7 @@ def conversation_id(item: Item) -> str:
     if len(full) <= MAX_CONVERSATION_ID:
         return full
     digest = hashlib.sha256(full.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-    return f"{full[:MAX_CONVERSATION_ID - 14]}~{digest}"
+    return f"{full[: MAX_CONVERSATION_ID - 14]}~{digest}"
 
 
 def parse_line(raw: bytes, where: str, name: str, number: int) -> Item:
@@ -148,8 +148,9 @@ def parse_line(raw: bytes, where: str, name: str, number: int) -> Item:
         line = raw.removeprefix(BOM) if number == 1 else raw
         text = line.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return Item(where, name, number, problem=f"not UTF-8 ({exc.reason} at byte {exc.start}); "
-                                                 "save the file as UTF-8")
+        return Item(
+            where, name, number, problem=f"not UTF-8 ({exc.reason} at byte {exc.start}); save the file as UTF-8"
+        )
     try:
         return Item(where, name, number, obj=json.loads(text))
     except RecursionError:
@@ -285,8 +286,9 @@ async def import_one(
 
 async def store(db: Database, tenant: str, user: str, turn: StoredTurn, where: str, counts: ImportCounts) -> None:
     try:
-        _, created = await crud_turns.put_turn(db, tenant, user, turn, batch=counts.batch_id,
-                                               max_bytes=counts.max_turn_bytes)
+        _, created = await crud_turns.put_turn(
+            db, tenant, user, turn, batch=counts.batch_id, max_bytes=counts.max_turn_bytes
+        )
     except RecordConflict as exc:
         counts.conflicting += 1
         counts.errors.append({"where": f"{where}: {turn.turn_id}", "reason": exc.detail})
@@ -319,8 +321,9 @@ class GatingReport:
 
     def flag(self, turn_id: str, reason: str) -> None:
         """A stored turn left out of the report because it cannot be read or rendered: named with why."""
-        self.unreadable.append({"turn_id": turn_id, "reason": reason,
-                                "fix": f"delete it with DELETE /v1/turns/{quote(turn_id, safe='')}"})
+        self.unreadable.append(
+            {"turn_id": turn_id, "reason": reason, "fix": f"delete it with DELETE /v1/turns/{quote(turn_id, safe='')}"}
+        )
 
     def add(self, turn: StoredTurn) -> dict[str, Any]:
         view = free_tier.gate_view(turn)
@@ -366,8 +369,10 @@ class GatingReport:
         data = self.totals_dict()
         totals = data["totals"]
         turns, sentences = totals["turns"], totals["sentences"]
-        out = [f"\n{turns} turn{'' if turns == 1 else 's'} · {sentences} sentence{'' if sentences == 1 else 's'}: "
-               + ", ".join(f"{totals[k]} {k}" for k in SUMMARY_KEYS)]
+        out = [
+            f"\n{turns} turn{'' if turns == 1 else 's'} · {sentences} sentence{'' if sentences == 1 else 's'}: "
+            + ", ".join(f"{totals[k]} {k}" for k in SUMMARY_KEYS)
+        ]
         if data["top_quoted_sources"]:
             out.append("most quoted sources:")
             out.extend(f"  {s['quotes']:>6}  {s['source']}" for s in data["top_quoted_sources"])
@@ -383,8 +388,9 @@ def build_report(turns: list[StoredTurn]) -> GatingReport:
     return report
 
 
-async def gating_report(db: Database, tenant: str, on_turns: Callable[[list[dict[str, Any]]], None] | None = None,
-                        *, batch: int = 50) -> GatingReport:
+async def gating_report(
+    db: Database, tenant: str, on_turns: Callable[[list[dict[str, Any]]], None] | None = None, *, batch: int = 50
+) -> GatingReport:
     """The free tier over every turn of ``tenant``, streamed: ``batch`` turns are held at a time (the CPU
     work runs off the event loop). With ``on_turns`` each batch's entries go there and are not kept."""
     report = GatingReport(keep_turns=on_turns is None)

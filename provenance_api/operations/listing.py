@@ -39,8 +39,13 @@ from provenance_api.storage.lists import Order, TraceFilter, TurnFilter
 
 log = logging.getLogger(__name__)
 COUNT_BATCH = 200
-_KEY_KINDS: dict[str, page_cursor.KeyKind] = {"stored_at": "datetime", "created_at": "datetime", "model": "str",
-                                              "traceable": "int", "cost": "float"}
+_KEY_KINDS: dict[str, page_cursor.KeyKind] = {
+    "stored_at": "datetime",
+    "created_at": "datetime",
+    "model": "str",
+    "traceable": "int",
+    "cost": "float",
+}
 _VERDICTS: frozenset[str] = frozenset(get_args(Verdict))
 _ESTIMATORS: frozenset[str] = frozenset(get_args(EstimatorChoice))
 
@@ -105,12 +110,19 @@ class TurnQuery:
                 field="query.until",
                 fix="give an until later than since (until is exclusive), or leave one of them out",
             )
-        return TurnFilter(q=self.q.strip(), model=self.model or None, agent=self.agent or None, since=since,
-                          until=until, min_traceable=self.min_traceable or None)
+        return TurnFilter(
+            q=self.q.strip(),
+            model=self.model or None,
+            agent=self.agent or None,
+            since=since,
+            until=until,
+            min_traceable=self.min_traceable or None,
+        )
 
 
-async def turn_list(services: Services, caller: Principal, query: TurnQuery, limit: int,
-                    cursor: str | None) -> TurnList:
+async def turn_list(
+    services: Services, caller: Principal, query: TurnQuery, limit: int, cursor: str | None
+) -> TurnList:
     """One page of the caller's turns matching ``query``, in its order, with the total and the next cursor."""
     filt = query.filter()
     order = _order(query.sort)
@@ -127,8 +139,16 @@ async def turn_list(services: Services, caller: Principal, query: TurnQuery, lim
         next_cursor = page_cursor.encode(print_, lists.turn_key(last, order.key), last.turn_id)
     return TurnList(
         items=[
-            TurnSummary(turn_id=r.turn_id, digest=r.digest, model=r.model, agent=r.agent, created_at=r.created_at,
-                        stored_at=r.stored_at, traceable=r.traceable or 0, traces=traces.get(r.turn_id, 0))
+            TurnSummary(
+                turn_id=r.turn_id,
+                digest=r.digest,
+                model=r.model,
+                agent=r.agent,
+                created_at=r.created_at,
+                stored_at=r.stored_at,
+                traceable=r.traceable or 0,
+                traces=traces.get(r.turn_id, 0),
+            )
             for r in page
         ],
         total=total,
@@ -152,24 +172,40 @@ class TraceQuery:
     sort: TraceSort = "-created_at"
 
     def filter(self) -> TraceFilter:
-        return TraceFilter(turn_id=self.turn_id or None, verdict=self.verdict, model=self.model or None,
-                           status=self.status, estimator=self.estimator)
+        return TraceFilter(
+            turn_id=self.turn_id or None,
+            verdict=self.verdict,
+            model=self.model or None,
+            status=self.status,
+            estimator=self.estimator,
+        )
 
 
 def _summary(row: lists.TraceRow) -> TraceSummary:
     job = row.job
     verdict = row.verdict if row.verdict in _VERDICTS else None
     estimator = row.estimator if row.estimator in _ESTIMATORS else None
-    return TraceSummary.model_validate({
-        "trace_id": job.id, "turn_id": job.turn_id, "claim": job.claim, "status": job.status,
-        "verdict": verdict, "estimator": estimator, "model": job.model, "calls": job_calls(job),
-        "cost_usd": row.cost_usd, "created_at": job.created_at, "finished_at": job.finished_at,
-        "source": job.source,
-    })
+    return TraceSummary.model_validate(
+        {
+            "trace_id": job.id,
+            "turn_id": job.turn_id,
+            "claim": job.claim,
+            "status": job.status,
+            "verdict": verdict,
+            "estimator": estimator,
+            "model": job.model,
+            "calls": job_calls(job),
+            "cost_usd": row.cost_usd,
+            "created_at": job.created_at,
+            "finished_at": job.finished_at,
+            "source": job.source,
+        }
+    )
 
 
-async def trace_list(services: Services, caller: Principal, query: TraceQuery, limit: int,
-                     cursor: str | None) -> TraceList:
+async def trace_list(
+    services: Services, caller: Principal, query: TraceQuery, limit: int, cursor: str | None
+) -> TraceList:
     """One page of the caller's traces across turns matching ``query``, with the total and the next cursor."""
     filt = query.filter()
     order = _order(query.sort)

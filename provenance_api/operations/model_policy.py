@@ -94,12 +94,17 @@ def choose_model(settings: Settings, tenant: str, *, turn_model: str | None, exp
         if turn_model == default:
             return ModelChoice(default, "turn", "the turn's own model, the service's default")
         if names_a_host(turn_model):
-            return ModelChoice(default, "default", f"the default: the turn's model {turn_model!r} names a host, "
-                               "and calls go only to the providers this service configures")
+            return ModelChoice(
+                default,
+                "default",
+                f"the default: the turn's model {turn_model!r} names a host, "
+                "and calls go only to the providers this service configures",
+            )
         if turn_model in allowed:
             return ModelChoice(turn_model, "turn", "the turn's own model, on the allow-list")
-        return ModelChoice(default, "default",
-                           f"the default: the turn's model {turn_model} is not on this service's allow-list")
+        return ModelChoice(
+            default, "default", f"the default: the turn's model {turn_model} is not on this service's allow-list"
+        )
     return ModelChoice(default, "default", "the default: the turn names no model")
 
 
@@ -139,8 +144,7 @@ def require_runnable(settings: Settings, choice: ModelChoice, *, local_model: bo
         raise host_refused(choice.model)
     if not local_model and pricing(settings).price(choice.model) is None:
         raise InvalidInput(
-            f"no price is known for judge model {choice.model!r} ({choice.reason}), so its cost cannot be "
-            "budgeted",
+            f"no price is known for judge model {choice.model!r} ({choice.reason}), so its cost cannot be budgeted",
             field="model",
             fix="choose a model litellm prices, or ask the operator to set its price in PROVENANCE_MODEL_PRICES "
             '(JSON: {"<model>": {"input_per_mtok": …, "output_per_mtok": …}} in USD)',
@@ -148,9 +152,9 @@ def require_runnable(settings: Settings, choice: ModelChoice, *, local_model: bo
     return choice
 
 
-def judge_for(settings: Settings, tenant: str, *, turn_model: str | None, explicit: str | None,
-              local_model: bool = False) -> ModelChoice:
+def judge_for(
+    settings: Settings, tenant: str, *, turn_model: str | None, explicit: str | None, local_model: bool = False
+) -> ModelChoice:
     """``choose_model`` then ``require_runnable``: the model a service request runs, or a 422."""
     choice = choose_model(settings, tenant, turn_model=turn_model, explicit=explicit)
     return require_runnable(settings, choice, local_model=local_model)
-

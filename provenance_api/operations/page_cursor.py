@@ -39,9 +39,12 @@ def encode(print_: str, key: Key, tie: str) -> str:
 
 
 def _invalid(detail: str) -> InvalidInput:
-    return InvalidInput(detail, field=FIELD,
-                        fix="pass next_cursor from the previous page with the same q, filters and sort, or start "
-                            "again without a cursor")
+    return InvalidInput(
+        detail,
+        field=FIELD,
+        fix="pass next_cursor from the previous page with the same q, filters and sort, or start "
+        "again without a cursor",
+    )
 
 
 def _key(value: object, kind: KeyKind) -> Key:
@@ -73,6 +76,8 @@ def decode(cursor: str | None, print_: str, kind: KeyKind) -> Keyset | None:
     if not isinstance(data, dict) or data.get("v") != _VERSION or not isinstance(data.get("t"), str):
         raise _invalid("the cursor is not one this service made")
     if data.get("f") != print_:
-        raise _invalid("the cursor was made for another sort, filter or search (or for another key's tenant); a "
-                       "cursor only continues the list it came from")
+        raise _invalid(
+            "the cursor was made for another sort, filter or search (or for another key's tenant); a "
+            "cursor only continues the list it came from"
+        )
     return Keyset(_key(data.get("k"), kind), data["t"])

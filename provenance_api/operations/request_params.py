@@ -53,8 +53,7 @@ def request_params(base: Params, overrides: Mapping[str, Any] | None) -> Params:
     for name in CEILINGS:
         if getattr(params, name) > getattr(base, name):
             raise InvalidInput(
-                f"params.{name}={getattr(params, name)} is above this server's ceiling of "
-                f"{getattr(base, name)}",
+                f"params.{name}={getattr(params, name)} is above this server's ceiling of {getattr(base, name)}",
                 field=f"params.{name}",
                 fix=f"use a value of at most {getattr(base, name)}, or omit it",
             )

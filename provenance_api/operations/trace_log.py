@@ -29,8 +29,16 @@ from provenance_api.storage.session import Database
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CliTrace", "LoggedTrace", "ShownTrace", "finish_cli_trace", "logged_trace", "logged_traces",
-           "start_cli_trace", "summary"]
+__all__ = [
+    "CliTrace",
+    "LoggedTrace",
+    "ShownTrace",
+    "finish_cli_trace",
+    "logged_trace",
+    "logged_traces",
+    "start_cli_trace",
+    "summary",
+]
 
 _VERDICTS: frozenset[str] = frozenset(get_args(Verdict))
 _ESTIMATORS: frozenset[str] = frozenset(get_args(EstimatorChoice))
@@ -67,24 +75,51 @@ async def start_cli_trace(db: Database, tenant: str, user: str, trace: CliTrace,
     """Store the turn (if new), the quote and the job (``source='cli'``), running. RecordConflict when the
     tenant holds another turn under this id."""
     turn, _ = await crud_turns.put_turn(db, tenant, user, trace.turn)
-    quote = await crud_traces.create_quote(db, NewQuote(
-        tenant=tenant, user=user, turn_id=trace.turn.turn_id, sentence=trace.sentence, claim=trace.claim,
-        segment_id=trace.segment_id, model=trace.model, probe=False, params=trace.params.model_dump(),
-        quote=trace.quote, planned_calls=trace.planned, cost_usd=trace.cost_usd, refused=None,
-    ), quote_ttl)
+    quote = await crud_traces.create_quote(
+        db,
+        NewQuote(
+            tenant=tenant,
+            user=user,
+            turn_id=trace.turn.turn_id,
+            sentence=trace.sentence,
+            claim=trace.claim,
+            segment_id=trace.segment_id,
+            model=trace.model,
+            probe=False,
+            params=trace.params.model_dump(),
+            quote=trace.quote,
+            planned_calls=trace.planned,
+            cost_usd=trace.cost_usd,
+            refused=None,
+        ),
+        quote_ttl,
+    )
     job = await crud_traces.create_job(db, quote, max_cost_usd=None, source="cli")
     await crud_traces.mark_running(db, job.id)
     return LoggedTrace(job, turn)
 
 
 def _counts(ledger: CallLedger) -> Progress:
-    return Progress(calls_made=ledger.made, calls_billed=ledger.billed, calls_cached=ledger.cached,
-                    calls_failed=ledger.failed, round="done")
+    return Progress(
+        calls_made=ledger.made,
+        calls_billed=ledger.billed,
+        calls_cached=ledger.cached,
+        calls_failed=ledger.failed,
+        round="done",
+    )
 
 
-async def finish_cli_trace(db: Database, logged: LoggedTrace, ledger: CallLedger, *,
-                           result: TraceJobResultModel | None, reason: str | None, query: str,
-                           corpus_digest: str, interrupted: bool = False) -> JobRecord:
+async def finish_cli_trace(
+    db: Database,
+    logged: LoggedTrace,
+    ledger: CallLedger,
+    *,
+    result: TraceJobResultModel | None,
+    reason: str | None,
+    query: str,
+    corpus_digest: str,
+    interrupted: bool = False,
+) -> JobRecord:
     """End the job: ``succeeded`` with ``result`` and its audit record, or ``failed`` (``interrupted``) with
     ``reason``; the calls as the ledger counted them either way."""
     job = logged.job
@@ -98,13 +133,27 @@ async def finish_cli_trace(db: Database, logged: LoggedTrace, ledger: CallLedger
         await crud_traces.finish_unsuccessful(db, job.id, status, (reason or status)[:400], counts)
     else:
         usage = ledger.usage
-        await crud_traces.finish_succeeded(db, job, ResultAudit(
-            turn_digest=logged.turn.digest, claim_digest=_digest(job.claim), query_digest=_digest(query),
-            corpus_digest=corpus_digest, prompt_versions=dict(result.prompt_versions), params=dict(result.params),
-            model=result.model or job.model, result=result.model_dump(mode="json"), calls_planned=job.calls_planned,
-            calls_made=ledger.made, calls_billed=ledger.billed, input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens, cost_usd=result.cost_usd,
-        ), counts)
+        await crud_traces.finish_succeeded(
+            db,
+            job,
+            ResultAudit(
+                turn_digest=logged.turn.digest,
+                claim_digest=_digest(job.claim),
+                query_digest=_digest(query),
+                corpus_digest=corpus_digest,
+                prompt_versions=dict(result.prompt_versions),
+                params=dict(result.params),
+                model=result.model or job.model,
+                result=result.model_dump(mode="json"),
+                calls_planned=job.calls_planned,
+                calls_made=ledger.made,
+                calls_billed=ledger.billed,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cost_usd=result.cost_usd,
+            ),
+            counts,
+        )
     return await crud_traces.get_job(db, job.tenant, job.id, "trace")
 
 
@@ -113,13 +162,22 @@ def summary(job: JobRecord) -> TraceSummary:
     result = job.result or {}
     verdict = result.get("verdict") if job.status == "succeeded" else None
     estimator = result.get("estimator")
-    return TraceSummary.model_validate({
-        "trace_id": job.id, "turn_id": job.turn_id, "claim": job.claim, "status": job.status,
-        "verdict": verdict if verdict in _VERDICTS else None,
-        "estimator": estimator if estimator in _ESTIMATORS else None, "model": job.model, "calls": job_calls(job),
-        "cost_usd": result.get("cost_usd"), "created_at": job.created_at, "finished_at": job.finished_at,
-        "source": job.source,
-    })
+    return TraceSummary.model_validate(
+        {
+            "trace_id": job.id,
+            "turn_id": job.turn_id,
+            "claim": job.claim,
+            "status": job.status,
+            "verdict": verdict if verdict in _VERDICTS else None,
+            "estimator": estimator if estimator in _ESTIMATORS else None,
+            "model": job.model,
+            "calls": job_calls(job),
+            "cost_usd": result.get("cost_usd"),
+            "created_at": job.created_at,
+            "finished_at": job.finished_at,
+            "source": job.source,
+        }
+    )
 
 
 async def logged_traces(db: Database, tenant: str, *, limit: int, everything: bool = False) -> list[JobRecord]:

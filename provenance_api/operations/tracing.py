@@ -56,8 +56,9 @@ from provenance_api.storage.limits import Reservation
 def judge_model(turn: StoredTurn, explicit: str | None, services: Services, tenant: str) -> ModelChoice:
     """The operator's policy (``model_policy``): an explicit model only if allowed for ``tenant`` (else 422),
     else the turn's own model if allowed, else the default; refused (422) when it names a host or has no price."""
-    return model_policy.judge_for(services.settings, tenant, turn_model=turn.model, explicit=explicit,
-                                  local_model=services.local_model)
+    return model_policy.judge_for(
+        services.settings, tenant, turn_model=turn.model, explicit=explicit, local_model=services.local_model
+    )
 
 
 # --------------------------------------------------------------------------- free tier
@@ -144,13 +145,22 @@ async def turn_segments(
 def model_scoring(services: Services, model: str) -> ScoringCapability:
     """Whether ``model`` can score (log p of a supplied claim) on this service's configuration."""
     settings = services.settings
-    return scoring_capability(model, local_model=services.local_model, scorer_api_base=settings.scorer_api_base,
-                              api_base=settings.judge_api_base)
+    return scoring_capability(
+        model,
+        local_model=services.local_model,
+        scorer_api_base=settings.scorer_api_base,
+        api_base=settings.judge_api_base,
+    )
 
 
 def _price(
-    record: TurnRecord, sentence: str, model: str, params: Params, probe: bool,
-    capability: ScoringCapability | None = None, estimator: EstimatorChoice = "judged",
+    record: TurnRecord,
+    sentence: str,
+    model: str,
+    params: Params,
+    probe: bool,
+    capability: ScoringCapability | None = None,
+    estimator: EstimatorChoice = "judged",
     pricing: Pricing | None = None,
 ) -> tuple[str, str | None, dict[str, Any], int]:
     """The cost gate for a trace, or — with ``probe`` — for the probe alone (2k regenerations); with
@@ -159,19 +169,38 @@ def _price(
     view = free_tier.gate_view(record.turn, params)
     selection = free_tier.require_selection(record.turn, view, sentence)
     quote = free_tier.cost_quote(
-        record.turn, view.corpus, selection.text, model=model, params=params, probe=probe, trace=not probe,
+        record.turn,
+        view.corpus,
+        selection.text,
+        model=model,
+        params=params,
+        probe=probe,
+        trace=not probe,
         pricing=pricing,
     )
     out = quote.to_dict()
     if capability is not None:
-        out["scoring"] = quote_scoring(view.corpus, selection.text, capability, query=record.turn.effective_query(),
-                                       params=params, tokenizer=free_tier.tokenizer()).to_dict()
+        out["scoring"] = quote_scoring(
+            view.corpus,
+            selection.text,
+            capability,
+            query=record.turn.effective_query(),
+            params=params,
+            tokenizer=free_tier.tokenizer(),
+        ).to_dict()
     if estimator == "proxy" and capability is not None:  # both sides; the budget reserves the fallback's worst case
         from provenance_api.providers.llm_litellm import LiteLLMPricing  # the price cost_quote uses by default
 
-        proxy = quote_proxy(view.corpus, selection.text, capability, quote, query=record.turn.effective_query(),
-                            params=params, tokenizer=free_tier.tokenizer(),
-                            pricing=pricing or LiteLLMPricing()).to_model()
+        proxy = quote_proxy(
+            view.corpus,
+            selection.text,
+            capability,
+            quote,
+            query=record.turn.effective_query(),
+            params=params,
+            tokenizer=free_tier.tokenizer(),
+            pricing=pricing or LiteLLMPricing(),
+        ).to_model()
         out["proxy"] = proxy.model_dump(mode="json")
         out["cost_usd"] = proxy.worst_case_cost_usd
     planned = quote.planned_calls if probe else planned_calls(estimator, view.corpus, params)
@@ -190,16 +219,20 @@ async def make_quote(
     estimator: EstimatorChoice = "judged",
 ) -> QuoteRecord:
     if probe and estimator != "judged":
-        raise InvalidInput(f"a probe regenerates answers: estimator {estimator!r} does not apply",
-                           field="estimator", fix="drop estimator, or quote a trace (probe: false)")
+        raise InvalidInput(
+            f"a probe regenerates answers: estimator {estimator!r} does not apply",
+            field="estimator",
+            fix="drop estimator, or quote a trace (probe: false)",
+        )
     record = await crud_turns.get_turn(services.db, caller.tenant, turn_id)
     params = request_params(services.settings.base_params, overrides)
     choice = judge_model(record.turn, model, services, caller.tenant)
     judge = choice.model
     capability = None if probe else model_scoring(services, judge)
     if estimator == "proxy" and capability is not None:  # the hosted judge confirms; a separate scorer ranks
-        capability = proxy_capability(local_model=services.local_model,
-                                      scorer_api_base=services.settings.scorer_api_base)
+        capability = proxy_capability(
+            local_model=services.local_model, scorer_api_base=services.settings.scorer_api_base
+        )
         if not capability.can_score:
             raise InvalidInput(
                 f"estimator 'proxy' needs a local scoring model to rank the sources: {capability.reason}",
@@ -215,8 +248,11 @@ async def make_quote(
             fix="use estimator judged, or run the service with a scoring model (serve --local-model, or "
             "PROVENANCE_SCORER_API_BASE naming a self-hosted /v1/completions server with echo)",
         )
-    expected = None if probe else top_logprobs_capability(judge, local_model=services.local_model,
-                                                              api_base=services.settings.judge_api_base)
+    expected = (
+        None
+        if probe
+        else top_logprobs_capability(judge, local_model=services.local_model, api_base=services.settings.judge_api_base)
+    )
     if expected is not None and estimator == "expected" and not expected.offered:
         raise InvalidInput(
             f"estimator 'expected' needs a judge that returns top log-probabilities: {expected.reason}",
@@ -350,8 +386,7 @@ async def start_job(
             fix="request a new quote with POST /v1/quotes",
         )
     reservation = await reserve(services, caller, quote.planned_calls, quote.cost_usd or 0.0)
-    return await launch(services, quote, reservation, max_cost_usd=body.max_cost_usd, kind=kind,
-                        source_id=source_id)
+    return await launch(services, quote, reservation, max_cost_usd=body.max_cost_usd, kind=kind, source_id=source_id)
 
 
 async def _require_source(services: Services, caller: Principal, turn_id: str, source_id: str) -> None:
@@ -388,7 +423,11 @@ async def launch(
     when the job ends (released at once if the job cannot be created)."""
     try:
         job = await crud_traces.create_job(
-            services.db, quote, max_cost_usd=max_cost_usd, kind=kind, source_id=source_id,
+            services.db,
+            quote,
+            max_cost_usd=max_cost_usd,
+            kind=kind,
+            source_id=source_id,
             reservation=dataclasses.asdict(reservation),
         )
     except BaseException:
@@ -402,8 +441,13 @@ async def launch(
 
 def job_calls(job: JobRecord) -> TraceCalls:
     """A job's calls in the five words every place uses: planned, made, cached, billed, failed."""
-    return TraceCalls(planned=job.calls_planned, made=job.calls_made, cached=job.calls_cached,
-                      billed=job.calls_billed, failed=job.calls_failed)
+    return TraceCalls(
+        planned=job.calls_planned,
+        made=job.calls_made,
+        cached=job.calls_cached,
+        billed=job.calls_billed,
+        failed=job.calls_failed,
+    )
 
 
 def trace_out(job: JobRecord) -> TraceOut:
@@ -431,8 +475,10 @@ def progress_out(job: JobRecord, services: Services) -> ProgressOut:
     """The job's progress: the live snapshot while it runs in this process, else the stored row."""
     live = services.hub.live.get(job.id) if not job.terminal else None
     made, billed, cached, failed = (
-        (live.calls_made, live.calls_billed, live.calls_cached, live.calls_failed) if live
-        else (job.calls_made, job.calls_billed, job.calls_cached, job.calls_failed))
+        (live.calls_made, live.calls_billed, live.calls_cached, live.calls_failed)
+        if live
+        else (job.calls_made, job.calls_billed, job.calls_cached, job.calls_failed)
+    )
     return ProgressOut(
         trace_id=job.id,
         status=job.status,

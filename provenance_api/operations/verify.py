@@ -40,23 +40,31 @@ def _refuse(exc: ProvenanceError) -> ProvenanceError:
     return exc
 
 
-async def _quote_all(services: Services, caller: Principal, turn_id: str, body: VerifyIn, model: str,
-                     segment_ids: list[str]) -> list[QuoteRecord]:
+async def _quote_all(
+    services: Services, caller: Principal, turn_id: str, body: VerifyIn, model: str, segment_ids: list[str]
+) -> list[QuoteRecord]:
     quotes = [
         await make_quote(services, caller, turn_id, sid, model=body.model, probe=False, overrides=body.params)
         for sid in segment_ids
     ]
     for quote in quotes:
         if quote.refused is not None:
-            raise _refuse(CostRefused(f"{quote.segment_id}: {quote.refused}", field="params",
-                                      fix="narrow the turn's corpus or lower the request's params"))
+            raise _refuse(
+                CostRefused(
+                    f"{quote.segment_id}: {quote.refused}",
+                    field="params",
+                    fix="narrow the turn's corpus or lower the request's params",
+                )
+            )
     total = sum(q.cost_usd or 0.0 for q in quotes)
     try:
         for quote in quotes:
             if quote.cost_usd is None:
                 raise CostRefused(
                     f"no price is known for model {quote.model!r}, so max_cost_usd cannot be guaranteed",
-                    field="max_cost_usd", fix="choose a judge model with a known price")
+                    field="max_cost_usd",
+                    fix="choose a judge model with a known price",
+                )
         if total > body.max_cost_usd:
             raise CostRefused(
                 f"the quoted cost of tracing {len(quotes)} sentence(s) is ${total:.4f}, over max_cost_usd "
@@ -117,7 +125,7 @@ async def verify_turn(services: Services, caller: Principal, turn_id: str, body:
         try:
             jobs.append(await launch(services, quote, reservation, max_cost_usd=body.max_cost_usd))
         except BaseException:
-            for unused in reservations[index + 1:]:
+            for unused in reservations[index + 1 :]:
                 await services.limiter.settle(unused, 0)
             raise
     jobs = await _await_all(services, caller, jobs, timeout)
@@ -136,8 +144,11 @@ async def verify_turn(services: Services, caller: Principal, turn_id: str, body:
             outcomes[sid] = SentenceOutcome(sid, "error", reason=f"trace {job.id} {job.status}: {job.reason}")
         else:
             outcomes[sid] = SentenceOutcome(
-                sid, "error", reason=f"trace {job.id} was still {job.status} after {timeout:g} s "
-                f"(it continues: GET /v1/traces/{job.id})")
+                sid,
+                "error",
+                reason=f"trace {job.id} was still {job.status} after {timeout:g} s "
+                f"(it continues: GET /v1/traces/{job.id})",
+            )
 
     answer = decide(sentences, outcomes)
     status = {s.segment_id: s.status for s in sentences}
@@ -145,25 +156,43 @@ async def verify_turn(services: Services, caller: Principal, turn_id: str, body:
     for reason in answer.reasons:
         job_or_none = by_segment.get(reason.segment_id)
         outcome = outcomes.get(reason.segment_id)
-        rows.append(VerifySentenceOut(
-            segment_id=reason.segment_id, text=reason.text, status=status[reason.segment_id],
-            decision=reason.decision, rule=reason.rule, reason=reason.reason,
-            outcome=outcome.kind if outcome else None,
-            trace_id=job_or_none.id if job_or_none else None,
-            verdict=outcome.verdict if outcome else None,
-            declared=declared.get(reason.segment_id),
-        ))
-    fired = next((r.reason for r in answer.reasons if r.rule == answer.rule),
-                 "every claim that needs evidence has a verified grounding source"
-                 if answer.rule == "all_grounded" else "no sentence of the answer needs evidence")
+        rows.append(
+            VerifySentenceOut(
+                segment_id=reason.segment_id,
+                text=reason.text,
+                status=status[reason.segment_id],
+                decision=reason.decision,
+                rule=reason.rule,
+                reason=reason.reason,
+                outcome=outcome.kind if outcome else None,
+                trace_id=job_or_none.id if job_or_none else None,
+                verdict=outcome.verdict if outcome else None,
+                declared=declared.get(reason.segment_id),
+            )
+        )
+    fired = next(
+        (r.reason for r in answer.reasons if r.rule == answer.rule),
+        "every claim that needs evidence has a verified grounding source"
+        if answer.rule == "all_grounded"
+        else "no sentence of the answer needs evidence",
+    )
     if answer.rule == "no_sentences":
         fired = "the answer has no sentences to verify"
     return VerifyOut(
-        turn_id=turn_id, decision=answer.decision, rule=answer.rule, reason=fired, model=model,
+        turn_id=turn_id,
+        decision=answer.decision,
+        rule=answer.rule,
+        reason=fired,
+        model=model,
         model_reason=choice.reason,
-        quoted_cost_usd=round(sum(q.cost_usd or 0.0 for q in quotes), 6), max_cost_usd=body.max_cost_usd,
-        calls=TraceCalls(planned=sum(j.calls_planned for j in jobs), made=sum(j.calls_made for j in jobs),
-                         cached=sum(j.calls_cached for j in jobs), billed=sum(j.calls_billed for j in jobs),
-                         failed=sum(j.calls_failed for j in jobs)),
+        quoted_cost_usd=round(sum(q.cost_usd or 0.0 for q in quotes), 6),
+        max_cost_usd=body.max_cost_usd,
+        calls=TraceCalls(
+            planned=sum(j.calls_planned for j in jobs),
+            made=sum(j.calls_made for j in jobs),
+            cached=sum(j.calls_cached for j in jobs),
+            billed=sum(j.calls_billed for j in jobs),
+            failed=sum(j.calls_failed for j in jobs),
+        ),
         sentences=rows,
     )

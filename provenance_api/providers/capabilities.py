@@ -24,12 +24,14 @@ __all__ = ["TopLogprobsCapability", "top_logprobs_capability"]
 Route = Literal["in-process", "chat-logprobs", "none"]
 
 # litellm provider prefixes whose chat API returns top log-probabilities of generated tokens
-_OFFERING_PROVIDERS = frozenset({"openai", "azure", "hosted_vllm", "text-completion-openai", "custom_openai",
-                                 "llamafile", "lm_studio"})
+_OFFERING_PROVIDERS = frozenset(
+    {"openai", "azure", "hosted_vllm", "text-completion-openai", "custom_openai", "llamafile", "lm_studio"}
+)
 # ... and those whose chat API does not (litellm drops ``logprobs`` for them); any other provider is
 # "not known", which the cost gate reads as no
-_NOT_OFFERING_PROVIDERS = frozenset({"anthropic", "bedrock", "bedrock_converse", "cohere", "cohere_chat", "mistral",
-                                     "ollama", "ollama_chat"})
+_NOT_OFFERING_PROVIDERS = frozenset(
+    {"anthropic", "bedrock", "bedrock_converse", "cohere", "cohere_chat", "mistral", "ollama", "ollama_chat"}
+)
 # OpenAI reasoning models refuse logprobs (HTTP 400) on OpenAI and Azure alike
 _REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
 # unprefixed names litellm routes to OpenAI / Anthropic
@@ -63,16 +65,20 @@ def _is_reasoning(name: str) -> bool:
     return base.startswith(_REASONING_PREFIXES)
 
 
-def top_logprobs_capability(model: str, *, local_model: bool = False,
-                            api_base: str | None = None) -> TopLogprobsCapability:
+def top_logprobs_capability(
+    model: str, *, local_model: bool = False, api_base: str | None = None
+) -> TopLogprobsCapability:
     """Whether ``model`` (a litellm model name) offers top log-probabilities on this configuration.
 
     ``local_model``: the judge runs in this process (always yes). ``api_base``: the configured base URL of
     the judge's provider; a base other than OpenAI's own is an OpenAI-compatible server (vLLM, llama.cpp)
     unless the model names a provider that does not offer them."""
     if local_model:
-        return TopLogprobsCapability(True, "in-process", "the local model in this process reports the top "
-                                     "log-probabilities of every token it writes")
+        return TopLogprobsCapability(
+            True,
+            "in-process",
+            "the local model in this process reports the top log-probabilities of every token it writes",
+        )
     provider, name = _split(model)
     if provider is None:
         lowered = name.lower()
@@ -81,21 +87,36 @@ def top_logprobs_capability(model: str, *, local_model: bool = False,
         elif lowered.startswith(_OPENAI_NAMES):
             provider = "openai"
     if provider in _NOT_OFFERING_PROVIDERS:
-        return TopLogprobsCapability(False, "none", f"{model}: the {provider} API does not return "
-                                     "log-probabilities of generated tokens; use --estimator judged")
-    self_hosted = (bool(api_base) and provider != "azure"
-                   and not any(host in (api_base or "") for host in _OPENAI_HOSTS))
+        return TopLogprobsCapability(
+            False,
+            "none",
+            f"{model}: the {provider} API does not return "
+            "log-probabilities of generated tokens; use --estimator judged",
+        )
+    self_hosted = bool(api_base) and provider != "azure" and not any(host in (api_base or "") for host in _OPENAI_HOSTS)
     if self_hosted and provider in (None, *_OFFERING_PROVIDERS):
-        return TopLogprobsCapability(True, "chat-logprobs", f"{model} behind {api_base}: an OpenAI-compatible "
-                                     "server (vLLM, llama.cpp) answers logprobs/top_logprobs (verified on the "
-                                     "first call)")
+        return TopLogprobsCapability(
+            True,
+            "chat-logprobs",
+            f"{model} behind {api_base}: an OpenAI-compatible "
+            "server (vLLM, llama.cpp) answers logprobs/top_logprobs (verified on the "
+            "first call)",
+        )
     if provider in _OFFERING_PROVIDERS:
         if _is_reasoning(name):
-            return TopLogprobsCapability(False, "none", f"{model} is a reasoning model: its API refuses "
-                                         "logprobs; use --estimator judged")
+            return TopLogprobsCapability(
+                False, "none", f"{model} is a reasoning model: its API refuses logprobs; use --estimator judged"
+            )
         where = "Azure OpenAI" if provider == "azure" else "OpenAI"
-        return TopLogprobsCapability(True, "chat-logprobs", f"{model}: {where} chat completions return the top "
-                                     "log-probabilities of generated tokens (up to 20)")
-    return TopLogprobsCapability(False, "none", f"no top log-probabilities are known for {model}: use an "
-                                 "OpenAI or Azure chat model, a self-hosted OpenAI-compatible server (pass its "
-                                 "base URL) or a local model, or --estimator judged")
+        return TopLogprobsCapability(
+            True,
+            "chat-logprobs",
+            f"{model}: {where} chat completions return the top log-probabilities of generated tokens (up to 20)",
+        )
+    return TopLogprobsCapability(
+        False,
+        "none",
+        f"no top log-probabilities are known for {model}: use an "
+        "OpenAI or Azure chat model, a self-hosted OpenAI-compatible server (pass its "
+        "base URL) or a local model, or --estimator judged",
+    )

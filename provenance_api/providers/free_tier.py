@@ -40,8 +40,9 @@ def corpus_for(turn: StoredTurn, params: Params = DEFAULT_PARAMS) -> Corpus:
     return build_corpus(turn, params, tokenizer())
 
 
-def gate_view(turn: StoredTurn, params: Params = DEFAULT_PARAMS,
-              segments: Sequence[tuple[str | None, str]] | None = None) -> GateView:
+def gate_view(
+    turn: StoredTurn, params: Params = DEFAULT_PARAMS, segments: Sequence[tuple[str | None, str]] | None = None
+) -> GateView:
     corpus = corpus_for(turn, params)
     segs = client_segments(turn.response, segments) if segments else segment_response(turn.response)
     return GateView(corpus=corpus, segments=segs, report=gate_turn(corpus, segs, params))
@@ -64,10 +65,28 @@ def require_selection(turn: StoredTurn, view: GateView, sentence: str) -> Select
     return selection
 
 
-def cost_quote(turn: StoredTurn, corpus: Corpus, claim: str, *, model: str, params: Params = DEFAULT_PARAMS,
-               probe: bool = False, trace: bool = True, pricing: Pricing | None = None) -> CostQuote:
+def cost_quote(
+    turn: StoredTurn,
+    corpus: Corpus,
+    claim: str,
+    *,
+    model: str,
+    params: Params = DEFAULT_PARAMS,
+    probe: bool = False,
+    trace: bool = True,
+    pricing: Pricing | None = None,
+) -> CostQuote:
     """``pricing``: the operator's prices (``operations.model_policy``); default litellm's bundled map."""
     from provenance_api.providers.llm_litellm import LiteLLMPricing
 
-    return quote_cost(corpus, claim, model=model, params=params, tokenizer=tokenizer(),
-                      pricing=pricing or LiteLLMPricing(), query=turn.effective_query(), probe=probe, trace=trace)
+    return quote_cost(
+        corpus,
+        claim,
+        model=model,
+        params=params,
+        tokenizer=tokenizer(),
+        pricing=pricing or LiteLLMPricing(),
+        query=turn.effective_query(),
+        probe=probe,
+        trace=trace,
+    )

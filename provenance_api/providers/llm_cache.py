@@ -71,8 +71,16 @@ class CachingLLM:
     """An ``LLM`` that answers repeated deterministic calls from a ``JudgementCache``, within the scope of
     one tenant (``tenant``) unless ``shared``; unscoped (``tenant=None``) it uses the shared scope."""
 
-    def __init__(self, inner: LLM, cache: JudgementCache, *, api_base: str | None = None,
-                 tenant: str | None = None, shared: bool = False, turn_id: str | None = None) -> None:
+    def __init__(
+        self,
+        inner: LLM,
+        cache: JudgementCache,
+        *,
+        api_base: str | None = None,
+        tenant: str | None = None,
+        shared: bool = False,
+        turn_id: str | None = None,
+    ) -> None:
         self.inner = inner
         self.cache = cache
         self.api_base = api_base
@@ -93,8 +101,9 @@ class CachingLLM:
     def for_tenant(self, tenant: str, turn_id: str | None = None) -> CachingLLM:
         """The same judge and store, its entries kept within ``tenant``'s scope (unless shared) — within one
         stored turn's scope when ``turn_id`` is given, so deleting the turn can purge them."""
-        return CachingLLM(self.inner, self.cache, api_base=self.api_base, tenant=tenant, shared=self.shared,
-                          turn_id=turn_id)
+        return CachingLLM(
+            self.inner, self.cache, api_base=self.api_base, tenant=tenant, shared=self.shared, turn_id=turn_id
+        )
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         if not cacheable(request):

@@ -93,8 +93,16 @@ _MODES: tuple[StructuredMode, ...] = ("json_schema", "json_object", "none")
 
 _LITELLM: Any = None
 _LITELLM_LOCK = threading.Lock()
-_CALLBACK_LISTS = ("callbacks", "input_callback", "success_callback", "failure_callback", "service_callback",
-                   "_async_input_callback", "_async_success_callback", "_async_failure_callback")
+_CALLBACK_LISTS = (
+    "callbacks",
+    "input_callback",
+    "success_callback",
+    "failure_callback",
+    "service_callback",
+    "_async_input_callback",
+    "_async_success_callback",
+    "_async_failure_callback",
+)
 
 
 def load_litellm() -> Any:
@@ -152,8 +160,9 @@ async def aclose_litellm(*, close_http_clients: bool = False, timeout: float = 5
 
 _FULL_FENCE = re.compile(r"^```[A-Za-z0-9_+-]*[ \t]*\r?\n?(.*?)\r?\n?[ \t]*```$", re.DOTALL)
 _ANY_FENCE = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\r?\n(.*?)\r?\n[ \t]*```", re.DOTALL)
-_SCHEMA_WORDS = re.compile(r"response[_ ]?format|json[_ ]?schema|json[_ ]?object|schema|grammar|structured",
-                           re.IGNORECASE)
+_SCHEMA_WORDS = re.compile(
+    r"response[_ ]?format|json[_ ]?schema|json[_ ]?object|schema|grammar|structured", re.IGNORECASE
+)
 _LITELLM_PREFIX = re.compile(r"^(?:litellm\.\w+:\s*)?(?:\w+Error:\s*)?(?:\w+Exception\s*-\s*)?")
 _SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]")
 _LOGPROB_WORDS = re.compile(r"logprob", re.IGNORECASE)
@@ -231,9 +240,11 @@ def _parse_retry_after(headers: Any) -> float | None:
 
 
 def _retry_after(exc: BaseException) -> float | None:
-    for headers in (getattr(exc, "litellm_response_headers", None),
-                    getattr(getattr(exc, "response", None), "headers", None),
-                    getattr(exc, "headers", None)):
+    for headers in (
+        getattr(exc, "litellm_response_headers", None),
+        getattr(getattr(exc, "response", None), "headers", None),
+        getattr(exc, "headers", None),
+    ):
         value = _parse_retry_after(headers)
         if value is not None:
             return value
@@ -368,8 +379,12 @@ class LiteLLMClient:
         return _MODES[self._mode_index]
 
     def counters(self) -> dict[str, int]:
-        return {"attempted": self.calls_attempted, "answered": self.calls_answered,
-                "billed": self.calls_billed, "retries": self.retries}
+        return {
+            "attempted": self.calls_attempted,
+            "answered": self.calls_answered,
+            "billed": self.calls_billed,
+            "retries": self.retries,
+        }
 
     # ------------------------------------------------------------------ public
 
@@ -381,16 +396,16 @@ class LiteLLMClient:
             try:
                 return await self._complete(litellm, request, state, logprobs=ask)
             except _LogprobsRejected as rejected:
-                self.logprobs_unavailable = (f"the provider rejected top log-probabilities: "
-                                             f"{rejected.error.provider_message or rejected.error}")
+                self.logprobs_unavailable = (
+                    f"the provider rejected top log-probabilities: {rejected.error.provider_message or rejected.error}"
+                )
                 log.warning("%s: %s; asking without them from now on", self._model, self.logprobs_unavailable)
                 return await self._complete(litellm, request, state, logprobs=False)
         except ProviderError as err:
             err.billed = err.billed or state.billed
             raise
 
-    async def _complete(self, litellm: Any, request: LLMRequest, state: _CallState, *,
-                        logprobs: bool) -> LLMResponse:
+    async def _complete(self, litellm: Any, request: LLMRequest, state: _CallState, *, logprobs: bool) -> LLMResponse:
         base = self._base_kwargs(request, logprobs=logprobs)
         if request.json_schema is None:
             answer = await self._with_retries(litellm, base, state, structured=False)
@@ -403,8 +418,12 @@ class LiteLLMClient:
                 answer = await self._with_retries(litellm, kwargs, state, structured=mode != "none")
             except _StructuredOutputRejected as rejected:
                 # the server named the schema / response_format: this mode will never work here
-                log.info("%s: the server rejected response_format %s (%s); falling back",
-                         self._model, mode, rejected.error.detail)
+                log.info(
+                    "%s: the server rejected response_format %s (%s); falling back",
+                    self._model,
+                    mode,
+                    rejected.error.detail,
+                )
                 index += 1
                 self._remember_mode(index)
                 continue
@@ -413,8 +432,7 @@ class LiteLLMClient:
                     raise
                 # a bare 500 to a schema request, even after retries: try the next mode for this
                 # call, and keep it only if it works
-                log.info("%s: HTTP 500 to response_format %s (%s); falling back",
-                         self._model, mode, err.detail)
+                log.info("%s: HTTP 500 to response_format %s (%s); falling back", self._model, mode, err.detail)
                 index += 1
                 continue
             self._remember_mode(index)
@@ -450,8 +468,10 @@ class LiteLLMClient:
     def _response_format(mode: StructuredMode, request: LLMRequest) -> dict[str, Any]:
         schema = request.json_schema or {}
         if mode == "json_schema":
-            spec: dict[str, Any] = {"name": _SCHEMA_NAME.sub("_", request.schema_name)[:64] or "output",
-                                    "schema": schema}
+            spec: dict[str, Any] = {
+                "name": _SCHEMA_NAME.sub("_", request.schema_name)[:64] or "output",
+                "schema": schema,
+            }
             if schema.get("additionalProperties") is False:
                 spec["strict"] = True
             return {"response_format": {"type": "json_schema", "json_schema": spec}}
@@ -466,8 +486,9 @@ class LiteLLMClient:
 
     # ------------------------------------------------------------------ calling
 
-    async def _with_retries(self, litellm: Any, kwargs: dict[str, Any], state: _CallState,
-                            *, structured: bool) -> _Answer:
+    async def _with_retries(
+        self, litellm: Any, kwargs: dict[str, Any], state: _CallState, *, structured: bool
+    ) -> _Answer:
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.max_attempts),
             wait=self._wait,
@@ -495,16 +516,14 @@ class LiteLLMClient:
         delay = retry_state.next_action.sleep if retry_state.next_action is not None else 0.0
         self.retries += 1
         self.retry_wait_seconds += delay
-        log.info("%s: attempt %d failed (%s); retrying in %.2fs", self._model, retry_state.attempt_number,
-                 exc, delay)
+        log.info("%s: attempt %d failed (%s); retrying in %.2fs", self._model, retry_state.attempt_number, exc, delay)
 
     @property
     def _guard_seconds(self) -> float:
         # litellm enforces ``timeout`` itself; this outer bound only catches a call it fails to end
         return self.timeout * 1.5 + 5.0
 
-    async def _attempt(self, litellm: Any, kwargs: dict[str, Any], state: _CallState,
-                       structured: bool) -> _Answer:
+    async def _attempt(self, litellm: Any, kwargs: dict[str, Any], state: _CallState, structured: bool) -> _Answer:
         self.calls_attempted += 1
         state.attempts += 1
         try:
@@ -528,15 +547,20 @@ class LiteLLMClient:
     @staticmethod
     def _names_logprobs(error: ProviderError) -> bool:
         """A 400/422 whose message names logprobs / top_logprobs."""
-        return (error.provider_status in (400, 422) and isinstance(error, ProviderBadRequest)
-                and bool(_LOGPROB_WORDS.search(error.provider_message)))
+        return (
+            error.provider_status in (400, 422)
+            and isinstance(error, ProviderBadRequest)
+            and bool(_LOGPROB_WORDS.search(error.provider_message))
+        )
 
     @staticmethod
     def _names_the_schema(error: ProviderError) -> bool:
         """A 400/422/500 whose message names response_format / schema / grammar."""
-        return (error.provider_status in (400, 422, 500)
-                and isinstance(error, ProviderBadRequest | ProviderUnavailable)
-                and bool(_SCHEMA_WORDS.search(error.provider_message)))
+        return (
+            error.provider_status in (400, 422, 500)
+            and isinstance(error, ProviderBadRequest | ProviderUnavailable)
+            and bool(_SCHEMA_WORDS.search(error.provider_message))
+        )
 
     def _read(self, litellm: Any, response: Any, state: _CallState) -> _Answer:
         usage_obj = _get(response, "usage")
@@ -554,25 +578,27 @@ class LiteLLMClient:
                 cost = float(value) if value is not None else None
             except Exception:  # unpriced model: litellm raises; the cost is unknown, not zero
                 cost = None
-        usage = Usage(input_tokens=input_tokens, output_tokens=output_tokens,
-                      cached_input_tokens=cached_tokens, cost_usd=cost)
+        usage = Usage(
+            input_tokens=input_tokens, output_tokens=output_tokens, cached_input_tokens=cached_tokens, cost_usd=cost
+        )
         choices = _get(response, "choices") or []
         if not choices:
-            raise ProviderResponseInvalid(f"{self._model}: the provider's answer has no choices",
-                                          billed=billed)
+            raise ProviderResponseInvalid(f"{self._model}: the provider's answer has no choices", billed=billed)
         content = _get(_get(choices[0], "message"), "content")
         if not isinstance(content, str) or not content.strip():
             finish = _get(choices[0], "finish_reason")
             raise ProviderResponseInvalid(
-                f"{self._model}: the provider's answer has no text (finish_reason={finish})", billed=billed)
+                f"{self._model}: the provider's answer has no text (finish_reason={finish})", billed=billed
+            )
         hidden = getattr(response, "_hidden_params", None)
         cache_hit = bool(hidden.get("cache_hit")) if isinstance(hidden, dict) else False
         return _Answer(text=content, usage=usage, cached=cache_hit, top_logprobs=parse_top_logprobs(choices[0]))
 
     def _response(self, answer: _Answer, *, json_answer: bool) -> LLMResponse:
         text = strip_code_fences(answer.text) if json_answer else answer.text
-        return LLMResponse(text=text, usage=answer.usage, model=self._model, cached=answer.cached,
-                           top_logprobs=answer.top_logprobs)
+        return LLMResponse(
+            text=text, usage=answer.usage, model=self._model, cached=answer.cached, top_logprobs=answer.top_logprobs
+        )
 
     # ------------------------------------------------------------------ error mapping
 
@@ -580,8 +606,12 @@ class LiteLLMClient:
         text = scrub_secrets(text, [self._api_key, *self._extra_headers.values()])
         if not self.disclose_endpoint and self.api_base:
             parts = urlsplit(self.api_base)
-            for place in (self.api_base.rstrip("/"), f"{parts.scheme}://{parts.netloc}", parts.netloc,
-                          parts.hostname or ""):
+            for place in (
+                self.api_base.rstrip("/"),
+                f"{parts.scheme}://{parts.netloc}",
+                parts.netloc,
+                parts.hostname or "",
+            ):
                 if place:
                     text = text.replace(place, "[provider]")
         return text
@@ -607,43 +637,68 @@ class LiteLLMClient:
         message = self._provider_message(exc)
         model = self._model
 
-        if isinstance(exc, ex.Timeout) or "APITimeoutError" in names or any(
-                isinstance(c, TimeoutError | httpx.TimeoutException) for c in chain):
-            return ProviderTimeout(f"{model}: the provider did not answer within {self.timeout:g}s",
-                                   provider_status=None), False
+        if (
+            isinstance(exc, ex.Timeout)
+            or "APITimeoutError" in names
+            or any(isinstance(c, TimeoutError | httpx.TimeoutException) for c in chain)
+        ):
+            return ProviderTimeout(
+                f"{model}: the provider did not answer within {self.timeout:g}s", provider_status=None
+            ), False
         if isinstance(exc, ex.APIResponseValidationError) or (
-                not got_response and any(isinstance(c, json.JSONDecodeError) for c in chain)):
-            return ProviderResponseInvalid(f"{model}: the provider's 2xx answer could not be read: {message}",
-                                           billed=False), True
-        if isinstance(exc, ex.APIConnectionError) or (not got_response and (
-                "APIConnectionError" in names or "ClientConnectionError" in names
-                or any(isinstance(c, ConnectionError | httpx.TransportError) for c in chain))):
+            not got_response and any(isinstance(c, json.JSONDecodeError) for c in chain)
+        ):
+            return ProviderResponseInvalid(
+                f"{model}: the provider's 2xx answer could not be read: {message}", billed=False
+            ), True
+        if isinstance(exc, ex.APIConnectionError) or (
+            not got_response
+            and (
+                "APIConnectionError" in names
+                or "ClientConnectionError" in names
+                or any(isinstance(c, ConnectionError | httpx.TransportError) for c in chain)
+            )
+        ):
             where = f" at {self._scrub(self.api_base)}" if self.api_base and self.disclose_endpoint else ""
-            return ProviderUnavailable(f"{model}: could not reach the provider{where}: {message}",
-                                       provider_status=None), False
+            return ProviderUnavailable(
+                f"{model}: could not reach the provider{where}: {message}", provider_status=None
+            ), False
         if isinstance(exc, ex.RateLimitError) or status == 429:
-            return ProviderRateLimited(f"{model}: the provider is rate limiting (HTTP 429): {message}",
-                                       provider_status=status or 429, retry_after=retry_after), False
+            return ProviderRateLimited(
+                f"{model}: the provider is rate limiting (HTTP 429): {message}",
+                provider_status=status or 429,
+                retry_after=retry_after,
+            ), False
         if isinstance(exc, ex.ContextWindowExceededError):
-            return ProviderBadRequest(f"{model}: the request exceeds the model's context window: {message}",
-                                      provider_status=status,
-                                      fix="shorten the sources or use a model with a larger context"), False
+            return ProviderBadRequest(
+                f"{model}: the request exceeds the model's context window: {message}",
+                provider_status=status,
+                fix="shorten the sources or use a model with a larger context",
+            ), False
         if isinstance(exc, ex.AuthenticationError | ex.PermissionDeniedError) or status in (401, 403):
             return ProviderAuthError(
                 f"{model}: the provider refused the credentials (HTTP {status}): {message}",
-                provider_status=status, fix="check the provider api key and its access to this model"), False
+                provider_status=status,
+                fix="check the provider api key and its access to this model",
+            ), False
         if isinstance(exc, ex.BadRequestError | ex.NotFoundError | ex.UnprocessableEntityError) or (
-                status is not None and 400 <= status < 500 and status != 408):
+            status is not None and 400 <= status < 500 and status != 408
+        ):
             return ProviderBadRequest(
-                f"{model}: the provider rejected the request (HTTP {status}): {message}",
-                provider_status=status), False
+                f"{model}: the provider rejected the request (HTTP {status}): {message}", provider_status=status
+            ), False
         if status == 408:
-            return ProviderTimeout(f"{model}: the provider timed out (HTTP 408): {message}",
-                                   provider_status=status), False
+            return ProviderTimeout(
+                f"{model}: the provider timed out (HTTP 408): {message}", provider_status=status
+            ), False
         if isinstance(exc, ex.ServiceUnavailableError | ex.InternalServerError | ex.APIError) or (
-                status is not None and status >= 500):
-            return ProviderUnavailable(f"{model}: the provider failed (HTTP {status}): {message}",
-                                       provider_status=status, retry_after=retry_after), False
+            status is not None and status >= 500
+        ):
+            return ProviderUnavailable(
+                f"{model}: the provider failed (HTTP {status}): {message}",
+                provider_status=status,
+                retry_after=retry_after,
+            ), False
         log.warning("%s: unexpected %s from litellm", model, type(exc).__name__)
         return ProviderError(f"{model}: the provider call failed ({type(exc).__name__}): {message}"), False
 

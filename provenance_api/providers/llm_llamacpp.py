@@ -88,8 +88,11 @@ class LlamaCppLLM:
             raise LLMError("the local model's answer has no message") from exc
         top = parse_top_logprobs(choice) if request.top_logprobs is not None else None
         usage_in = out.get("usage") or {}
-        usage = Usage(input_tokens=int(usage_in.get("prompt_tokens", 0)),
-                      output_tokens=int(usage_in.get("completion_tokens", 0)), cost_usd=0.0)
+        usage = Usage(
+            input_tokens=int(usage_in.get("prompt_tokens", 0)),
+            output_tokens=int(usage_in.get("completion_tokens", 0)),
+            cost_usd=0.0,
+        )
         if request.json_schema is not None:
             text = strip_code_fences(text)
         return LLMResponse(text=text, usage=usage, model=self.local.name, top_logprobs=top)

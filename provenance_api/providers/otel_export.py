@@ -108,13 +108,21 @@ def call_spans(records: Sequence[CallRecord]) -> list[CallSpan]:
     out: list[CallSpan] = []
     for record in sorted(records, key=lambda r: r.index):
         in_flight = record.outcome == "sending"
-        out.append(CallSpan(
-            index=record.index, kind=record.kind, stage=record.stage, mask=record.mask,
-            outcome="failed" if record.outcome == "sending" else record.outcome,
-            started_at=record.started_at, seconds=record.seconds, input_tokens=record.usage.input_tokens,
-            output_tokens=record.usage.output_tokens, parsed=record.parsed,
-            error=IN_FLIGHT_ERROR if in_flight else record.error,
-        ))
+        out.append(
+            CallSpan(
+                index=record.index,
+                kind=record.kind,
+                stage=record.stage,
+                mask=record.mask,
+                outcome="failed" if record.outcome == "sending" else record.outcome,
+                started_at=record.started_at,
+                seconds=record.seconds,
+                input_tokens=record.usage.input_tokens,
+                output_tokens=record.usage.output_tokens,
+                parsed=record.parsed,
+                error=IN_FLIGHT_ERROR if in_flight else record.error,
+            )
+        )
     return out
 
 
@@ -134,8 +142,14 @@ def _model(name: str) -> tuple[str, str]:
 
 def _model_attributes(model: str) -> dict[str, AttributeValue]:
     provider, bare = _model(model)
-    return {"gen_ai.request.model": bare, "gen_ai.provider.name": provider, "gen_ai.system": provider,
-            "llm.model_name": bare, "llm.provider": provider, "llm.system": provider}
+    return {
+        "gen_ai.request.model": bare,
+        "gen_ai.provider.name": provider,
+        "gen_ai.system": provider,
+        "llm.model_name": bare,
+        "llm.provider": provider,
+        "llm.system": provider,
+    }
 
 
 def _trace_attributes(trace: TraceSpan) -> dict[str, AttributeValue]:
@@ -156,8 +170,10 @@ def _trace_attributes(trace: TraceSpan) -> dict[str, AttributeValue]:
         **_model_attributes(trace.model),
     }
     optional: dict[str, AttributeValue | None] = {
-        "provenance.trace.reason": trace.reason, "provenance.verdict": trace.verdict,
-        "provenance.estimator": trace.estimator, "provenance.gamma": trace.gamma,
+        "provenance.trace.reason": trace.reason,
+        "provenance.verdict": trace.verdict,
+        "provenance.estimator": trace.estimator,
+        "provenance.gamma": trace.gamma,
         "provenance.cost_usd": trace.cost_usd,
     }
     attributes.update({key: value for key, value in optional.items() if value is not None})
@@ -200,8 +216,9 @@ class TraceSpanExporter:
         if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):  # OTEL_SERVICE_NAME wins
             resource = resource.merge(Resource({SERVICE_NAME: SERVICE}))
         resource = resource.merge(Resource({SERVICE_VERSION: _version()}))
-        exporter = OTLPSpanExporter(endpoint=target.traces_url, headers=dict(target.headers) or None,
-                                    timeout=EXPORT_TIMEOUT_SECONDS)
+        exporter = OTLPSpanExporter(
+            endpoint=target.traces_url, headers=dict(target.headers) or None, timeout=EXPORT_TIMEOUT_SECONDS
+        )
         self.provider = TracerProvider(resource=resource)
         self.provider.add_span_processor(BatchSpanProcessor(exporter))
         self.tracer = self.provider.get_tracer(SCOPE, _version())
@@ -212,17 +229,25 @@ class TraceSpanExporter:
         starts = [c.started_at for c in calls]
         start = min([trace.started_at, *starts])
         end = max([trace.finished_at, *ends])
-        root = self.tracer.start_span(f"provenance.{trace.kind}", kind=SpanKind.INTERNAL,
-                                      attributes=_trace_attributes(trace), start_time=_ns(start))
+        root = self.tracer.start_span(
+            f"provenance.{trace.kind}",
+            kind=SpanKind.INTERNAL,
+            attributes=_trace_attributes(trace),
+            start_time=_ns(start),
+        )
         if trace.status == "succeeded":
             root.set_status(Status(StatusCode.OK))
         else:
             root.set_status(Status(StatusCode.ERROR, redact(trace.reason or trace.status)[:300]))
         parent = trace_api.set_span_in_context(root)
         for call, call_end in zip(calls, ends, strict=True):
-            span = self.tracer.start_span(f"{_operation(call)} {_model(trace.model)[1]}", context=parent,
-                                          kind=SpanKind.CLIENT, attributes=_call_attributes(call, trace.model),
-                                          start_time=_ns(call.started_at))
+            span = self.tracer.start_span(
+                f"{_operation(call)} {_model(trace.model)[1]}",
+                context=parent,
+                kind=SpanKind.CLIENT,
+                attributes=_call_attributes(call, trace.model),
+                start_time=_ns(call.started_at),
+            )
             if call.error is not None and call.outcome != "answered":
                 span.set_status(Status(StatusCode.ERROR, redact(call.error)[:300]))
             span.end(end_time=_ns(call_end))

@@ -56,8 +56,7 @@ class EchoAlignment:
     markers: int
 
 
-def check_alignment(tokens: Sequence[str], logprobs: Sequence[float | None],
-                    template: ChatTemplate) -> EchoAlignment:
+def check_alignment(tokens: Sequence[str], logprobs: Sequence[float | None], template: ChatTemplate) -> EchoAlignment:
     """Whether echoed log-probabilities belong to the tokens they are reported with (see the module doc).
 
     Reads the template's certain position: each turn after the first opens with ``end`` ``\n`` ``start``,
@@ -89,11 +88,22 @@ class _Retryable(Exception):
 class CompletionsScorer:
     """``estimator.scorer.Scorer`` over ``POST {api_base}/completions`` with echo; see the module doc."""
 
-    def __init__(self, model: str, api_base: str, api_key: str | None = None, *,
-                 template: ChatTemplate = QWEN_TEMPLATE, bos: BosMode = "auto", timeout: float = 600.0,
-                 max_attempts: int = 3, backoff_base: float = 0.5, backoff_max: float = 10.0,
-                 max_tokens: int = 1, transport: httpx.AsyncBaseTransport | None = None,
-                 disclose_endpoint: bool = True) -> None:
+    def __init__(
+        self,
+        model: str,
+        api_base: str,
+        api_key: str | None = None,
+        *,
+        template: ChatTemplate = QWEN_TEMPLATE,
+        bos: BosMode = "auto",
+        timeout: float = 600.0,
+        max_attempts: int = 3,
+        backoff_base: float = 0.5,
+        backoff_max: float = 10.0,
+        max_tokens: int = 1,
+        transport: httpx.AsyncBaseTransport | None = None,
+        disclose_endpoint: bool = True,
+    ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
         self._model = model
@@ -157,13 +167,20 @@ class CompletionsScorer:
         raise ScorerError(
             f"the server's echoed log-probabilities are shifted by one token (the template's turn "
             f"boundaries, certain when aligned, read {alignment.marker_mean_logprob:.1f} nats); prepend the BOS "
-            "text (bos='auto' or 'always') or use a server that aligns echo")
+            "text (bos='auto' or 'always') or use a server that aligns echo"
+        )
 
     async def _score(self, prefix: str, target: str, *, prepend: bool) -> tuple[ScoredTarget, EchoAlignment]:
         bos = self.template.bos_text if prepend and self.template.bos_text else ""
         prompt = bos + prefix + target
-        body: dict[str, Any] = {"model": self._model, "prompt": prompt, "echo": True, "logprobs": 1,
-                                "max_tokens": self.max_tokens, "temperature": 0.0}
+        body: dict[str, Any] = {
+            "model": self._model,
+            "prompt": prompt,
+            "echo": True,
+            "logprobs": 1,
+            "max_tokens": self.max_tokens,
+            "temperature": 0.0,
+        }
         data = await self._post(body)
         try:
             choice = data["choices"][0]
@@ -171,8 +188,9 @@ class CompletionsScorer:
             tokens: list[str] = [str(t) for t in lp["tokens"]]
             values: list[float | None] = [None if v is None else float(v) for v in lp["token_logprobs"]]
         except (KeyError, IndexError, TypeError, ValueError) as exc:
-            raise ScorerError(f"the completion has no echoed log-probabilities ({type(exc).__name__}: {exc})",
-                              billed=True) from exc
+            raise ScorerError(
+                f"the completion has no echoed log-probabilities ({type(exc).__name__}: {exc})", billed=True
+            ) from exc
         if len(tokens) != len(values):
             raise ScorerError("the echo's tokens and log-probabilities differ in length", billed=True)
         # Servers differ in what they echo: the BOS they were sent (llama.cpp drops it) and special tokens as
@@ -187,17 +205,22 @@ class CompletionsScorer:
                 break
         else:
             expected = visible[-1] + self._visible(target)
-            raise ScorerError("the echoed tokens do not reproduce the prompt that was sent "
-                              f"(first difference at character {_first_difference(joined, expected)})",
-                              billed=True)
+            raise ScorerError(
+                "the echoed tokens do not reproduce the prompt that was sent "
+                f"(first difference at character {_first_difference(joined, expected)})",
+                billed=True,
+            )
         offsets: list[int] = []
         position = 0
         for tok in tokens:
             offsets.append(position)
             position += len(tok)
         if start not in offsets or (end not in offsets and end != position):
-            raise ScorerError("no token boundary where the target starts or ends: the tokenizer merged the "
-                              "target with its surroundings", billed=True)
+            raise ScorerError(
+                "no token boundary where the target starts or ends: the tokenizer merged the "
+                "target with its surroundings",
+                billed=True,
+            )
         picked = [i for i, off in enumerate(offsets) if start <= off < end]
         target_values = [values[i] for i in picked]
         if not picked or any(v is None for v in target_values):
@@ -205,8 +228,9 @@ class CompletionsScorer:
         usage = data.get("usage") or {}
         prompt_tokens = int(usage.get("prompt_tokens") or len(offsets))
         alignment = check_alignment(tokens, values, self.template)
-        scored = ScoredTarget.of([v for v in target_values if v is not None], [tokens[i] for i in picked],
-                                 prompt_tokens=prompt_tokens)
+        scored = ScoredTarget.of(
+            [v for v in target_values if v is not None], [tokens[i] for i in picked], prompt_tokens=prompt_tokens
+        )
         return scored, alignment
 
     def _visible(self, text: str) -> str:
@@ -235,8 +259,9 @@ class CompletionsScorer:
                     await anyio.sleep(wait)
         raise ScorerError(self._scrub(f"scoring failed after {self.max_attempts} attempt(s): {last}"))
 
-    async def _attempt(self, client: httpx.AsyncClient, url: str, body: dict[str, Any],
-                       headers: dict[str, str]) -> dict[str, Any]:
+    async def _attempt(
+        self, client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str]
+    ) -> dict[str, Any]:
         try:
             response = await client.post(url, json=body, headers=headers)
         except httpx.TimeoutException as exc:

@@ -30,8 +30,10 @@ from estimator.scorer import QWEN_TEMPLATE, ChatTemplate, ScoredTarget, ScorerEr
 
 __all__ = ["LlamaCppScorer", "LocalModel", "LocalModelUnavailable", "load_llama_cpp"]
 
-INSTALL_HINT = ("the local-model extra is not installed: run scripts/local-model.sh build (it compiles "
-                "llama-cpp-python once and installs it), or pip install 'provenance-service[local]'")
+INSTALL_HINT = (
+    "the local-model extra is not installed: run scripts/local-model.sh build (it compiles "
+    "llama-cpp-python once and installs it), or pip install 'provenance-service[local]'"
+)
 
 
 class LocalModelUnavailable(RuntimeError):
@@ -49,17 +51,30 @@ def load_llama_cpp() -> Any:
 class LocalModel:
     """One GGUF model in this process, shared by the scorer and the chat adapter (one call at a time)."""
 
-    def __init__(self, path: str | os.PathLike[str], *, n_ctx: int = 4096, n_threads: int | None = None,
-                 template: ChatTemplate = QWEN_TEMPLATE, seed: int = 0) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        template: ChatTemplate = QWEN_TEMPLATE,
+        seed: int = 0,
+    ) -> None:
         model_path = Path(path)
         if not model_path.is_file():
             raise LocalModelUnavailable(f"no model file at {model_path}")
         llama_cpp = load_llama_cpp()
         try:
             threads = n_threads or os.cpu_count() or 1  # prompt evaluation too (llama.cpp's n_threads_batch)
-            self.llama: Any = llama_cpp.Llama(model_path=str(model_path), n_ctx=n_ctx, logits_all=True,
-                                              n_threads=threads, n_threads_batch=threads, seed=seed,
-                                              verbose=False)
+            self.llama: Any = llama_cpp.Llama(
+                model_path=str(model_path),
+                n_ctx=n_ctx,
+                logits_all=True,
+                n_threads=threads,
+                n_threads_batch=threads,
+                seed=seed,
+                verbose=False,
+            )
         except (ValueError, RuntimeError) as exc:
             raise LocalModelUnavailable(f"cannot load {model_path.name}: {exc}") from exc
         self.path = model_path
@@ -129,8 +144,8 @@ class LlamaCppScorer:
             llama.n_tokens = common
             started = time.perf_counter()
             try:
-                self._eval(full[common: len(head) - 1], logits=False)
-                self._eval(full[len(head) - 1:], logits=True)
+                self._eval(full[common : len(head) - 1], logits=False)
+                self._eval(full[len(head) - 1 :], logits=True)
             except Exception as exc:
                 llama.reset()
                 raise ScorerError(f"the local model failed to evaluate the prompt: {exc}") from exc
@@ -141,11 +156,13 @@ class LlamaCppScorer:
             self.scored_tokens += len(full)
             if hasattr(llama, "_requires_eval"):
                 llama._requires_eval = True
-            rows = np.asarray(llama.scores[len(head) - 1: len(full) - 1], dtype=np.float64)
+            rows = np.asarray(llama.scores[len(head) - 1 : len(full) - 1], dtype=np.float64)
         peak = rows.max(axis=1, keepdims=True)
         log_norm = peak[:, 0] + np.log(np.exp(rows - peak).sum(axis=1))
-        ids = full[len(head):]
+        ids = full[len(head) :]
         values = [float(rows[i, tok] - log_norm[i]) for i, tok in enumerate(ids)]
-        pieces = [llama.detokenize([tok], prev_tokens=full[: len(head) + i]).decode("utf-8", errors="replace")
-                  for i, tok in enumerate(ids)]
+        pieces = [
+            llama.detokenize([tok], prev_tokens=full[: len(head) + i]).decode("utf-8", errors="replace")
+            for i, tok in enumerate(ids)
+        ]
         return ScoredTarget.of(values, pieces, prompt_tokens=len(head))

@@ -92,8 +92,9 @@ class TiktokenTokenizer:
             self._encoding = _load_cl100k()
         except Exception as exc:
             self.fallback_reason = f"{type(exc).__name__}: {exc}"
-            log.warning("tiktoken %s unavailable offline (%s); using the approximate tokenizer",
-                        ENCODING, self.fallback_reason)
+            log.warning(
+                "tiktoken %s unavailable offline (%s); using the approximate tokenizer", ENCODING, self.fallback_reason
+            )
 
     @property
     def exact(self) -> bool:

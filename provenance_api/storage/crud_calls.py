@@ -90,7 +90,7 @@ def _cut(text: str, limit: int) -> str:
     keep = max(0, limit - _MARKER_ROOM)
     head, tail = keep - keep // 2, keep // 2
     marker = f"\n[… {len(text) - keep:,} characters not kept …]\n"
-    return text[:head] + marker + (text[len(text) - tail:] if tail else "")
+    return text[:head] + marker + (text[len(text) - tail :] if tail else "")
 
 
 def cap_prompt(messages: Sequence[tuple[str, str]], cap: int = PROMPT_CAP_CHARS) -> tuple[list[tuple[str, str]], bool]:
@@ -154,8 +154,14 @@ def _row(job: JobRecord, record: CallRecord, total: int, price: tuple[float, flo
     )
 
 
-async def keep_calls(db: Database, job: JobRecord, records: Sequence[CallRecord], *,
-                     price: tuple[float, float] | None = None, max_kept: int | None = None) -> int:
+async def keep_calls(
+    db: Database,
+    job: JobRecord,
+    records: Sequence[CallRecord],
+    *,
+    price: tuple[float, float] | None = None,
+    max_kept: int | None = None,
+) -> int:
     """Keep ``job``'s calls (the first ``max_kept``, default ``MAX_CALLS_KEPT``, of them in the order sent),
     replacing any kept before, in one transaction; returns how many were kept. ``price``: the judge's USD per
     input and output token, when known."""
@@ -163,8 +169,9 @@ async def keep_calls(db: Database, job: JobRecord, records: Sequence[CallRecord]
     ordered = sorted(records, key=lambda r: r.index)
     rows = [_row(job, record, len(ordered), price) for record in ordered[:cap]]
     async with db.transaction() as session:
-        await session.execute(delete(ModelCallRow).where(ModelCallRow.tenant == job.tenant,
-                                                         ModelCallRow.trace_id == job.id))
+        await session.execute(
+            delete(ModelCallRow).where(ModelCallRow.tenant == job.tenant, ModelCallRow.trace_id == job.id)
+        )
         session.add_all(rows)
     return len(rows)
 
@@ -172,18 +179,32 @@ async def keep_calls(db: Database, job: JobRecord, records: Sequence[CallRecord]
 def _kept(row: ModelCallRow) -> KeptCall:
     prompt: list[Any] = list(row.prompt)
     return KeptCall(
-        index=row.call_index, stage=row.stage, mask=row.mask, kind=row.kind, outcome=row.outcome,
-        prompt=[(str(role), str(content)) for role, content in prompt], prompt_truncated=row.prompt_truncated,
-        reply=row.reply, parsed=row.parsed, started_at=row.started_at, seconds=row.seconds,
-        input_tokens=row.input_tokens, output_tokens=row.output_tokens, cost_usd=row.cost_usd, error=row.error)
+        index=row.call_index,
+        stage=row.stage,
+        mask=row.mask,
+        kind=row.kind,
+        outcome=row.outcome,
+        prompt=[(str(role), str(content)) for role, content in prompt],
+        prompt_truncated=row.prompt_truncated,
+        reply=row.reply,
+        parsed=row.parsed,
+        started_at=row.started_at,
+        seconds=row.seconds,
+        input_tokens=row.input_tokens,
+        output_tokens=row.output_tokens,
+        cost_usd=row.cost_usd,
+        error=row.error,
+    )
 
 
 async def calls_of(db: Database, tenant: str, trace_id: str) -> KeptCalls:
     """The tenant's kept calls of job ``trace_id`` in the order sent (none for another tenant's job, or for a
     job still running: calls are kept when it ends)."""
-    query = (select(ModelCallRow)
-             .where(ModelCallRow.tenant == tenant, ModelCallRow.trace_id == trace_id)
-             .order_by(ModelCallRow.call_index))
+    query = (
+        select(ModelCallRow)
+        .where(ModelCallRow.tenant == tenant, ModelCallRow.trace_id == trace_id)
+        .order_by(ModelCallRow.call_index)
+    )
     async with db.session() as session:
         rows = list((await session.execute(query)).scalars())
     return KeptCalls(total=max((row.trace_calls for row in rows), default=0), calls=[_kept(row) for row in rows])
@@ -191,6 +212,7 @@ async def calls_of(db: Database, tenant: str, trace_id: str) -> KeptCalls:
 
 async def erase_for_turns(session: AsyncSession, tenant: str, turn_ids: list[str]) -> None:
     """Remove the tenant's kept calls of every job of ``turn_ids``, inside the caller's transaction."""
-    await session.execute(delete(ModelCallRow).where(ModelCallRow.tenant == tenant,
-                                                     ModelCallRow.turn_id.in_(turn_ids)),
-                          execution_options={"synchronize_session": False})
+    await session.execute(
+        delete(ModelCallRow).where(ModelCallRow.tenant == tenant, ModelCallRow.turn_id.in_(turn_ids)),
+        execution_options={"synchronize_session": False},
+    )

@@ -27,14 +27,18 @@ async def open_session(db: Database, *, token_hash: str, key_id: str, ttl: timed
     now = utcnow()
     async with db.transaction() as session:
         await session.execute(delete(ViewerSession).where(ViewerSession.expires_at <= now))
-        session.add(ViewerSession(token_hash=token_hash, key_id=key_id, created_at=now, rotated_at=now,
-                                  expires_at=now + ttl))
+        session.add(
+            ViewerSession(token_hash=token_hash, key_id=key_id, created_at=now, rotated_at=now, expires_at=now + ttl)
+        )
 
 
 async def find_session(db: Database, token_hash: str) -> SessionRecord | None:
     """The session with this token digest if it has not expired and its key is not revoked."""
-    query = (select(ViewerSession, ApiKey).join(ApiKey, ApiKey.id == ViewerSession.key_id)
-             .where(ViewerSession.token_hash == token_hash))
+    query = (
+        select(ViewerSession, ApiKey)
+        .join(ApiKey, ApiKey.id == ViewerSession.key_id)
+        .where(ViewerSession.token_hash == token_hash)
+    )
     async with db.session() as session:
         row = (await session.execute(query)).one_or_none()
     if row is None:
@@ -42,8 +46,9 @@ async def find_session(db: Database, token_hash: str) -> SessionRecord | None:
     viewer, key = row
     if viewer.expires_at <= utcnow() or key.revoked_at is not None:
         return None
-    return SessionRecord(key=_record(key), created_at=viewer.created_at, rotated_at=viewer.rotated_at,
-                         expires_at=viewer.expires_at)
+    return SessionRecord(
+        key=_record(key), created_at=viewer.created_at, rotated_at=viewer.rotated_at, expires_at=viewer.expires_at
+    )
 
 
 async def rotate_session(db: Database, old_hash: str, new_hash: str) -> bool:
@@ -52,8 +57,15 @@ async def rotate_session(db: Database, old_hash: str, new_hash: str) -> bool:
         row = await session.get(ViewerSession, old_hash)
         if row is None:
             return False
-        session.add(ViewerSession(token_hash=new_hash, key_id=row.key_id, created_at=row.created_at,
-                                  rotated_at=utcnow(), expires_at=row.expires_at))
+        session.add(
+            ViewerSession(
+                token_hash=new_hash,
+                key_id=row.key_id,
+                created_at=row.created_at,
+                rotated_at=utcnow(),
+                expires_at=row.expires_at,
+            )
+        )
         await session.delete(row)
     return True
 

@@ -39,8 +39,11 @@ async def put_cursor(db: Database, tenant: str, source: str, position: str, conv
         async with db.session() as session:
             row = await session.get(ImportCursorRow, (tenant, source))
             if row is None:
-                session.add(ImportCursorRow(tenant=tenant, source=source, position=position,
-                                            conversations=conversations, updated_at=now))
+                session.add(
+                    ImportCursorRow(
+                        tenant=tenant, source=source, position=position, conversations=conversations, updated_at=now
+                    )
+                )
             else:
                 row.position, row.conversations, row.updated_at = position, conversations, now
             try:

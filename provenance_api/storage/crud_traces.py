@@ -309,8 +309,12 @@ class Progress:
 
     def counts(self) -> dict[str, int]:
         """The job row's call counts, as one set (made, billed, cached, failed)."""
-        return {"calls_made": self.calls_made, "calls_billed": self.calls_billed,
-                "calls_cached": self.calls_cached, "calls_failed": self.calls_failed}
+        return {
+            "calls_made": self.calls_made,
+            "calls_billed": self.calls_billed,
+            "calls_cached": self.calls_cached,
+            "calls_failed": self.calls_failed,
+        }
 
 
 async def record_progress(db: Database, job_id: str, progress: Progress) -> None:
@@ -444,8 +448,9 @@ async def trace_ids_of_turn(db: Database, tenant: str, turn_id: str, limit: int)
         return list((await session.execute(query)).scalars())
 
 
-async def recent_jobs(db: Database, tenant: str, *, source: JobSource | None, limit: int,
-                      kind: JobKind = "trace") -> list[JobRecord]:
+async def recent_jobs(
+    db: Database, tenant: str, *, source: JobSource | None, limit: int, kind: JobKind = "trace"
+) -> list[JobRecord]:
     """The tenant's jobs of ``kind`` (those ``source`` ran, when given), newest first, each with its result
     when it succeeded (``provenance traces``)."""
     query = (
@@ -480,8 +485,7 @@ async def requeue_unbilled(db: Database, job_id: str) -> bool:
         moved = await session.execute(
             update(TraceJobRow)
             .where(TraceJobRow.id == job_id, TraceJobRow.status == "running", TraceJobRow.calls_billed == 0)
-            .values(status="queued", started_at=None, calls_made=0, calls_cached=0, calls_failed=0,
-                    updated_at=utcnow())
+            .values(status="queued", started_at=None, calls_made=0, calls_cached=0, calls_failed=0, updated_at=utcnow())
         )
     return getattr(moved, "rowcount", 0) == 1
 
@@ -502,13 +506,18 @@ async def erase_for_turns(session: AsyncSession, tenant: str, turn_ids: list[str
     """Remove the tenant's quotes, jobs (traces and probes) and trace results of ``turn_ids`` inside the
     caller's transaction (deleting those turns): (quotes, jobs, results) removed. The results' delete is the one
     statement the append-only guard lets through. RecordConflict naming the job while one is queued or running."""
-    busy = (await session.execute(
-        select(TraceJobRow.id, TraceJobRow.kind, TraceJobRow.status, TraceJobRow.turn_id)
-        .where(TraceJobRow.tenant == tenant, TraceJobRow.turn_id.in_(turn_ids),
-               TraceJobRow.status.in_(("queued", "running")))
-        .order_by(TraceJobRow.created_at)
-        .limit(1)
-    )).first()
+    busy = (
+        await session.execute(
+            select(TraceJobRow.id, TraceJobRow.kind, TraceJobRow.status, TraceJobRow.turn_id)
+            .where(
+                TraceJobRow.tenant == tenant,
+                TraceJobRow.turn_id.in_(turn_ids),
+                TraceJobRow.status.in_(("queued", "running")),
+            )
+            .order_by(TraceJobRow.created_at)
+            .limit(1)
+        )
+    ).first()
     if busy is not None:
         job_id, kind, state, turn_id = busy
         raise RecordConflict(
@@ -517,23 +526,40 @@ async def erase_for_turns(session: AsyncSession, tenant: str, turn_ids: list[str
             field="turn_id",
             extra={"job_id": job_id, "job_status": state, "turn_id": turn_id},
         )
-    job_ids = list((await session.execute(
-        select(TraceJobRow.id).where(TraceJobRow.tenant == tenant, TraceJobRow.turn_id.in_(turn_ids))
-    )).scalars())
+    job_ids = list(
+        (
+            await session.execute(
+                select(TraceJobRow.id).where(TraceJobRow.tenant == tenant, TraceJobRow.turn_id.in_(turn_ids))
+            )
+        ).scalars()
+    )
     results = 0
     if job_ids:
-        results = int((await session.execute(
-            select(func.count()).select_from(TraceResultRow).where(TraceResultRow.job_id.in_(job_ids))
-        )).scalar_one())
+        results = int(
+            (
+                await session.execute(
+                    select(func.count()).select_from(TraceResultRow).where(TraceResultRow.job_id.in_(job_ids))
+                )
+            ).scalar_one()
+        )
         await session.execute(
             delete(TraceResultRow).where(TraceResultRow.job_id.in_(job_ids)),
             execution_options={ERASE_TURN_RESULTS: True, "synchronize_session": False},
         )
-        await session.execute(delete(TraceJobRow).where(TraceJobRow.id.in_(job_ids)),
-                              execution_options={"synchronize_session": False})
-    quotes = int((await session.execute(
-        select(func.count()).select_from(QuoteRow).where(QuoteRow.tenant == tenant, QuoteRow.turn_id.in_(turn_ids))
-    )).scalar_one())
-    await session.execute(delete(QuoteRow).where(QuoteRow.tenant == tenant, QuoteRow.turn_id.in_(turn_ids)),
-                          execution_options={"synchronize_session": False})
+        await session.execute(
+            delete(TraceJobRow).where(TraceJobRow.id.in_(job_ids)), execution_options={"synchronize_session": False}
+        )
+    quotes = int(
+        (
+            await session.execute(
+                select(func.count())
+                .select_from(QuoteRow)
+                .where(QuoteRow.tenant == tenant, QuoteRow.turn_id.in_(turn_ids))
+            )
+        ).scalar_one()
+    )
+    await session.execute(
+        delete(QuoteRow).where(QuoteRow.tenant == tenant, QuoteRow.turn_id.in_(turn_ids)),
+        execution_options={"synchronize_session": False},
+    )
     return quotes, len(job_ids), results

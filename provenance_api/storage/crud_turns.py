@@ -112,8 +112,16 @@ def _conflict(row: StoredTurnRow, body: str, digest: str) -> RecordConflict:
     )
 
 
-async def put_turn(db: Database, tenant: str, user: str, turn: StoredTurn, *, batch: str | None = None,
-                   max_bytes: int | None = None, traceable: int | None = None) -> tuple[TurnRecord, bool]:
+async def put_turn(
+    db: Database,
+    tenant: str,
+    user: str,
+    turn: StoredTurn,
+    *,
+    batch: str | None = None,
+    max_bytes: int | None = None,
+    traceable: int | None = None,
+) -> tuple[TurnRecord, bool]:
     """Store ``turn`` for ``tenant``. Returns (record, created). Raises RecordConflict on different content,
     RecordInvalid (record ``turn_body``) for a turn whose stored form is over ``max_bytes``. ``batch``: the
     import that stores it (kept on the row when this call creates it). ``traceable``: the free tier's count of
@@ -183,8 +191,9 @@ class TurnSummary:
     traceable: int | None = None  # None until counted (``lists.uncounted_turns``)
 
 
-async def list_turns(db: Database, tenant: str, *, limit: int, after: int | None,
-                     seqs: list[int] | None = None) -> list[TurnSummary]:
+async def list_turns(
+    db: Database, tenant: str, *, limit: int, after: int | None, seqs: list[int] | None = None
+) -> list[TurnSummary]:
     """The tenant's turns in storage order, ``limit`` at most, after sequence number ``after`` (only those
     in ``seqs`` when given, e.g. a search's matches)."""
     query = select(
@@ -203,23 +212,21 @@ async def list_turns(db: Database, tenant: str, *, limit: int, after: int | None
     async with db.session() as session:
         rows = (await session.execute(query.order_by(StoredTurnRow.seq).limit(limit))).all()
     return [
-        TurnSummary(
-            turn_id=r[0], digest=r[1], model=r[2], agent=r[3], created_at=r[4], stored_at=r[5], seq=r[6]
-        )
+        TurnSummary(turn_id=r[0], digest=r[1], model=r[2], agent=r[3], created_at=r[4], stored_at=r[5], seq=r[6])
         for r in rows
     ]
 
 
-async def search_turns(db: Database, tenant: str, query: str, *, limit: int,
-                       after: int | None) -> list[TurnSummary]:
+async def search_turns(db: Database, tenant: str, query: str, *, limit: int, after: int | None) -> list[TurnSummary]:
     """The tenant's turns whose id, agent, model, query or response contain ``query`` (case and spacing
     ignored), in storage order, from the search index."""
     seqs = await search_index.search(db, tenant, query, after=after, limit=limit)
     return await list_turns(db, tenant, limit=limit, after=after, seqs=seqs) if seqs else []
 
 
-async def iter_turns(db: Database, tenant: str, *, batch: int = 200,
-                     on_unreadable: Callable[[RecordUnreadable], None] | None = None) -> AsyncIterator[TurnRecord]:
+async def iter_turns(
+    db: Database, tenant: str, *, batch: int = 200, on_unreadable: Callable[[RecordUnreadable], None] | None = None
+) -> AsyncIterator[TurnRecord]:
     """Every turn of ``tenant`` in storage order, read ``batch`` rows at a time. A row that no longer reads
     as a turn raises RecordUnreadable, or with ``on_unreadable`` is passed there and skipped."""
     after = 0
@@ -260,8 +267,7 @@ class Deleted:
 DELETE_CHUNK = 500
 
 
-async def delete_turns(db: Database, tenant: str, *, turn_id: str | None = None,
-                       batch: str | None = None) -> Deleted:
+async def delete_turns(db: Database, tenant: str, *, turn_id: str | None = None, batch: str | None = None) -> Deleted:
     """Delete the tenant's turn ``turn_id``, or every turn import ``batch`` created, with their quotes, traces,
     probes, trace results (the one deletion of those append-only records) and search-index rows, in one
     transaction. RecordMissing when the tenant has no such turn (or no turn of that batch); RecordConflict
@@ -271,17 +277,20 @@ async def delete_turns(db: Database, tenant: str, *, turn_id: str | None = None,
         raise ValueError("give exactly one of turn_id and batch")
     where = (StoredTurnRow.turn_id == turn_id) if turn_id is not None else (StoredTurnRow.import_batch == batch)
     async with db.transaction() as session:
-        rows = (await session.execute(
-            select(StoredTurnRow.seq, StoredTurnRow.turn_id).where(StoredTurnRow.tenant == tenant, where)
-        )).all()
+        rows = (
+            await session.execute(
+                select(StoredTurnRow.seq, StoredTurnRow.turn_id).where(StoredTurnRow.tenant == tenant, where)
+            )
+        ).all()
         if not rows:
             if turn_id is not None:
                 raise RecordMissing(f"no stored turn {turn_id!r}", record="turn", field="turn_id")
-            raise RecordMissing(f"no stored turn was created by import batch {batch!r}", record="import_batch",
-                                field="batch_id")
+            raise RecordMissing(
+                f"no stored turn was created by import batch {batch!r}", record="import_batch", field="batch_id"
+            )
         quotes = jobs = results = 0
         for start in range(0, len(rows), DELETE_CHUNK):
-            chunk = rows[start:start + DELETE_CHUNK]
+            chunk = rows[start : start + DELETE_CHUNK]
             ids = [str(r[1]) for r in chunk]
             erased = await crud_traces.erase_for_turns(session, tenant, ids)
             await crud_calls.erase_for_turns(session, tenant, ids)  # the traces' kept model calls

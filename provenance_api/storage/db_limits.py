@@ -48,18 +48,27 @@ def _tenant_lock_key(tenant: str) -> int:
 def _usd_fits(key_column: str, key: str, cap: str) -> str:
     """The SQL condition that the window's USD of ``key_column = :key`` plus this reservation stays within
     ``:cap`` (with the float slack ``:eps``)."""
-    return (f" AND (SELECT COALESCE(SUM(cost_usd), 0) FROM budget_entries WHERE {key_column} = "
-            f"CAST(:{key} AS VARCHAR(260)) AND at > CAST(:cut AS DOUBLE PRECISION)) + "
-            f"CAST(:c AS DOUBLE PRECISION) <= CAST(:{cap} AS DOUBLE PRECISION) + CAST(:eps AS DOUBLE PRECISION)")
+    return (
+        f" AND (SELECT COALESCE(SUM(cost_usd), 0) FROM budget_entries WHERE {key_column} = "
+        f"CAST(:{key} AS VARCHAR(260)) AND at > CAST(:cut AS DOUBLE PRECISION)) + "
+        f"CAST(:c AS DOUBLE PRECISION) <= CAST(:{cap} AS DOUBLE PRECISION) + CAST(:eps AS DOUBLE PRECISION)"
+    )
 
 
 class DatabaseLimiter:
     """A sliding-window call (and money) budget per user, and money per tenant, in the ``budget_entries``
     table (one row per reservation: its user, its tenant, the calls and the USD it holds)."""
 
-    def __init__(self, db: Database, max_calls: int, window_seconds: int, *,
-                 clock: Callable[[], float] = time.time, max_usd_per_user: float | None = None,
-                 max_usd_per_tenant: float | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        max_calls: int,
+        window_seconds: int,
+        *,
+        clock: Callable[[], float] = time.time,
+        max_usd_per_user: float | None = None,
+        max_usd_per_tenant: float | None = None,
+    ) -> None:
         self.db = db
         self.max_calls = max_calls
         self.window = window_seconds
@@ -68,19 +77,28 @@ class DatabaseLimiter:
         self._clock = clock
 
     async def _live(self, conn: AsyncConnection, user: str, now: float) -> list[tuple[float, int, float]]:
-        await conn.execute(text("DELETE FROM budget_entries WHERE user_key = :u AND at <= :cut"),
-                           {"u": user, "cut": now - self.window})
-        rows = (await conn.execute(text("SELECT at, calls, cost_usd FROM budget_entries WHERE user_key = :u "
-                                        "ORDER BY at"), {"u": user})).all()
+        await conn.execute(
+            text("DELETE FROM budget_entries WHERE user_key = :u AND at <= :cut"), {"u": user, "cut": now - self.window}
+        )
+        rows = (
+            await conn.execute(
+                text("SELECT at, calls, cost_usd FROM budget_entries WHERE user_key = :u ORDER BY at"), {"u": user}
+            )
+        ).all()
         return [(float(r[0]), int(r[1]), float(r[2] or 0.0)) for r in rows]
 
     async def _tenant_spend(self, conn: AsyncConnection, tenant: str, now: float) -> list[tuple[float, float]]:
-        rows = (await conn.execute(text("SELECT at, cost_usd FROM budget_entries WHERE tenant_key = :t AND at > :cut "
-                                        "ORDER BY at"), {"t": tenant, "cut": now - self.window})).all()
+        rows = (
+            await conn.execute(
+                text("SELECT at, cost_usd FROM budget_entries WHERE tenant_key = :t AND at > :cut ORDER BY at"),
+                {"t": tenant, "cut": now - self.window},
+            )
+        ).all()
         return [(float(r[0]), float(r[1] or 0.0)) for r in rows]
 
-    async def _money_refusal(self, conn: AsyncConnection, user: str, entries: list[tuple[float, int, float]],
-                             cost: float, now: float) -> RateLimited | None:
+    async def _money_refusal(
+        self, conn: AsyncConnection, user: str, entries: list[tuple[float, int, float]], cost: float, now: float
+    ) -> RateLimited | None:
         """The money budget this reservation would break (user first, then tenant), or None."""
         checks: list[tuple[str, str, float, list[tuple[float, float]]]] = []
         if self.max_usd_per_user is not None:
@@ -117,8 +135,16 @@ class DatabaseLimiter:
             used = sum(n for _, n, _ in entries)
             if calls > self.max_calls:
                 raise over_whole_budget(calls, used, self.max_calls, self.window)
-            values = {"u": user, "t": tenant, "at": now, "n": calls, "c": float(cost_usd), "cut": now - self.window,
-                      "max": self.max_calls, "eps": MONEY_EPSILON}
+            values = {
+                "u": user,
+                "t": tenant,
+                "at": now,
+                "n": calls,
+                "c": float(cost_usd),
+                "cut": now - self.window,
+                "max": self.max_calls,
+                "eps": MONEY_EPSILON,
+            }
             money = ""
             if self.max_usd_per_user is not None:
                 money += _usd_fits("user_key", "u", "umax")
@@ -126,33 +152,44 @@ class DatabaseLimiter:
             if self.max_usd_per_tenant is not None:
                 money += _usd_fits("tenant_key", "t", "tmax")
                 values["tmax"] = self.max_usd_per_tenant
-            rid = (await conn.execute(text(
-                "INSERT INTO budget_entries (user_key, tenant_key, at, calls, cost_usd) "
-                "SELECT CAST(:u AS VARCHAR(260)), CAST(:t AS VARCHAR(260)), CAST(:at AS DOUBLE PRECISION), "
-                "CAST(:n AS INTEGER), CAST(:c AS DOUBLE PRECISION) WHERE "
-                "(SELECT COALESCE(SUM(calls), 0) FROM budget_entries WHERE user_key = CAST(:u AS VARCHAR(260)) "
-                "AND at > CAST(:cut AS DOUBLE PRECISION)) + CAST(:n AS INTEGER) <= CAST(:max AS INTEGER)"
-                + money + " RETURNING id"), values,
-            )).scalar_one_or_none()
+            rid = (
+                await conn.execute(
+                    text(
+                        "INSERT INTO budget_entries (user_key, tenant_key, at, calls, cost_usd) "
+                        "SELECT CAST(:u AS VARCHAR(260)), CAST(:t AS VARCHAR(260)), CAST(:at AS DOUBLE PRECISION), "
+                        "CAST(:n AS INTEGER), CAST(:c AS DOUBLE PRECISION) WHERE "
+                        "(SELECT COALESCE(SUM(calls), 0) FROM budget_entries WHERE user_key = CAST(:u AS VARCHAR(260)) "
+                        "AND at > CAST(:cut AS DOUBLE PRECISION)) + CAST(:n AS INTEGER) <= CAST(:max AS INTEGER)"
+                        + money
+                        + " RETURNING id"
+                    ),
+                    values,
+                )
+            ).scalar_one_or_none()
             if rid is None:
                 if used + calls > self.max_calls:
-                    raise budget_exhausted(calls, used, self.max_calls, self.window,
-                                           self._retry_after(entries, calls, now))
+                    raise budget_exhausted(
+                        calls, used, self.max_calls, self.window, self._retry_after(entries, calls, now)
+                    )
                 refusal = await self._money_refusal(conn, user, entries, float(cost_usd), now)
-                raise refusal or budget_exhausted(calls, used, self.max_calls, self.window,
-                                                  self._retry_after(entries, calls, now))
+                raise refusal or budget_exhausted(
+                    calls, used, self.max_calls, self.window, self._retry_after(entries, calls, now)
+                )
         return Reservation(int(rid), user, calls, now, float(cost_usd))
 
     async def settle(self, reservation: Reservation, used: int, billed_usd: float | None = None) -> None:
         kept, cost = kept_on_settle(reservation, used, billed_usd)
         async with self.db.engine.begin() as conn:
             if kept or cost:
-                await conn.execute(text("UPDATE budget_entries SET calls = :n, cost_usd = :c "
-                                        "WHERE id = :id AND user_key = :u"),
-                                   {"n": kept, "c": cost, "id": reservation.id, "u": reservation.user})
+                await conn.execute(
+                    text("UPDATE budget_entries SET calls = :n, cost_usd = :c WHERE id = :id AND user_key = :u"),
+                    {"n": kept, "c": cost, "id": reservation.id, "u": reservation.user},
+                )
             else:
-                await conn.execute(text("DELETE FROM budget_entries WHERE id = :id AND user_key = :u"),
-                                   {"id": reservation.id, "u": reservation.user})
+                await conn.execute(
+                    text("DELETE FROM budget_entries WHERE id = :id AND user_key = :u"),
+                    {"id": reservation.id, "u": reservation.user},
+                )
 
     async def state(self, user: str) -> BudgetState:
         async with self.db.engine.begin() as conn:
@@ -160,6 +197,12 @@ class DatabaseLimiter:
             entries = await self._live(conn, user, now)
             tenant = await self._tenant_spend(conn, tenant_of(user), now)
         used = sum(n for _, n, _ in entries)
-        return BudgetState(limit=self.max_calls, remaining=max(0, self.max_calls - used), window_seconds=self.window,
-                           usd_limit=self.max_usd_per_user, usd_spent=sum(usd for _, _, usd in entries),
-                           tenant_usd_limit=self.max_usd_per_tenant, tenant_usd_spent=sum(usd for _, usd in tenant))
+        return BudgetState(
+            limit=self.max_calls,
+            remaining=max(0, self.max_calls - used),
+            window_seconds=self.window,
+            usd_limit=self.max_usd_per_user,
+            usd_spent=sum(usd for _, _, usd in entries),
+            tenant_usd_limit=self.max_usd_per_tenant,
+            tenant_usd_spent=sum(usd for _, usd in tenant),
+        )

@@ -14,8 +14,9 @@ class StorageError(Exception):
     """Base of storage's outcomes. ``record`` is the kind of record (``turn``, ``quote``, ``trace``…),
     ``field`` the input that named it, ``extra`` members a caller may show."""
 
-    def __init__(self, detail: str, *, record: str, field: str | None = None,
-                 extra: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, detail: str, *, record: str, field: str | None = None, extra: dict[str, Any] | None = None
+    ) -> None:
         super().__init__(detail)
         self.detail = detail
         self.record = record

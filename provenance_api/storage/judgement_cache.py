@@ -112,8 +112,10 @@ class SqliteJudgementCache:
             if row is None:
                 return None
             if row[2] <= self._clock():
-                conn.execute("DELETE FROM judgement_entries WHERE scope = ? AND key = ? AND expires_at <= ?",
-                             (scope, key, self._clock()))
+                conn.execute(
+                    "DELETE FROM judgement_entries WHERE scope = ? AND key = ? AND expires_at <= ?",
+                    (scope, key, self._clock()),
+                )
                 conn.commit()
                 return None
             return CachedAnswer(str(row[0]), str(row[1]))
@@ -125,8 +127,7 @@ class SqliteJudgementCache:
         try:
             now = self._clock()
             conn.execute(
-                "INSERT OR REPLACE INTO judgement_entries (scope, key, text, model, expires_at) "
-                "VALUES (?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO judgement_entries (scope, key, text, model, expires_at) VALUES (?, ?, ?, ?, ?)",
                 (scope, key, answer.text, answer.model, now + self.ttl),
             )
             conn.execute("DELETE FROM judgement_entries WHERE expires_at <= ?", (now,))

@@ -85,8 +85,9 @@ def kept_on_settle(reservation: Reservation, used: int, billed_usd: float | None
     return kept, reservation.cost_usd if kept else 0.0
 
 
-def money_wait(entries: Sequence[tuple[float, float]], limit: float, spent: float, need: float, now: float,
-               window: int) -> float:
+def money_wait(
+    entries: Sequence[tuple[float, float]], limit: float, spent: float, need: float, now: float, window: int
+) -> float:
     """Seconds until enough spend ((time, USD) entries) ages out of the window for ``need`` more USD."""
     free = limit - spent
     for at, usd in sorted(entries):
@@ -96,15 +97,20 @@ def money_wait(entries: Sequence[tuple[float, float]], limit: float, spent: floa
     return float(window)
 
 
-def money_refused(scope: str, name: str, cost: float, spent: float, limit: float, window: int,
-                  wait: float | None) -> RateLimited:
+def money_refused(
+    scope: str, name: str, cost: float, spent: float, limit: float, window: int, wait: float | None
+) -> RateLimited:
     """The refusal of a reservation over the ``scope`` (``user`` or ``tenant``) USD budget; ``wait`` None: the
     trace alone costs more than the whole budget."""
     remaining = max(0.0, limit - spent)
     budget = f"{scope}_usd"
     setting = "PROVENANCE_BUDGET_USD_PER_USER" if scope == "user" else "PROVENANCE_BUDGET_USD_PER_TENANT"
-    extra = {"budget": budget, "limit_usd": limit, "remaining_usd": round(remaining, 6),
-             "requested_usd": round(cost, 6)}
+    extra = {
+        "budget": budget,
+        "limit_usd": limit,
+        "remaining_usd": round(remaining, 6),
+        "requested_usd": round(cost, 6),
+    }
     if wait is None:
         return RateLimited(
             f"this trace is quoted at ${cost:.4f}, more than the whole per-{scope} budget of ${limit:.4f} per "
@@ -150,8 +156,13 @@ class InProcessLimiter:
     """A sliding-window call (and money) budget per user, and money per tenant, in memory."""
 
     def __init__(
-        self, max_calls: int, window_seconds: int, *, clock: Callable[[], float] = time.monotonic,
-        max_usd_per_user: float | None = None, max_usd_per_tenant: float | None = None,
+        self,
+        max_calls: int,
+        window_seconds: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        max_usd_per_user: float | None = None,
+        max_usd_per_tenant: float | None = None,
     ) -> None:
         self.max_calls = max_calls
         self.window = window_seconds
@@ -169,8 +180,12 @@ class InProcessLimiter:
         return entries
 
     def _tenant_spend(self, tenant: str, now: float) -> list[tuple[float, float]]:
-        return [(at, usd) for user in list(self._entries) if tenant_of(user) == tenant
-                for at, _, usd in self._live(user, now).values()]
+        return [
+            (at, usd)
+            for user in list(self._entries)
+            if tenant_of(user) == tenant
+            for at, _, usd in self._live(user, now).values()
+        ]
 
     def _retry_after(self, entries: Mapping[int, tuple[float, int, float]], need: int, now: float) -> float:
         """Seconds until enough entries age out of the window for ``need`` more calls."""
@@ -181,8 +196,7 @@ class InProcessLimiter:
                 return max(0.0, at + self.window - now)
         return float(self.window)
 
-    def _check_money(self, user: str, entries: Mapping[int, tuple[float, int, float]], cost: float,
-                     now: float) -> None:
+    def _check_money(self, user: str, entries: Mapping[int, tuple[float, int, float]], cost: float, now: float) -> None:
         checks = []
         if self.max_usd_per_user is not None:
             checks.append(("user", user, self.max_usd_per_user, [(at, usd) for at, _, usd in entries.values()]))
@@ -230,7 +244,11 @@ class InProcessLimiter:
             spent = sum(usd for _, _, usd in entries.values())
             tenant_spent = sum(usd for _, usd in self._tenant_spend(tenant_of(user), now))
         return BudgetState(
-            limit=self.max_calls, remaining=max(0, self.max_calls - used), window_seconds=self.window,
-            usd_limit=self.max_usd_per_user, usd_spent=spent, tenant_usd_limit=self.max_usd_per_tenant,
+            limit=self.max_calls,
+            remaining=max(0, self.max_calls - used),
+            window_seconds=self.window,
+            usd_limit=self.max_usd_per_user,
+            usd_spent=spent,
+            tenant_usd_limit=self.max_usd_per_tenant,
             tenant_usd_spent=tenant_spent,
         )

@@ -106,34 +106,52 @@ def _turn_where(dialect: str, tenant: str, filt: TurnFilter) -> list[ColumnEleme
     return where
 
 
-async def turn_page(db: Database, tenant: str, filt: TurnFilter, order: Order, after: Keyset | None,
-                    limit: int) -> list[TurnSummary]:
+async def turn_page(
+    db: Database, tenant: str, filt: TurnFilter, order: Order, after: Keyset | None, limit: int
+) -> list[TurnSummary]:
     """Up to ``limit`` of the tenant's turns matching ``filt``, in ``order``, after ``after``."""
     column = TURN_KEYS[order.key]
     async with db.session() as session:
         query = select(
-            StoredTurnRow.turn_id, StoredTurnRow.digest, StoredTurnRow.model, StoredTurnRow.agent,
-            StoredTurnRow.turn_created_at, StoredTurnRow.stored_at, StoredTurnRow.seq, StoredTurnRow.traceable,
+            StoredTurnRow.turn_id,
+            StoredTurnRow.digest,
+            StoredTurnRow.model,
+            StoredTurnRow.agent,
+            StoredTurnRow.turn_created_at,
+            StoredTurnRow.stored_at,
+            StoredTurnRow.seq,
+            StoredTurnRow.traceable,
         ).where(*_turn_where(session.get_bind().dialect.name, tenant, filt))
         if after is not None:
             query = query.where(_after(column, StoredTurnRow.turn_id, order, after))
         rows = (await session.execute(_ordered(query, column, StoredTurnRow.turn_id, order).limit(limit))).all()
-    return [TurnSummary(turn_id=r[0], digest=r[1], model=r[2], agent=r[3], created_at=r[4], stored_at=r[5],
-                        seq=r[6], traceable=r[7]) for r in rows]
+    return [
+        TurnSummary(
+            turn_id=r[0], digest=r[1], model=r[2], agent=r[3], created_at=r[4], stored_at=r[5], seq=r[6], traceable=r[7]
+        )
+        for r in rows
+    ]
 
 
 async def count_turns(db: Database, tenant: str, filt: TurnFilter) -> int:
     """How many of the tenant's turns match ``filt``."""
     async with db.session() as session:
-        query = select(func.count()).select_from(StoredTurnRow).where(
-            *_turn_where(session.get_bind().dialect.name, tenant, filt))
+        query = (
+            select(func.count())
+            .select_from(StoredTurnRow)
+            .where(*_turn_where(session.get_bind().dialect.name, tenant, filt))
+        )
         return int((await session.execute(query)).scalar_one())
 
 
 def turn_key(turn: TurnSummary, key: str) -> Key:
     """The value of sort key ``key`` on a listed turn (what its next page starts after)."""
-    values: dict[str, Key] = {"stored_at": turn.stored_at, "created_at": turn.created_at, "model": turn.model,
-                              "traceable": turn.traceable}
+    values: dict[str, Key] = {
+        "stored_at": turn.stored_at,
+        "created_at": turn.created_at,
+        "model": turn.model,
+        "traceable": turn.traceable,
+    }
     return values[key]
 
 
@@ -209,15 +227,15 @@ class TraceRow:
 
 _VERDICT = TraceResultRow.result["verdict"].as_string()
 # the estimator a trace was started with is its quote's; quotes made before there was a choice were judged
-_ESTIMATOR = case((QuoteRow.id.is_(None), None), else_=func.coalesce(QuoteRow.quote["estimator"].as_string(),
-                                                                    "judged")).cast(String)
+_ESTIMATOR = case(
+    (QuoteRow.id.is_(None), None), else_=func.coalesce(QuoteRow.quote["estimator"].as_string(), "judged")
+).cast(String)
 TRACE_KEYS: dict[str, Any] = {"created_at": TraceJobRow.created_at, "cost": TraceResultRow.cost_usd}
 
 
 def _trace_query(selected: _Query, tenant: str, filt: TraceFilter) -> _Query:
     query = (
-        selected
-        .outerjoin(TraceResultRow, TraceResultRow.job_id == TraceJobRow.id)
+        selected.outerjoin(TraceResultRow, TraceResultRow.job_id == TraceJobRow.id)
         .outerjoin(QuoteRow, and_(QuoteRow.id == TraceJobRow.quote_id, QuoteRow.tenant == TraceJobRow.tenant))
         .where(TraceJobRow.tenant == tenant, TraceJobRow.kind == "trace")
     )
@@ -234,8 +252,9 @@ def _trace_query(selected: _Query, tenant: str, filt: TraceFilter) -> _Query:
     return query
 
 
-async def trace_page(db: Database, tenant: str, filt: TraceFilter, order: Order, after: Keyset | None,
-                     limit: int) -> list[TraceRow]:
+async def trace_page(
+    db: Database, tenant: str, filt: TraceFilter, order: Order, after: Keyset | None, limit: int
+) -> list[TraceRow]:
     """Up to ``limit`` of the tenant's traces matching ``filt``, in ``order``, after ``after``."""
     column = TRACE_KEYS[order.key]
     query = _trace_query(select(TraceJobRow, _VERDICT, TraceResultRow.cost_usd, _ESTIMATOR), tenant, filt)
@@ -244,8 +263,12 @@ async def trace_page(db: Database, tenant: str, filt: TraceFilter, order: Order,
     async with db.session() as session:
         rows = (await session.execute(_ordered(query, column, TraceJobRow.id, order).limit(limit))).all()
     return [
-        TraceRow(job=_job(row), verdict=verdict if row.status == "succeeded" else None,
-                 cost_usd=None if cost is None else float(cost), estimator=estimator)
+        TraceRow(
+            job=_job(row),
+            verdict=verdict if row.status == "succeeded" else None,
+            cost_usd=None if cost is None else float(cost),
+            estimator=estimator,
+        )
         for row, verdict, cost, estimator in rows
     ]
 

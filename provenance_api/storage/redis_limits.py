@@ -185,8 +185,15 @@ class RedisLimiter:
     async def reserve(self, user: str, calls: int, cost_usd: float = 0.0) -> Reservation:
         out: list[Any] = await self._reserve(
             keys=[self._key(user), f"{self.prefix}:budget-seq", self._tenant_key(user)],
-            args=[self.max_calls, self.window, calls, self._now(), repr(float(cost_usd)),
-                  self._cap(self.max_usd_per_user), self._cap(self.max_usd_per_tenant)],
+            args=[
+                self.max_calls,
+                self.window,
+                calls,
+                self._now(),
+                repr(float(cost_usd)),
+                self._cap(self.max_usd_per_user),
+                self._cap(self.max_usd_per_tenant),
+            ],
         )
         code, now = int(out[0]), float(out[2])
         if code == 0:
@@ -198,21 +205,32 @@ class RedisLimiter:
             raise budget_exhausted(calls, int(used), self.max_calls, self.window, wait)
         if code in (3, 4):
             assert self.max_usd_per_user is not None
-            raise money_refused("user", user, cost_usd, used, self.max_usd_per_user, self.window,
-                                wait if code == 3 else None)
+            raise money_refused(
+                "user", user, cost_usd, used, self.max_usd_per_user, self.window, wait if code == 3 else None
+            )
         assert self.max_usd_per_tenant is not None
-        raise money_refused("tenant", tenant_of(user), cost_usd, used, self.max_usd_per_tenant, self.window,
-                            wait if code == 5 else None)
+        raise money_refused(
+            "tenant", tenant_of(user), cost_usd, used, self.max_usd_per_tenant, self.window, wait if code == 5 else None
+        )
 
     async def settle(self, reservation: Reservation, used: int, billed_usd: float | None = None) -> None:
         kept, cost = kept_on_settle(reservation, used, billed_usd)
-        await self._settle(keys=[self._key(reservation.user), self._tenant_key(reservation.user)],
-                           args=[reservation.id, kept, repr(float(cost))])
+        await self._settle(
+            keys=[self._key(reservation.user), self._tenant_key(reservation.user)],
+            args=[reservation.id, kept, repr(float(cost))],
+        )
 
     async def state(self, user: str) -> BudgetState:
-        out: list[Any] = await self._state(keys=[self._key(user), self._tenant_key(user)],
-                                           args=[self.window, self._now()])
+        out: list[Any] = await self._state(
+            keys=[self._key(user), self._tenant_key(user)], args=[self.window, self._now()]
+        )
         used, spent, tenant_spent = int(float(out[0])), float(out[1]), float(out[2])
-        return BudgetState(limit=self.max_calls, remaining=max(0, self.max_calls - used), window_seconds=self.window,
-                           usd_limit=self.max_usd_per_user, usd_spent=spent,
-                           tenant_usd_limit=self.max_usd_per_tenant, tenant_usd_spent=tenant_spent)
+        return BudgetState(
+            limit=self.max_calls,
+            remaining=max(0, self.max_calls - used),
+            window_seconds=self.window,
+            usd_limit=self.max_usd_per_user,
+            usd_spent=spent,
+            tenant_usd_limit=self.max_usd_per_tenant,
+            tenant_usd_spent=tenant_spent,
+        )

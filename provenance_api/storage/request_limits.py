@@ -49,8 +49,7 @@ def too_many_requests(max_requests: int, window: int, wait: float) -> RateLimite
 class InProcessRequestLimiter:
     """A sliding-window request count per caller, in memory (one process)."""
 
-    def __init__(self, max_requests: int, window_seconds: int, *,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, max_requests: int, window_seconds: int, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.max_requests = max_requests
         self.window = window_seconds
         self._clock = clock
@@ -106,8 +105,15 @@ class RedisRequestLimiter:
     """``RequestLimiter`` over Redis, shared by every process: a sorted set of request times per caller
     (``<prefix>:requests:<caller>``), trimmed, counted and added to in one Lua script."""
 
-    def __init__(self, redis: Redis, max_requests: int, window_seconds: int, *, prefix: str = "provenance",
-                 clock: Callable[[], float] | None = None) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        max_requests: int,
+        window_seconds: int,
+        *,
+        prefix: str = "provenance",
+        clock: Callable[[], float] | None = None,
+    ) -> None:
         self.redis = redis
         self.max_requests = max_requests
         self.window = window_seconds

@@ -52,7 +52,8 @@ async def unindex(session: AsyncSession, seqs: list[int]) -> None:
     if seqs:
         await session.execute(
             text(f"DELETE FROM turn_search WHERE {_seq(session)} IN :seqs").bindparams(
-                bindparam("seqs", expanding=True)),
+                bindparam("seqs", expanding=True)
+            ),
             {"seqs": seqs},
         )
 
@@ -66,12 +67,16 @@ async def search(db: Database, tenant: str, query: str, *, after: int | None, li
         seq = _seq(session)
         if seq == "rowid" and len(needle) >= 3:
             params["phrase"] = '"' + needle.replace('"', '""') + '"'
-            sql = ("SELECT rowid FROM turn_search WHERE turn_search MATCH :phrase AND tenant = :tenant "
-                   "AND rowid > :after ORDER BY rowid LIMIT :limit")
+            sql = (
+                "SELECT rowid FROM turn_search WHERE turn_search MATCH :phrase AND tenant = :tenant "
+                "AND rowid > :after ORDER BY rowid LIMIT :limit"
+            )
         else:
             params["pattern"] = _like_pattern(needle)
-            sql = (f"SELECT {seq} FROM turn_search WHERE tenant = :tenant AND {seq} > :after "
-                   f"AND text LIKE :pattern ESCAPE '\\' ORDER BY {seq} LIMIT :limit")
+            sql = (
+                f"SELECT {seq} FROM turn_search WHERE tenant = :tenant AND {seq} > :after "
+                f"AND text LIKE :pattern ESCAPE '\\' ORDER BY {seq} LIMIT :limit"
+            )
         rows = (await session.execute(text(sql), params)).all()
     return [int(r[0]) for r in rows]
 
@@ -97,11 +102,15 @@ async def backfill(db: Database) -> int:
     after = 0
     while True:
         async with db.transaction() as session:
-            rows = (await session.execute(
-                text(f"SELECT t.seq, t.tenant, t.body FROM stored_turns t WHERE t.seq > :after AND NOT EXISTS "
-                     f"(SELECT 1 FROM turn_search s WHERE s.{_seq(session)} = t.seq) ORDER BY t.seq LIMIT :n"),
-                {"after": after, "n": BACKFILL_BATCH},
-            )).all()
+            rows = (
+                await session.execute(
+                    text(
+                        f"SELECT t.seq, t.tenant, t.body FROM stored_turns t WHERE t.seq > :after AND NOT EXISTS "
+                        f"(SELECT 1 FROM turn_search s WHERE s.{_seq(session)} = t.seq) ORDER BY t.seq LIMIT :n"
+                    ),
+                    {"after": after, "n": BACKFILL_BATCH},
+                )
+            ).all()
             for seq, tenant, body in rows:
                 try:
                     turn = StoredTurn.model_validate_json(body)

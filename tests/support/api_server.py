@@ -66,8 +66,10 @@ TEST_MODELS = ["openai/fake-judge", "openai/gpt-4o", "openai/gpt-4o-mini", "anth
 turns and the priced models tests ask for explicitly. Every other model runs the default or is refused."""
 TEST_PRICES = {"openai/fake-judge": {"input_per_mtok": 0.15, "output_per_mtok": 0.6}}
 """The operator's price for the test turns' unpriced model (``model_prices``), as for gpt-4o-mini."""
-TEST_MODEL_ENV = {"PROVENANCE_ALLOWED_MODELS": json.dumps(TEST_MODELS),
-                  "PROVENANCE_MODEL_PRICES": json.dumps(TEST_PRICES)}
+TEST_MODEL_ENV = {
+    "PROVENANCE_ALLOWED_MODELS": json.dumps(TEST_MODELS),
+    "PROVENANCE_MODEL_PRICES": json.dumps(TEST_PRICES),
+}
 
 
 def model_policy(settings: dict[str, Any]) -> dict[str, Any]:
@@ -104,9 +106,7 @@ class KeyedJudge:
                     "reason": "the source states it",
                 }
             )
-        return json.dumps(
-            {"verdict": "silent", "evidence_quote": "", "confidence": 0.8, "reason": "nothing on it"}
-        )
+        return json.dumps({"verdict": "silent", "evidence_quote": "", "confidence": 0.8, "reason": "nothing on it"})
 
     @staticmethod
     def _split(messages: list[dict[str, Any]]) -> tuple[str, str]:
@@ -158,8 +158,14 @@ def make_key(data_dir: Path, tenant: str, user: str, **settings: Any) -> str:
 class ApiServer:
     """``create_app`` under uvicorn in a background thread, on 127.0.0.1 and a free port."""
 
-    def __init__(self, data_dir: Path, *, llm_factory: LLMFactory | None = None,
-                 scorer_factory: ScorerFactory | None = None, **settings: Any) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        llm_factory: LLMFactory | None = None,
+        scorer_factory: ScorerFactory | None = None,
+        **settings: Any,
+    ) -> None:
         self.data_dir = data_dir
         self.settings = Settings(data_dir=data_dir, **model_policy(settings))
         self.app = create_app(self.settings, llm_factory, scorer_factory)
@@ -167,9 +173,7 @@ class ApiServer:
         self._sock.bind(("127.0.0.1", 0))
         self.port: int = self._sock.getsockname()[1]
         self.server = uvicorn.Server(
-            uvicorn.Config(
-                self.app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=2
-            )
+            uvicorn.Config(self.app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=2)
         )
         self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True)
 
@@ -233,9 +237,7 @@ class ServerProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"serve exited with {self.proc.returncode}: {self.err.read_text()[-2000:]}"
-                )
+                raise RuntimeError(f"serve exited with {self.proc.returncode}: {self.err.read_text()[-2000:]}")
             found = re.search(r"listening on http://127\.0\.0\.1:(\d+)", self.out.read_text())
             if found:
                 self.port = int(found.group(1))

@@ -58,18 +58,40 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
 
-__all__ = ["TAG_HEADER", "FakeOpenAI", "FakeReply", "FaultPlan", "RecordedRequest", "Script", "TaggedFaultPlan",
-           "Tagger", "header_tag"]
+__all__ = [
+    "TAG_HEADER",
+    "FakeOpenAI",
+    "FakeReply",
+    "FaultPlan",
+    "RecordedRequest",
+    "Script",
+    "TaggedFaultPlan",
+    "Tagger",
+    "header_tag",
+]
 
 _REASONS = {
-    200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-    408: "Request Timeout", 413: "Payload Too Large", 422: "Unprocessable Entity",
-    429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway",
-    503: "Service Unavailable", 504: "Gateway Timeout",
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    408: "Request Timeout",
+    413: "Payload Too Large",
+    422: "Unprocessable Entity",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
 }
 _ERROR_TYPES = {
-    400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-    404: "not_found_error", 422: "invalid_request_error", 429: "rate_limit_exceeded",
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    422: "invalid_request_error",
+    429: "rate_limit_exceeded",
 }
 
 _MALFORMED_BODY = b'{"id": "chatcmpl-broken", "object": "chat.completion", "choices": [{"in'
@@ -186,8 +208,7 @@ def _token_entry(token: str, logprob: float) -> dict[str, Any]:
     return {"token": token, "logprob": logprob, "bytes": list(token.encode("utf-8"))}
 
 
-def _logprobs_body(text: str, alternatives: Sequence[Mapping[str, float]] | None,
-                   top_k: Any) -> dict[str, Any]:
+def _logprobs_body(text: str, alternatives: Sequence[Mapping[str, float]] | None, top_k: Any) -> dict[str, Any]:
     """OpenAI's ``choices[0].logprobs``: per output token the chosen token and its top-k alternatives."""
     k = top_k if isinstance(top_k, int) and not isinstance(top_k, bool) and top_k >= 0 else 0
     positions = list(alternatives) if alternatives is not None else [{ch: 0.0} for ch in text]
@@ -362,8 +383,9 @@ class FakeOpenAI:
     def __enter__(self) -> FakeOpenAI:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
     def _run(self) -> None:
@@ -374,8 +396,7 @@ class FakeOpenAI:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((self.host, 0))
             self.port = sock.getsockname()[1]
-            self._server = loop.run_until_complete(
-                asyncio.start_server(self._serve_connection, sock=sock, backlog=256))
+            self._server = loop.run_until_complete(asyncio.start_server(self._serve_connection, sock=sock, backlog=256))
         except BaseException as exc:  # surfaced by start()
             self._start_error = exc
             self._started.set()
@@ -467,10 +488,18 @@ class FakeOpenAI:
         return _Request(method.upper(), target.split("?", 1)[0], headers, body, keep_alive)
 
     @staticmethod
-    async def _write(writer: asyncio.StreamWriter, status: int, body: bytes,
-                     headers: Sequence[tuple[str, str]] = (), content_type: str = "application/json") -> None:
-        lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
-                 f"Content-Type: {content_type}", f"Content-Length: {len(body)}"]
+    async def _write(
+        writer: asyncio.StreamWriter,
+        status: int,
+        body: bytes,
+        headers: Sequence[tuple[str, str]] = (),
+        content_type: str = "application/json",
+    ) -> None:
+        lines = [
+            f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
+            f"Content-Type: {content_type}",
+            f"Content-Length: {len(body)}",
+        ]
         lines += [f"{k}: {v}" for k, v in headers]
         writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
         await writer.drain()
@@ -488,12 +517,14 @@ class FakeOpenAI:
             index = self._chat_index if chat else -1
             if chat:
                 self._chat_index += 1
-            self._records.append(RecordedRequest(index, request.method, request.path, dict(request.headers),
-                                                 payload, time.monotonic()))
+            self._records.append(
+                RecordedRequest(index, request.method, request.path, dict(request.headers), payload, time.monotonic())
+            )
             return index
 
-    async def _dispatch(self, request: _Request, writer: asyncio.StreamWriter,
-                        reader: asyncio.StreamReader | None = None) -> bool:
+    async def _dispatch(
+        self, request: _Request, writer: asyncio.StreamWriter, reader: asyncio.StreamReader | None = None
+    ) -> bool:
         """Answer one request; False closes the connection."""
         path = request.path.rstrip("/")
         try:
@@ -542,10 +573,12 @@ class FakeOpenAI:
         given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
         return f"Incorrect API key provided: {given}. You can find your API key in your account settings."
 
-    async def _error(self, writer: asyncio.StreamWriter, status: int, message: str,
-                     headers: Sequence[tuple[str, str]] = ()) -> None:
-        body = {"error": {"message": message, "type": _ERROR_TYPES.get(status, "server_error"),
-                          "param": None, "code": None}}
+    async def _error(
+        self, writer: asyncio.StreamWriter, status: int, message: str, headers: Sequence[tuple[str, str]] = ()
+    ) -> None:
+        body = {
+            "error": {"message": message, "type": _ERROR_TYPES.get(status, "server_error"), "param": None, "code": None}
+        }
         await self._write(writer, status, json.dumps(body).encode(), headers)
 
     def _planned_fault(self, index: int, payload: dict[str, Any], tag: str | None = None) -> FakeReply | None:
@@ -562,9 +595,15 @@ class FakeOpenAI:
             return True
         return reader is not None and (reader.at_eof() or reader.exception() is not None)
 
-    async def _chat(self, index: int, request: _Request, payload: dict[str, Any] | None,
-                    writer: asyncio.StreamWriter, reader: asyncio.StreamReader | None = None,
-                    tag: str | None = None) -> bool:
+    async def _chat(
+        self,
+        index: int,
+        request: _Request,
+        payload: dict[str, Any] | None,
+        writer: asyncio.StreamWriter,
+        reader: asyncio.StreamReader | None = None,
+        tag: str | None = None,
+    ) -> bool:
         if payload is None:
             await self._error(writer, 400, "request body is not a JSON object")
             return True
@@ -576,8 +615,9 @@ class FakeOpenAI:
             return True
         try:
             fault = self._planned_fault(index, payload, tag)
-            if fault is None or (fault.text is None and fault.status == 200
-                                 and not (fault.reset or fault.empty_body or fault.malformed)):
+            if fault is None or (
+                fault.text is None and fault.status == 200 and not (fault.reset or fault.empty_body or fault.malformed)
+            ):
                 answer = self.script(payload)
                 scripted = answer if isinstance(answer, FakeReply) else FakeReply(text=answer)
                 # a fault that only tweaks (delay, usage, headers) answers with the script's text
@@ -622,8 +662,9 @@ class FakeOpenAI:
             return True
         if self.reject_logprobs and payload.get("logprobs"):
             rejection = self.reject_logprobs
-            await self._error(writer, 400, rejection if isinstance(rejection, str)
-                              else "logprobs is not supported for this model")
+            await self._error(
+                writer, 400, rejection if isinstance(rejection, str) else "logprobs is not supported for this model"
+            )
             return True
         if reply.empty_body:
             await self._write(writer, 200, b"", extra_headers)
@@ -632,23 +673,30 @@ class FakeOpenAI:
             await self._write(writer, 200, _MALFORMED_BODY, extra_headers)
             return True
         text = reply.text or ""
-        prompt_tokens = (reply.prompt_tokens if reply.prompt_tokens is not None
-                         else _approx_tokens(_prompt_text(payload)))
-        completion_tokens = (reply.completion_tokens if reply.completion_tokens is not None
-                             else _approx_tokens(text))
+        prompt_tokens = (
+            reply.prompt_tokens if reply.prompt_tokens is not None else _approx_tokens(_prompt_text(payload))
+        )
+        completion_tokens = reply.completion_tokens if reply.completion_tokens is not None else _approx_tokens(text)
         body: dict[str, Any] = {
             "id": f"chatcmpl-fake-{index}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": reply.model or str(payload.get("model") or self.model_ids[0]),
             "system_fingerprint": "fp_fake",
-            "choices": [] if reply.no_choices else [{
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "logprobs": (_logprobs_body(text, reply.top_logprobs, payload.get("top_logprobs"))
-                             if payload.get("logprobs") and not self.ignore_logprobs else None),
-                "finish_reason": reply.finish_reason,
-            }],
+            "choices": []
+            if reply.no_choices
+            else [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "logprobs": (
+                        _logprobs_body(text, reply.top_logprobs, payload.get("top_logprobs"))
+                        if payload.get("logprobs") and not self.ignore_logprobs
+                        else None
+                    ),
+                    "finish_reason": reply.finish_reason,
+                }
+            ],
         }
         if reply.include_usage:
             body["usage"] = {

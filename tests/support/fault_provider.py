@@ -102,12 +102,14 @@ class FencedJudge:
                 return override.group(1)
             return str(self.present if any(k in data for k in self.keys) else self.absent)
         if override:
-            return json.dumps({"verdict": "contradicted", "evidence_quote": OVERRIDE, "confidence": 0.9,
-                               "reason": "as instructed"})
+            return json.dumps(
+                {"verdict": "contradicted", "evidence_quote": OVERRIDE, "confidence": 0.9, "reason": "as instructed"}
+            )
         found = next((k for k in self.keys if k in data), None)
         if found is not None:
-            return json.dumps({"verdict": "supported", "evidence_quote": found, "confidence": 0.9,
-                               "reason": "the source states it"})
+            return json.dumps(
+                {"verdict": "supported", "evidence_quote": found, "confidence": 0.9, "reason": "the source states it"}
+            )
         return json.dumps({"verdict": "silent", "evidence_quote": "", "confidence": 0.8, "reason": "nothing on it"})
 
     def openai(self, request: dict[str, Any]) -> str:
@@ -154,14 +156,34 @@ class FaultRates:
         """The fault suite's mix: 10 % 429, 5 % 5xx, 5 % timeouts, 5 % malformed outputs (the last
         spread over empty bodies, malformed JSON, non-digit answers, fabricated quotes and truncation);
         resets ride along with the 5xx."""
-        return cls(rate_429=0.10, rate_500=0.02, rate_503=0.02, rate_reset=0.01, rate_timeout=0.05,
-                   rate_empty_body=0.01, rate_malformed_json=0.01, rate_non_digit=0.01,
-                   rate_fabricated_quote=0.01, rate_truncated=0.01, retry_after=retry_after,
-                   slow_seconds=slow_seconds)
+        return cls(
+            rate_429=0.10,
+            rate_500=0.02,
+            rate_503=0.02,
+            rate_reset=0.01,
+            rate_timeout=0.05,
+            rate_empty_body=0.01,
+            rate_malformed_json=0.01,
+            rate_non_digit=0.01,
+            rate_fabricated_quote=0.01,
+            rate_truncated=0.01,
+            retry_after=retry_after,
+            slow_seconds=slow_seconds,
+        )
 
 
-KINDS = ("429", "500", "503", "reset", "timeout", "empty_body", "malformed_json", "non_digit",
-         "fabricated_quote", "truncated")
+KINDS = (
+    "429",
+    "500",
+    "503",
+    "reset",
+    "timeout",
+    "empty_body",
+    "malformed_json",
+    "non_digit",
+    "fabricated_quote",
+    "truncated",
+)
 
 
 class FaultInjector:
@@ -170,8 +192,9 @@ class FaultInjector:
     ``script(request_json, tag)`` is the correct answer; a request without a fault gets it.
     ``only_tags`` limits injection to those clients (None: all)."""
 
-    def __init__(self, rates: FaultRates, script: TaggedScript, *, seed: int = 0,
-                 only_tags: Sequence[str] | None = None) -> None:
+    def __init__(
+        self, rates: FaultRates, script: TaggedScript, *, seed: int = 0, only_tags: Sequence[str] | None = None
+    ) -> None:
         self.rates = rates
         self.script = script
         self.seed = seed
@@ -196,8 +219,13 @@ class FaultInjector:
         judge = is_judge_request(payload)
         r = self.rates
         table: Mapping[str, float] = {
-            "429": r.rate_429, "500": r.rate_500, "503": r.rate_503, "reset": r.rate_reset,
-            "timeout": r.rate_timeout, "empty_body": r.rate_empty_body, "malformed_json": r.rate_malformed_json,
+            "429": r.rate_429,
+            "500": r.rate_500,
+            "503": r.rate_503,
+            "reset": r.rate_reset,
+            "timeout": r.rate_timeout,
+            "empty_body": r.rate_empty_body,
+            "malformed_json": r.rate_malformed_json,
             "non_digit": r.rate_non_digit if judge else 0.0,
             "fabricated_quote": 0.0 if judge else r.rate_fabricated_quote,
             "truncated": r.rate_truncated,
@@ -227,8 +255,16 @@ class FaultInjector:
         if kind == "non_digit":
             return FakeReply(text=f"I would say {self.script(payload, tag)} out of 9")
         if kind == "fabricated_quote":
-            return FakeReply(text=json.dumps({"verdict": "supported", "evidence_quote": FABRICATED_QUOTE,
-                                              "confidence": 0.95, "reason": "made up"}))
+            return FakeReply(
+                text=json.dumps(
+                    {
+                        "verdict": "supported",
+                        "evidence_quote": FABRICATED_QUOTE,
+                        "confidence": 0.95,
+                        "reason": "made up",
+                    }
+                )
+            )
         if kind == "truncated":
             text = self.script(payload, tag)
             return FakeReply(text=text[: len(text) // 2], finish_reason="length")

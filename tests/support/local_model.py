@@ -22,8 +22,9 @@ SCRIPT = ROOT / "scripts" / "local-model.sh"
 def _script(*args: str, timeout: float = 1800) -> str:
     proc = subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout, check=False)
     if proc.returncode != 0:
-        pytest.fail(f"scripts/local-model.sh {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}",
-                    pytrace=False)
+        pytest.fail(
+            f"scripts/local-model.sh {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}", pytrace=False
+        )
     return proc.stdout
 
 

@@ -73,8 +73,21 @@ class RedisServer:
             )
         self.port = free_port()
         self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--daemonize", "no", "--loglevel", "warning"],
+            [
+                binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "no",
+                "--loglevel",
+                "warning",
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -149,8 +162,11 @@ class PostgresCluster:
             return
         pg_ctl = _pg_bin("pg_ctl")
         if pg_ctl is not None and (self.root / "data" / "postmaster.pid").exists():
-            subprocess.run([*self._as, pg_ctl, "-D", str(self.root / "data"), "-m", "immediate", "-w", "stop"],
-                           capture_output=True, timeout=60)
+            subprocess.run(
+                [*self._as, pg_ctl, "-D", str(self.root / "data"), "-m", "immediate", "-w", "stop"],
+                capture_output=True,
+                timeout=60,
+            )
         shutil.rmtree(self.root, ignore_errors=True)
         self.root = None
 

@@ -16,8 +16,9 @@ router = APIRouter(prefix="/v1/traces", tags=["traces"], responses=problem_respo
 TraceId = Annotated[str, Path(min_length=1, max_length=40, description="the trace job id (tr_…)")]
 
 
-@router.get("/{trace_id}/calls", response_model=TraceCallsOut, responses=problem_responses(404),
-            summary="A trace's model calls")
+@router.get(
+    "/{trace_id}/calls", response_model=TraceCallsOut, responses=problem_responses(404), summary="A trace's model calls"
+)
 async def get_trace_calls(svc: Svc, caller: Caller, trace_id: TraceId) -> TraceCallsOut:
     """Each model call of the trace in the order sent: its stage, its mask in words, the prompt as sent
     (capped, `prompt_truncated`), the reply, the value the estimator read from it (`parsed`), when it started

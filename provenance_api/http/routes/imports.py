@@ -77,8 +77,9 @@ async def import_history(
     return counts.to_dict()
 
 
-async def _document_or_lines(svc: Svc, caller: Caller, lines: list[tuple[int, bytes]], prefix: str,
-                             fmt: str | None, counts: bulk.ImportCounts) -> None:
+async def _document_or_lines(
+    svc: Svc, caller: Caller, lines: list[tuple[int, bytes]], prefix: str, fmt: str | None, counts: bulk.ImportCounts
+) -> None:
     """The body from its first line on, whose first line is not JSON: one JSON document if it parses as
     one; else its lines, unless none of them is JSON — then one error says what the body should be."""
     body = b"\n".join(raw for _, raw in lines)
@@ -90,13 +91,19 @@ async def _document_or_lines(svc: Svc, caller: Caller, lines: list[tuple[int, by
     if document and document[0].problem is None:
         items = [dataclasses.replace(item, single=False) for item in document]  # ids from content, not "upload"
     else:
-        items = [bulk.parse_line(raw.rstrip(b"\r"), f"line {n}", prefix, n) for n, raw in lines
-                 if raw.strip() and raw.strip() != bulk.BOM]
+        items = [
+            bulk.parse_line(raw.rstrip(b"\r"), f"line {n}", prefix, n)
+            for n, raw in lines
+            if raw.strip() and raw.strip() != bulk.BOM
+        ]
         if all(item.problem for item in items):
             counts.conversations += 1
             detail = document[0].problem if document else "not UTF-8 text"
-            counts.reject("body", f"the body is neither JSONL (one conversation per line) nor one JSON "
-                                  f"document ({detail}); send one conversation per line, or one JSON value")
+            counts.reject(
+                "body",
+                f"the body is neither JSONL (one conversation per line) nor one JSON "
+                f"document ({detail}); send one conversation per line, or one JSON value",
+            )
             return
     for item in items:
         counts.conversations += 1
@@ -113,8 +120,12 @@ async def _document_or_lines(svc: Svc, caller: Caller, lines: list[tuple[int, by
 async def delete_import(
     svc: Svc,
     caller: Caller,
-    batch_id: Annotated[str, PathParam(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9_-]+$",
-                                       description="the batch_id an import returned")],
+    batch_id: Annotated[
+        str,
+        PathParam(
+            min_length=1, max_length=40, pattern=r"^[A-Za-z0-9_-]+$", description="the batch_id an import returned"
+        ),
+    ],
 ) -> Response:
     """Removes every turn of the caller's tenant that the import created (turns it found `unchanged` were
     created earlier and stay), with their quotes, traces, probes and results. 404 when the tenant has no turn
@@ -123,8 +134,11 @@ async def delete_import(
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.get("/v1/reports/gating", responses=problem_responses(429),
-            summary="The free tier over every stored turn of the caller's tenant")
+@router.get(
+    "/v1/reports/gating",
+    responses=problem_responses(429),
+    summary="The free tier over every stored turn of the caller's tenant",
+)
 async def gating_report(svc: Svc, caller: FreeTierCaller) -> dict[str, Any]:
     """Per turn its summary line and counts; totals of traceable / quoted / agent_voice / action /
     unanchored over all turns; and the 20 sources quoted most often (by source label)."""

@@ -17,7 +17,13 @@ async def create_quote(svc: Svc, caller: Caller, body: QuoteIn) -> QuoteOut:
     warnings — or a refusal with its reason. The quote id can start a trace until `expires_at`.
     The sentence must occur in the turn's response (after normalisation) or be a segment id, else 422."""
     quote = await operations.make_quote(
-        svc, caller, body.turn_id, body.sentence, model=body.model, probe=body.probe, overrides=body.params,
+        svc,
+        caller,
+        body.turn_id,
+        body.sentence,
+        model=body.model,
+        probe=body.probe,
+        overrides=body.params,
         estimator=body.estimator,
     )
     return operations.quote_out(quote)

@@ -54,17 +54,27 @@ async def list_traces(
     model: Annotated[str | None, Query(max_length=256, description="keep traces judged by exactly this model")] = None,
     status: Annotated[JobStatus | None, Query(description="keep traces in this status")] = None,
     estimator: Annotated[EstimatorChoice | None, Query(description="keep traces started with this estimator")] = None,
-    sort: Annotated[TraceSort, Query(description="created_at or cost, descending with a leading '-'; traces "
-                                     "without a cost come last either way")] = "-created_at",
+    sort: Annotated[
+        TraceSort,
+        Query(
+            description="created_at or cost, descending with a leading '-'; traces without a cost come last either way"
+        ),
+    ] = "-created_at",
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    cursor: Annotated[str | None, Query(max_length=1400, description="next_cursor of the previous page (opaque); "
-                                        "valid only with the same filters and sort")] = None,
+    cursor: Annotated[
+        str | None,
+        Query(
+            max_length=1400,
+            description="next_cursor of the previous page (opaque); valid only with the same filters and sort",
+        ),
+    ] = None,
 ) -> TraceList:
     """The tenant's traces (probes are not listed), newest first unless `sort` says otherwise, with `total`
     (the matches on all pages), each with its verdict (when succeeded), estimator, judge model, calls, cost,
     times and `source` (`api`, or `cli` for a trace `provenance trace` ran)."""
-    query = listing.TraceQuery(turn_id=turn_id, verdict=verdict, model=model, status=status, estimator=estimator,
-                               sort=sort)
+    query = listing.TraceQuery(
+        turn_id=turn_id, verdict=verdict, model=model, status=status, estimator=estimator, sort=sort
+    )
     return await listing.trace_list(svc, caller, query, limit, cursor)
 
 
@@ -76,8 +86,10 @@ async def list_traces(
             "description": "The trace as a file (Content-Disposition: attachment): `json`, exactly the body of "
             "GET /v1/traces/{id}; `markdown`, a citation block (claim, verdict in words, sources with verified "
             "quotes and line ranges, model, estimator, calls, cost, prompt versions, trace id and date).",
-            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/TraceOut"}},
-                        "text/markdown": {"schema": {"type": "string"}}},
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/TraceOut"}},
+                "text/markdown": {"schema": {"type": "string"}},
+            },
         },
         **problem_responses(404),
     },
@@ -91,13 +103,14 @@ async def export_trace(
 ) -> Response:
     """A trace that is not `succeeded` exports its status and reason, never a verdict."""
     exported = await export.export_trace(svc, caller, trace_id, format)
-    return Response(exported.body, media_type=exported.media_type,
-                    headers={"Content-Disposition": f'attachment; filename="{exported.filename}"'})
+    return Response(
+        exported.body,
+        media_type=exported.media_type,
+        headers={"Content-Disposition": f'attachment; filename="{exported.filename}"'},
+    )
 
 
-@router.get(
-    "/{trace_id}", response_model=TraceOut, responses=problem_responses(404), summary="A trace's status"
-)
+@router.get("/{trace_id}", response_model=TraceOut, responses=problem_responses(404), summary="A trace's status")
 async def get_trace(
     svc: Svc,
     caller: Caller,
@@ -121,9 +134,7 @@ def _sse(event: str, data: str) -> bytes:
     return f"event: {event}\ndata: {data}\n\n".encode()
 
 
-async def _events(
-    svc: Services, caller: Principal, trace_id: str, kind: JobKind = "trace"
-) -> AsyncIterator[bytes]:
+async def _events(svc: Services, caller: Principal, trace_id: str, kind: JobKind = "trace") -> AsyncIterator[bytes]:
     """A job's progress events (a trace's or a probe's), then one ``end``."""
     last = ""
     quiet_since = time.monotonic()

@@ -71,11 +71,7 @@ async def store_turn(
     response: Response,
     turn: Annotated[
         StoredTurn,
-        Body(
-            openapi_examples={
-                "support turn": {"summary": "a customer-support turn", "value": _example_turn()}
-            }
-        ),
+        Body(openapi_examples={"support turn": {"summary": "a customer-support turn", "value": _example_turn()}}),
     ],
 ) -> TurnStored:
     """Same `turn_id` and same content → 200; same `turn_id`, different content → 409 naming the fields
@@ -84,9 +80,7 @@ async def store_turn(
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
     if created:
         response.headers["Location"] = "/v1/turns/" + quote(turn.turn_id, safe="")
-    return TurnStored(
-        turn_id=record.turn_id, digest=record.digest, stored_at=record.stored_at, created=created
-    )
+    return TurnStored(turn_id=record.turn_id, digest=record.digest, stored_at=record.stored_at, created=created)
 
 
 @router.get("", response_model=TurnList, responses=problem_responses(429), summary="List stored turns")
@@ -95,28 +89,48 @@ async def list_turns(
     caller: FreeTierCaller,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[
-        str | None, Query(max_length=4096, description="next_cursor of the previous page (opaque); valid only with "
-                          "the same q, filters and sort")
+        str | None,
+        Query(
+            max_length=4096,
+            description="next_cursor of the previous page (opaque); valid only with the same q, filters and sort",
+        ),
     ] = None,
     q: Annotated[
-        str, Query(max_length=200, description="keep turns whose id, agent, model, query or response contain "
-                   "this text (case and spacing ignored); answered from the search index")
+        str,
+        Query(
+            max_length=200,
+            description="keep turns whose id, agent, model, query or response contain "
+            "this text (case and spacing ignored); answered from the search index",
+        ),
     ] = "",
     model: Annotated[str | None, Query(max_length=256, description="keep turns of exactly this model")] = None,
     agent: Annotated[str | None, Query(max_length=256, description="keep turns of exactly this agent")] = None,
-    since: Annotated[datetime | None, Query(description="keep turns dated at or after this time (ISO 8601; "
-                                            "without a zone, UTC). A turn's date is its created_at, else when "
-                                            "it was stored")] = None,
+    since: Annotated[
+        datetime | None,
+        Query(
+            description="keep turns dated at or after this time (ISO 8601; "
+            "without a zone, UTC). A turn's date is its created_at, else when "
+            "it was stored"
+        ),
+    ] = None,
     until: Annotated[datetime | None, Query(description="keep turns dated before this time (exclusive)")] = None,
-    min_traceable: Annotated[int | None, Query(ge=0, le=100_000, description="keep turns with at least this many "
-                                               "sentences the free tier can trace")] = None,
-    sort: Annotated[TurnSort, Query(description="field to sort on, descending with a leading '-'; turns without "
-                                    "the value (no created_at, no model) come last either way")] = "-stored_at",
+    min_traceable: Annotated[
+        int | None,
+        Query(ge=0, le=100_000, description="keep turns with at least this many sentences the free tier can trace"),
+    ] = None,
+    sort: Annotated[
+        TurnSort,
+        Query(
+            description="field to sort on, descending with a leading '-'; turns without "
+            "the value (no created_at, no model) come last either way"
+        ),
+    ] = "-stored_at",
 ) -> TurnList:
     """The tenant's turns matching `q` and every filter given, newest first unless `sort` says otherwise, with
     `total` (the matches on all pages) and per turn its `traceable` sentences and its `traces`."""
-    query = listing.TurnQuery(q=q, model=model, agent=agent, since=since, until=until, min_traceable=min_traceable,
-                              sort=sort)
+    query = listing.TurnQuery(
+        q=q, model=model, agent=agent, since=since, until=until, min_traceable=min_traceable, sort=sort
+    )
     return await listing.turn_list(svc, caller, query, limit, cursor)
 
 
@@ -194,9 +208,7 @@ async def delete_turn(svc: Svc, caller: Caller, turn_id: TurnId) -> Response:
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.get(
-    "/{turn_id:path}", response_model=TurnOut, responses=problem_responses(404), summary="Read a stored turn"
-)
+@router.get("/{turn_id:path}", response_model=TurnOut, responses=problem_responses(404), summary="Read a stored turn")
 async def get_turn(svc: Svc, caller: Caller, turn_id: TurnId) -> TurnOut:
     record = await records.get_turn(svc, caller, turn_id)
     return TurnOut(turn_id=record.turn_id, digest=record.digest, stored_at=record.stored_at, turn=record.turn)

@@ -281,10 +281,19 @@ def _turn_item(record: records.TurnRecord, summary: str, listed: TurnSummary) ->
 
 
 def _unreadable_item(row: TurnSummary, exc: Exception) -> dict[str, Any]:
-    return {"turn_id": row.turn_id, "agent": row.agent, "model": row.model,
-            "created_at": _iso(row.created_at), "stored_at": _iso(row.stored_at),
-            "summary": f"cannot be read ({type(exc).__name__}): delete and store it again",
-            "query": "", "excerpt": "", "unreadable": True, "traceable": row.traceable, "traces": row.traces}
+    return {
+        "turn_id": row.turn_id,
+        "agent": row.agent,
+        "model": row.model,
+        "created_at": _iso(row.created_at),
+        "stored_at": _iso(row.stored_at),
+        "summary": f"cannot be read ({type(exc).__name__}): delete and store it again",
+        "query": "",
+        "excerpt": "",
+        "unreadable": True,
+        "traceable": row.traceable,
+        "traces": row.traces,
+    }
 
 
 @router.get("/ui/api/turns")
@@ -305,8 +314,9 @@ async def ui_turns(
     turn: the free-tier summary line, the question and the start of the response. A turn that cannot be read
     or rendered is listed, flagged, never a 500."""
     params = svc.settings.base_params
-    query = listing.TurnQuery(q=q, model=model, agent=agent, since=since, until=until, min_traceable=min_traceable,
-                              sort=sort)
+    query = listing.TurnQuery(
+        q=q, model=model, agent=agent, since=since, until=until, min_traceable=min_traceable, sort=sort
+    )
     page = await listing.turn_list(svc, caller, query, limit, cursor)
     items: list[dict[str, Any]] = []
     for row in page.items:

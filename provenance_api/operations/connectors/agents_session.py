@@ -32,14 +32,16 @@ class AgentsSessionReader:
             return Changes(None, [], 0)
         restarted = top[0] < after
         changed = await self.store.rows(
-            f"SELECT session_id FROM {MESSAGES_TABLE} WHERE id > ? AND id <= ? GROUP BY session_id "
-            "ORDER BY MIN(id)", (0 if restarted else after, top[0]))
+            f"SELECT session_id FROM {MESSAGES_TABLE} WHERE id > ? AND id <= ? GROUP BY session_id ORDER BY MIN(id)",
+            (0 if restarted else after, top[0]),
+        )
         return Changes(str(top[0]), [str(row[0]) for row in changed], int(top[1]), restarted)
 
     async def conversation(self, ident: str, upto: str) -> Conversation:
         rows = await self.store.rows(
             f"SELECT id, message_data FROM {MESSAGES_TABLE} WHERE session_id = ? AND id <= ? ORDER BY id",
-            (ident, int(upto)))
+            (ident, int(upto)),
+        )
         where = f"{self.store.source.name} session {ident}"
         items: list[Any] = []
         issues: list[tuple[str, str]] = []

@@ -45,8 +45,12 @@ def _ext_hook(code: int, data: bytes) -> Any:
     if not isinstance(value, (list, tuple)) or len(value) < 3:
         return value
     module, name, payload = value[0], value[1], value[2]
-    if (code in (EXT_PYDANTIC_V1, EXT_PYDANTIC_V2) and isinstance(module, str) and isinstance(payload, dict)
-            and module.startswith(MESSAGE_MODULE)):
+    if (
+        code in (EXT_PYDANTIC_V1, EXT_PYDANTIC_V2)
+        and isinstance(module, str)
+        and isinstance(payload, dict)
+        and module.startswith(MESSAGE_MODULE)
+    ):
         kind = payload.get("type") or str(name).removesuffix("Chunk").removesuffix("Message").lower()
         return {"type": kind, "data": payload}
     if code == EXT_CONSTRUCTOR_SINGLE_ARG and module == "uuid" and isinstance(payload, str) and len(payload) == 32:
@@ -70,5 +74,6 @@ def decode(kind: str | None, data: bytes | str | None) -> Any:
             return raw
     except (ValueError, RecursionError) as exc:  # msgpack's errors are ValueErrors
         raise UnreadableValue(f"a {kind} value that does not decode: {exc}") from None
-    raise UnreadableValue(f"values serialised as {kind!r} are not read (only msgpack and json; "
-                          "pickle is never unpickled)")
+    raise UnreadableValue(
+        f"values serialised as {kind!r} are not read (only msgpack and json; pickle is never unpickled)"
+    )

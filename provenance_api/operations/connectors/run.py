@@ -69,13 +69,16 @@ class SourceImport:
         elif not self.changed:
             return f"{where}: nothing new since the last import (position {self.since}); {self.total} {self.nouns}"
         else:
-            head = (f"{where}: {self.changed} of {self.total} {self.nouns} changed since the last import "
-                    f"(position {self.since} → {self.position})")
+            head = (
+                f"{where}: {self.changed} of {self.total} {self.nouns} changed since the last import "
+                f"(position {self.since} → {self.position})"
+            )
         return f"{head}; {self.counts.line()}"
 
 
-async def import_source(db: Database, tenant: str, user: str, source: Source, *,
-                        max_turn_bytes: int | None = None) -> SourceImport:
+async def import_source(
+    db: Database, tenant: str, user: str, source: Source, *, max_turn_bytes: int | None = None
+) -> SourceImport:
     """Import what is new in ``source`` for ``tenant`` and move its cursor. A source that cannot be read
     raises (``SourceUnavailable`` / ``InvalidInput``) and leaves the cursor where it was. A turn whose stored
     form is over ``max_turn_bytes`` is rejected alone."""
@@ -86,8 +89,11 @@ async def import_source(db: Database, tenant: str, user: str, source: Source, *,
         changes = await reader.changes(since)
         counts = bulk.ImportCounts(max_turn_bytes=max_turn_bytes)
         if changes.restarted:
-            counts.note(source.name, f"the source holds less than at the last import (position {since}; now "
-                        f"{changes.position}): recreated or restored? Read from the start")
+            counts.note(
+                source.name,
+                f"the source holds less than at the last import (position {since}; now "
+                f"{changes.position}): recreated or restored? Read from the start",
+            )
         upto = changes.position
         for ident in changes.changed:
             conversation = await reader.conversation(ident, upto or "")

@@ -43,9 +43,12 @@ def source_format(name: str | None, field_name: str = "format") -> str:
     key = (name or "").strip().lower().replace("_", "-")
     if key not in SOURCE_FORMATS:
         raise InvalidInput(
-            f"{field_name}: {name!r} is not a history source format" if name else f"{field_name} is required "
-            "to read a history source",
-            field=field_name, fix=f"use one of {', '.join(SOURCE_FORMATS)}")
+            f"{field_name}: {name!r} is not a history source format"
+            if name
+            else f"{field_name} is required to read a history source",
+            field=field_name,
+            fix=f"use one of {', '.join(SOURCE_FORMATS)}",
+        )
     return key
 
 
@@ -71,8 +74,9 @@ class Source:
         return f"{self.name}|{self.format}|{self.shown_url}"[:512]
 
 
-def parse_source(url: str, format: str | None, name: str | None = None, *, url_field: str = "url",
-                 format_field: str = "format") -> Source:
+def parse_source(
+    url: str, format: str | None, name: str | None = None, *, url_field: str = "url", format_field: str = "format"
+) -> Source:
     """A ``Source`` from a URL and a format, checked: the scheme must be the one the format is read from."""
     fmt = source_format(format, format_field)
     scheme = SOURCE_FORMATS[fmt]
@@ -82,22 +86,32 @@ def parse_source(url: str, format: str | None, name: str | None = None, *, url_f
     if head.split("+", 1)[0] == "sqlite":
         head = "sqlite"
     if head != scheme:
-        raise InvalidInput(f"{url_field}: a {fmt} source is read from a {scheme} URL, not {head}://",
-                           field=url_field, fix=f"give a URL like {EXAMPLE_URLS[scheme]}")
+        raise InvalidInput(
+            f"{url_field}: a {fmt} source is read from a {scheme} URL, not {head}://",
+            field=url_field,
+            fix=f"give a URL like {EXAMPLE_URLS[scheme]}",
+        )
     if scheme == "sqlite":
         rest = url.split("://", 1)[1]
         if not rest.startswith("/") or len(rest) < 2:
-            raise InvalidInput(f"{url_field}: {url!r} names no file", field=url_field,
-                               fix="write sqlite:///relative/path.db or sqlite:////absolute/path.db")
+            raise InvalidInput(
+                f"{url_field}: {url!r} names no file",
+                field=url_field,
+                fix="write sqlite:///relative/path.db or sqlite:////absolute/path.db",
+            )
         path = Path(unquote(rest[1:].split("?", 1)[0])).expanduser().resolve()
         return Source(name or path.name, fmt, url, path)
     try:
         parsed = make_url(url.replace("+asyncpg", "").replace("+psycopg", ""))
     except ArgumentError as exc:
-        raise InvalidInput(f"{url_field}: not a database URL ({exc})", field=url_field,
-                           fix=f"give a URL like {EXAMPLE_URLS[scheme]}") from None
-    return Source(name or parsed.database or parsed.host or "postgres", fmt,
-                  parsed.set(drivername="postgresql").render_as_string(hide_password=False))
+        raise InvalidInput(
+            f"{url_field}: not a database URL ({exc})", field=url_field, fix=f"give a URL like {EXAMPLE_URLS[scheme]}"
+        ) from None
+    return Source(
+        name or parsed.database or parsed.host or "postgres",
+        fmt,
+        parsed.set(drivername="postgresql").render_as_string(hide_password=False),
+    )
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,7 @@ def _url() -> str:
 
 
 def _configure(connection: Connection) -> None:
-    context.configure(
-        connection=connection, target_metadata=target_metadata, render_as_batch=True, compare_type=True
-    )
+    context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True, compare_type=True)
     with context.begin_transaction():
         context.run_migrations()
 
@@ -44,9 +42,7 @@ async def _run_async(url: str) -> None:
 
 def run() -> None:
     if context.is_offline_mode():
-        context.configure(
-            url=_url(), target_metadata=target_metadata, literal_binds=True, render_as_batch=True
-        )
+        context.configure(url=_url(), target_metadata=target_metadata, literal_binds=True, render_as_batch=True)
         with context.begin_transaction():
             context.run_migrations()
         return
