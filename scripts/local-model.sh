@@ -4,6 +4,8 @@
 #   scripts/local-model.sh [--small] build       compile llama-cpp-python (once), assemble + verify the GGUF (once),
 #                                                install the cached wheel into .venv
 #   scripts/local-model.sh [--small] path        print the GGUF path (builds it if missing)
+#   scripts/local-model.sh [--small] check       print the GGUF path if the build is complete, else say what is
+#                                                missing and exit 1 (never builds: what tests call)
 #   scripts/local-model.sh [--small] start PORT  start an OpenAI-compatible server on 127.0.0.1:PORT in the background,
 #                                                wait for /v1/models, write a pid file
 #   scripts/local-model.sh [--small] stop [PORT] stop the server started by `start`
@@ -12,7 +14,9 @@
 # published as a series of part packages whose data files concatenate to the GGUF.
 #   default  Qwen2.5-Coder-1.5B-Instruct Q4_K_M  (22 parts)
 #   --small  Qwen2.5-Coder-0.5B-Instruct Q4_K_M  (6 parts; plumbing only — a weak judge)
-# Cache: ${PROVENANCE_CACHE:-$HOME/.cache/provenance}.
+# Cache: ${PROVENANCE_CACHE:-$HOME/.cache/provenance}. Both steps resume: a killed compile continues in its build
+# folder (cmake is incremental), a killed model assembly keeps the parts it already extracted. The test command runs
+# `build` for both models before pytest starts, so no test ever waits on a build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$(pwd)"
@@ -45,6 +49,10 @@ RUN="${CACHE}/run"
 
 log() { echo "local-model: $*" >&2; }
 
+# pip's own progress on a terminal, quiet when piped (CI logs)
+QUIET="--quiet"
+[ -t 2 ] && QUIET=""
+
 ensure_venv() {
     [ -x "$PY" ] || ./scripts/setup.sh
 }
@@ -52,14 +60,37 @@ ensure_venv() {
 build_wheel() {
     mkdir -p "$WHEELS"
     if ls "$WHEELS"/llama_cpp_python-"${LLAMA_VERSION}"-*.whl >/dev/null 2>&1; then return 0; fi
-    log "compiling llama-cpp-python ${LLAMA_VERSION} from source (a few minutes, once)"
-    local tmp; tmp="$(mktemp -d)"
+    # The source unpacked once into a fixed folder, and a fixed build folder per build id: cmake sees the same
+    # source and build paths on every run, so a compile that was killed continues where it stopped.
+    local src="${CACHE}/src/llama_cpp_python-${LLAMA_VERSION}"
+    if [ ! -f "${src}/pyproject.toml" ]; then
+        log "downloading the llama-cpp-python ${LLAMA_VERSION} source"
+        local dl; dl="$(mktemp -d "${CACHE}/sdist.XXXXXX")"
+        "$PY" -m pip download $QUIET --disable-pip-version-check --no-deps --no-binary llama-cpp-python \
+            "llama-cpp-python==${LLAMA_VERSION}" -d "$dl"
+        tar xzf "$dl"/llama_cpp_python-"${LLAMA_VERSION}".tar.gz -C "$dl"
+        mkdir -p "${CACHE}/src"
+        rm -rf "$src"
+        mv "$dl/llama_cpp_python-${LLAMA_VERSION}" "$src"
+        rm -rf "$dl"
+    fi
+    local build_dir="${CACHE}/build/${BUILD_ID}"
+    if [ -d "$build_dir" ]; then
+        log "resuming the compile of llama-cpp-python ${LLAMA_VERSION} in ${build_dir}"
+    else
+        log "compiling llama-cpp-python ${LLAMA_VERSION} from source (5-15 minutes on 2 cores, once)"
+    fi
+    mkdir -p "$build_dir"
+    local tmp; tmp="$(mktemp -d "${CACHE}/wheel.XXXXXX")"
     CMAKE_ARGS="$LLAMA_CMAKE_ARGS" CFLAGS="$LLAMA_CFLAGS" CXXFLAGS="$LLAMA_CFLAGS" \
     CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
-        "$PY" -m pip wheel --quiet --disable-pip-version-check --no-cache-dir --no-deps --no-binary llama-cpp-python \
-        "llama-cpp-python==${LLAMA_VERSION}" -w "$tmp"
-    mv "$tmp"/llama_cpp_python-*.whl "$WHEELS"/
-    rmdir "$tmp" 2>/dev/null || true
+        "$PY" -m pip wheel $QUIET --disable-pip-version-check --no-cache-dir --no-deps \
+        --config-settings="build-dir=${build_dir}" "$src" -w "$tmp"
+    # the wheel appears in the cache whole (rename within one file system), never half-written
+    local built; built="$(ls "$tmp"/llama_cpp_python-*.whl)"
+    mv "$built" "$WHEELS/.$(basename "$built").part"
+    mv "$WHEELS/.$(basename "$built").part" "$WHEELS/$(basename "$built")"
+    rm -rf "$tmp" "$build_dir"
 }
 
 wheel_digest() {
@@ -85,11 +116,17 @@ sys.exit(m.version('llama-cpp-python') != '${LLAMA_VERSION}')" 2>/dev/null \
 assemble_model() {
     if [ -f "$GGUF" ]; then return 0; fi
     mkdir -p "${CACHE}/models"
-    local work; work="$(mktemp -d "${CACHE}/parts.XXXXXX")"
+    # A fixed work folder per model: parts already extracted by a killed run are kept (each is renamed into place
+    # only when whole), so the assembly continues rather than restarts.
+    local work="${CACHE}/parts/${MODEL_NAME}"
+    mkdir -p "$work"
     log "assembling ${MODEL_NAME} from ${N_PARTS} part packages (once)"
     local i
     for i in $(seq 1 "$N_PARTS"); do
-        "$PY" -m pip download --quiet --disable-pip-version-check --no-deps \
+        if [ -f "${work}/$(printf 'part%02d.bin' "$i")" ]; then continue; fi
+        log "part ${i}/${N_PARTS}"
+        rm -rf "${work}/dl${i}"
+        "$PY" -m pip download $QUIET --disable-pip-version-check --no-deps \
             "${PART_PACKAGE}${i}==${PART_VERSION}" -d "${work}/dl${i}"
         "$PY" - "${work}/dl${i}" "${work}" "$i" <<'EOF'
 import pathlib, re, sys, tarfile, zipfile
@@ -100,9 +137,10 @@ for archive in src.iterdir():
         with zipfile.ZipFile(archive) as z:
             names = [n for n in z.namelist() if pat.search(n)]
             if names:
-                with z.open(names[0]) as f, open(out / ("part%02d.bin" % idx), "wb") as g:
+                with z.open(names[0]) as f, open(out / ("part%02d.bin.part" % idx), "wb") as g:
                     while chunk := f.read(1 << 20):
                         g.write(chunk)
+                (out / ("part%02d.bin.part" % idx)).rename(out / ("part%02d.bin" % idx))
                 sys.exit(0)
     elif archive.name.endswith((".tar.gz", ".tgz")):
         with tarfile.open(archive) as t:
@@ -110,9 +148,10 @@ for archive in src.iterdir():
                 if pat.search(m.name):
                     f = t.extractfile(m)
                     assert f is not None
-                    with f, open(out / ("part%02d.bin" % idx), "wb") as g:
+                    with f, open(out / ("part%02d.bin.part" % idx), "wb") as g:
                         while chunk := f.read(1 << 20):
                             g.write(chunk)
+                    (out / ("part%02d.bin.part" % idx)).rename(out / ("part%02d.bin" % idx))
                     sys.exit(0)
 sys.exit("no data/part%02d.bin in %s" % (idx, [a.name for a in src.iterdir()]))
 EOF
@@ -124,7 +163,7 @@ EOF
     rm -f "${parts[@]}"
     local digest; digest="$(sha256sum "${work}/model.gguf" | cut -d' ' -f1)"
     if [ -n "$MODEL_SHA256" ] && [ "$digest" != "$MODEL_SHA256" ]; then
-        rm -rf "$work"
+        rm -rf "$work"  # a bad part cannot be told from the others: the next run starts over
         log "sha256 mismatch for ${MODEL_NAME}: got ${digest}, expected ${MODEL_SHA256}"
         exit 1
     fi
@@ -154,6 +193,20 @@ cmd_build() {
     install_wheel
     assemble_model
     [ -f "${RUN}/ok-${BUILD_ID}-${MODEL_NAME}" ] || { smoke_check; mkdir -p "$RUN"; touch "${RUN}/ok-${BUILD_ID}-${MODEL_NAME}"; }
+}
+
+cmd_check() {
+    # What a test asks: is everything built? Never builds (a build inside a timed test is what this avoids).
+    local missing=()
+    ls "$WHEELS"/llama_cpp_python-"${LLAMA_VERSION}"-*.whl >/dev/null 2>&1 || missing+=("the llama-cpp-python wheel")
+    [ -f "$GGUF" ] || missing+=("the model ${MODEL_NAME}")
+    [ -f "${RUN}/ok-${BUILD_ID}-${MODEL_NAME}" ] || missing+=("the smoke check of this build")
+    if [ ${#missing[@]} -gt 0 ]; then
+        log "not built: $(IFS=,; echo "${missing[*]}") in ${CACHE}; run: scripts/local-model.sh $([ "$SMALL" = 1 ] && echo '--small ')build (the test command does)"
+        exit 1
+    fi
+    install_wheel
+    echo "$GGUF"
 }
 
 cmd_start() {
@@ -197,7 +250,8 @@ case "${1:-}" in
     build) cmd_build ;;
     model) ensure_venv; assemble_model ;;
     path) cmd_build >&2; echo "$GGUF" ;;
+    check) ensure_venv; cmd_check ;;
     start) shift; cmd_start "$@" ;;
     stop) shift; cmd_stop "$@" ;;
-    *) echo "usage: $0 [--small] build|path|start PORT|stop [PORT]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--small] build|path|check|start PORT|stop [PORT]" >&2; exit 2 ;;
 esac

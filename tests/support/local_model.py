@@ -1,6 +1,8 @@
 """A real local model for tests: built (once, cached outside the work tree) by scripts/local-model.sh.
 
-Nothing here skips: when the build or the server cannot come up, the test fails and says why.
+The test command (scripts/test.sh) builds both models before pytest starts; a test only checks that the build is
+there (``local-model.sh check``) and never builds, so no test can time out on a compile or a download. Nothing here
+skips: when the build is missing or the server cannot come up, the test fails and says why.
 ``small=True`` is Qwen2.5-Coder-0.5B (fast, plumbing only), otherwise Qwen2.5-Coder-1.5B.
 """
 
@@ -29,8 +31,8 @@ def _script(*args: str, timeout: float = 1800) -> str:
 
 
 def model_path(*, small: bool) -> str:
-    """The GGUF path, building llama-cpp-python and the model first if they are missing."""
-    out = _script(*(["--small"] if small else []), "path")
+    """The GGUF path; fails, naming the command to run, when the install step has not built it."""
+    out = _script(*(["--small"] if small else []), "check", timeout=300)
     path = out.strip().splitlines()[-1]
     if not Path(path).is_file():
         pytest.fail(f"scripts/local-model.sh path printed {path!r}, which is not a file", pytrace=False)
@@ -49,6 +51,7 @@ def llama_server(*, small: bool) -> Iterator[str]:
     """An OpenAI-compatible llama.cpp server on loopback; yields its base URL (…/v1)."""
     flag = ["--small"] if small else []
     port = free_port()
+    _script(*flag, "check", timeout=300)
     _script(*flag, "start", str(port))
     try:
         yield f"http://127.0.0.1:{port}/v1"
