@@ -9,6 +9,16 @@ not a model call and was not billed. ``on_call`` is awaited before every call le
 already counts it) and after it with what happened, so a service persists ``made`` before the provider can
 bill the call, and settles a budget from the same numbers the result reports.
 
+**Attempts.** A client that repeats a call's HTTP request (a retry after a 429, 5xx or timeout, or a fallback
+after a rejected ``response_format``) awaits ``another_attempt()`` before each repeat. Every HTTP request is a
+made call: the repeat counts in ``made`` (and the failed request before it in ``failed``), under the same
+ceiling — a repeat over ``planned`` is refused unsent (``AttemptRefused``) — and ``on_call`` hears it
+(``retrying``) before it leaves, so what a service persists and budgets is every request the provider
+received. A call's record counts its ``attempts``.
+
+**Price.** Given the judge's ``price`` (USD per input and output token), every chat call is priced at it (its
+usage's tokens, reported or ``estimated``); without one, the provider-reported cost is kept.
+
 Every call is also kept as a ``CallRecord`` (``calls()``): its stage and mask in words, the messages as
 sent, the reply, the scalar the estimator read from it (``parse``), when it started, how long it took, its
 usage and outcome. A caller names the stage and mask with keyword arguments, or around a block of calls
@@ -35,6 +45,7 @@ from .result import CallAccount
 from .scorer import ScoredTarget, Scorer, ScorerError
 
 __all__ = [
+    "AttemptRefused",
     "CallAbandoned",
     "CallBudgetExceeded",
     "CallEvent",
@@ -44,10 +55,13 @@ __all__ = [
     "CallOutcome",
     "CallRecord",
     "CallStage",
+    "another_attempt",
     "labelled",
 ]
 
-CallOutcome = Literal["sending", "answered", "cached", "failed", "failed_billed", "refused"]
+CallOutcome = Literal["sending", "retrying", "answered", "cached", "failed", "failed_billed", "refused"]
+"""A call's outcome; ``retrying`` is an event only (a repeated request about to leave: its record stays
+``sending``)."""
 CallKind = Literal["chat", "score"]
 CallStage = Literal["round1", "round2", "redundancy", "spans", "probe", "gamma", "other"]
 """What a call was for: Γ's s(1) and s(0) (``gamma``), a layer removed (``round1``), a source removed
@@ -102,6 +116,10 @@ class CallRecord:
     seconds: float = 0.0
     usage: Usage = field(default_factory=Usage)
     error: str | None = None
+    attempts: int = 1
+    """HTTP requests sent for this call (retries and fallbacks included); 0 for a cached or refused call."""
+    max_tokens: int | None = None
+    """The answer's token cap the request asked for (None: the provider's default)."""
 
     @property
     def prompt(self) -> tuple[Message, ...]:
@@ -113,6 +131,23 @@ class CallRecord:
 
 class CallBudgetExceeded(LLMError):
     """A call the plan did not allow for; refused before it was sent (so never billed)."""
+
+
+class AttemptRefused(CallBudgetExceeded):
+    """A repeated request (retry or fallback) over the plan's ceiling: refused before it was sent."""
+
+
+_ATTEMPT: ContextVar[Callable[[], Awaitable[None]] | None] = ContextVar("estimator_attempt_hook", default=None)
+
+
+async def another_attempt() -> None:
+    """Called by a client before it sends one more HTTP request for the call in progress (a retry or a
+    fallback). Under a ledger, the request is counted as made (the one before it as failed), persisted through
+    ``on_call`` before it leaves, or refused over the plan's ceiling (``AttemptRefused``, unsent). Outside a
+    ledger it does nothing."""
+    hook = _ATTEMPT.get()
+    if hook is not None:
+        await hook()
 
 
 class CallAbandoned(Exception):
@@ -138,8 +173,16 @@ OnCall = Callable[["CallLedger", CallEvent], Awaitable[None]]
 class CallLedger:
     """Every model call of one trace: the concurrency cap, the plan's ceiling, the account, the hook."""
 
-    def __init__(self, *, planned: int | None, concurrency: int, on_call: OnCall | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        planned: int | None,
+        concurrency: int,
+        on_call: OnCall | None = None,
+        price: tuple[float, float] | None = None,
+    ) -> None:
         self.planned = planned
+        self.price = price
         self.limiter = anyio.CapacityLimiter(concurrency)
         self.on_call = on_call
         self.made = 0
@@ -154,6 +197,7 @@ class CallLedger:
         self.usage = Usage()
         self._cost = 0.0
         self._cost_known = True
+        self.unpriced_billed = 0  # billed calls whose cost is unknown (no price, none reported)
         self._records: dict[int, CallRecord] = {}  # index → the call, in flight (``sending``) or ended
 
     def calls(self) -> list[CallRecord]:
@@ -163,8 +207,20 @@ class CallLedger:
 
     @property
     def cost_usd(self) -> float | None:
-        """Sum of provider-reported costs; None when any call's cost is unknown."""
+        """Sum of the calls' costs (at ``price`` when given, else as the provider reported them); None when any
+        billed call's cost is unknown."""
         return self._cost if self._cost_known else None
+
+    @property
+    def known_cost_usd(self) -> float:
+        """Sum of the costs that are known (the ``unpriced_billed`` calls left out)."""
+        return self._cost
+
+    def priced(self, usage: Usage, kind: CallKind) -> Usage:
+        """``usage`` with its cost at the ledger's price (chat calls; scoring calls keep theirs)."""
+        if self.price is None or kind != "chat":
+            return usage
+        return replace(usage, cost_usd=usage.input_tokens * self.price[0] + usage.output_tokens * self.price[1])
 
     def account(self) -> CallAccount:
         """The trace's calls so far, as the result reports them."""
@@ -198,13 +254,22 @@ class CallLedger:
         self.made += 1
 
     def _failed(self, exc: LLMError | ScorerError, kind: CallKind) -> CallEvent:
-        self.failed += 1
+        if not isinstance(exc, AttemptRefused):  # a refused repeat: the failure before it is already counted
+            self.failed += 1
         self.last_error = str(exc)[:300]
+        usage = Usage()
         if exc.billed:
             self.failed_billed += 1
             self.billed += 1
-            self._cost_known = False  # billed, at a price the provider did not report
-        return CallEvent("failed_billed" if exc.billed else "failed", kind, Usage(), self.last_error)
+            known = getattr(exc, "usage", None)
+            usage = self.priced(known, kind) if isinstance(known, Usage) else Usage()
+            if isinstance(known, Usage) and usage.cost_usd is not None:
+                self.usage = self.usage + usage
+                self._cost += usage.cost_usd
+            else:
+                self._cost_known = False  # billed, at a price the provider did not report
+                self.unpriced_billed += 1
+        return CallEvent("failed_billed" if exc.billed else "failed", kind, usage, self.last_error)
 
     def _answered(self, usage: Usage, *, cached: bool, kind: CallKind) -> CallEvent:
         self.answered += 1
@@ -213,9 +278,11 @@ class CallLedger:
             self.cached += 1
             return CallEvent("cached", kind, usage)
         self.billed += 1
+        usage = self.priced(usage, kind)
         self.usage = self.usage + usage
         if usage.cost_usd is None:
             self._cost_known = False
+            self.unpriced_billed += 1
         else:
             self._cost += usage.cost_usd
         return CallEvent("answered", kind, usage)
@@ -224,7 +291,14 @@ class CallLedger:
         if self.on_call is not None:
             await self.on_call(self, event)
 
-    def _open(self, kind: CallKind, label: CallLabel, messages: Sequence[Message], target: str | None) -> CallRecord:
+    def _open(
+        self,
+        kind: CallKind,
+        label: CallLabel,
+        messages: Sequence[Message],
+        target: str | None,
+        max_tokens: int | None = None,
+    ) -> CallRecord:
         """The record of a call about to be admitted (or refused): the next index, the label, the request."""
         return CallRecord(
             index=len(self._records),
@@ -235,6 +309,7 @@ class CallLedger:
             messages=tuple(messages),
             started_at=datetime.now(UTC),
             target=target,
+            max_tokens=max_tokens,
         )
 
     def _keep(self, record: CallRecord) -> CallRecord:
@@ -251,6 +326,7 @@ class CallLedger:
         request: tuple[Sequence[Message], str | None] = ((), None),
         label: CallLabel | None = None,
         answer_of: Callable[[_T], tuple[str | None, float | None]] | None = None,
+        max_tokens: int | None = None,
     ) -> _T:
         """One call under the cap and the plan's ceiling. ``on_call`` hears ``sending`` before the call
         leaves (so a service persists ``made`` before the provider can bill it), then its outcome.
@@ -263,37 +339,73 @@ class CallLedger:
         try:
             if wanted is not None and not wanted():
                 raise CallAbandoned("the caller no longer wanted this call")
-            record = self._open(kind, label, *request)
+            record = self._open(kind, label, *request, max_tokens=max_tokens)
             try:
                 self._admit()
             except CallBudgetExceeded as exc:
-                refused = self._keep(replace(record, outcome="refused", error=str(exc)))
+                refused = self._keep(replace(record, outcome="refused", error=str(exc), attempts=0))
                 await self._notify(CallEvent("refused", kind, Usage(), str(exc), refused))
                 raise
             self._keep(record)
             await self._notify(CallEvent("sending", kind, Usage(), None, record))
             record = self._keep(replace(record, started_at=datetime.now(UTC)))
+            index = record.index
+
+            async def repeat() -> None:
+                await self._repeat(index, kind)
+
             started = time.perf_counter()
+            hook = _ATTEMPT.set(repeat)
             try:
                 answer = await send()
             except (LLMError, ScorerError) as exc:
                 failed = self._failed(exc, kind)
                 ended = self._keep(
-                    replace(record, outcome=failed.outcome, seconds=time.perf_counter() - started, error=str(exc))
+                    replace(
+                        self._records[index],
+                        outcome=failed.outcome,
+                        seconds=time.perf_counter() - started,
+                        error=str(exc),
+                        usage=failed.usage,
+                    )
                 )
                 await self._notify(replace(failed, record=ended))
                 raise
+            finally:
+                _ATTEMPT.reset(hook)
             seconds = time.perf_counter() - started
             usage, cached = usage_of(answer)
             event = self._answered(usage, cached=cached, kind=kind)
+            record = self._records[index]
         finally:
             self.limiter.release_on_behalf_of(borrower)
         reply, parsed = answer_of(answer) if answer_of is not None else (None, None)
         ended = self._keep(
-            replace(record, outcome=event.outcome, reply=reply, parsed=_finite(parsed), seconds=seconds, usage=usage)
+            replace(
+                record,
+                outcome=event.outcome,
+                reply=reply,
+                parsed=_finite(parsed),
+                seconds=seconds,
+                usage=event.usage,
+                attempts=0 if event.outcome == "cached" else record.attempts,
+            )
         )
         await self._notify(replace(event, record=ended))
         return answer
+
+    async def _repeat(self, index: int, kind: CallKind) -> None:
+        """One more HTTP request for call ``index`` (``another_attempt``): the one before it failed; this one is
+        made, under the plan's ceiling, and heard by ``on_call`` before it leaves."""
+        self.failed += 1
+        if self.planned is not None and self.made >= self.planned:
+            self.refused += 1
+            raise AttemptRefused(
+                f"retry refused: the plan allows {self.planned} requests to the provider and all were sent"
+            )
+        self.made += 1
+        record = self._keep(replace(self._records[index], attempts=self._records[index].attempts + 1))
+        await self._notify(CallEvent("retrying", kind, Usage(), None, record))
 
     async def call(
         self,
@@ -320,6 +432,7 @@ class CallLedger:
             request=(request.messages, None),
             label=_label(stage, mask),
             answer_of=answer_of,
+            max_tokens=request.max_tokens,
         )
 
     async def score(

@@ -26,12 +26,14 @@ class Message:
 
 @dataclass(frozen=True)
 class Usage:
-    """Provider-reported usage of one call."""
+    """Usage of one call: what the provider reported, or — ``estimated`` — the tokens counted from the request
+    as sent and the answer as received, when the provider reported none."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cached_input_tokens: int = 0
     cost_usd: float | None = None
+    estimated: bool = False
 
     def __add__(self, other: Usage) -> Usage:
         cost = (
@@ -44,6 +46,7 @@ class Usage:
             self.output_tokens + other.output_tokens,
             self.cached_input_tokens + other.cached_input_tokens,
             cost,
+            self.estimated or other.estimated,
         )
 
 
@@ -84,9 +87,10 @@ class LLMResponse:
 class LLMError(Exception):
     """A model call that produced no usable answer. Read as "no information"."""
 
-    def __init__(self, message: str, *, billed: bool = False) -> None:
+    def __init__(self, message: str, *, billed: bool = False, usage: Usage | None = None) -> None:
         super().__init__(message)
         self.billed = billed
+        self.usage = usage  # what a billed failure used, when known
 
 
 @runtime_checkable

@@ -35,9 +35,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from prompts import render, versions
+
 from .cost import plan_calls
 from .fence import Fence, neutralise
-from .judge import Mask
+from .judge import NO_QUERY, Mask
 from .ledger import CallLedger
 from .llm import LLM, Message
 from .loo import plan_redundancy, run_loo, windowed_texts
@@ -55,12 +57,16 @@ __all__ = [
     "LogprobTraceResult",
     "Thresholds",
     "build_messages",
+    "scored_claim",
     "thresholds",
     "trace_logprob",
 ]
 
-CONTEXT_HEADING = "Context:"
-QUESTION_HEADING = "Question:"
+INSTRUCTIONS_HEADING = "AGENT INSTRUCTIONS:"
+CONTEXT_HEADING = "CONTEXT:"
+QUESTION_HEADING = "QUESTION:"
+SYSTEM_PROMPT = "logprob_system"
+"""The scoring chat's system message (``prompts/logprob_system.txt``); its version is in every logprob result."""
 
 
 class LogprobParams(BaseModel):
@@ -102,10 +108,11 @@ def build_messages(
 ) -> tuple[Message, ...]:
     """The chat the claim is scored against, for the sources ``mask`` leaves present.
 
-    The instructions layer is the system message (absent: the model's own default system prompt);
-    every other present source is a fenced ``[id] label`` block of one user message, in ordinal order,
-    followed by the fenced query. The marker derives from the query, so masks of one trace share the
-    longest possible prefix; fence-like markers are neutralised in the system message too."""
+    The system message is this project's own (``prompts/logprob_system.txt`` with the data-only rule): no
+    tenant text ever stands in the system role. The user message holds every present source as a fenced
+    ``[id] label`` block — the instructions layer under its own heading first, then the other sources, each
+    group in ordinal order (or ``order``) — followed by the fenced query. The marker derives from the query,
+    so masks of one trace share the longest possible prefix."""
     if order is None:  # ``order``: source ids in the order to show them (the proxy's shared-prefix order)
         ordered = sorted(corpus.units, key=lambda u: u.ordinal)
     else:
@@ -113,19 +120,21 @@ def build_messages(
         ordered = [by_id[uid] for uid in order]
     present = [u for u in ordered if u.id not in mask]
     fenced = Fence.for_inputs(query)
-    system = [neutralise(texts[u.id]) for u in present if u.layer == Layer.INSTRUCTIONS]
+    rules = [fenced.block(u.id, u.label, texts[u.id]) for u in present if u.layer == Layer.INSTRUCTIONS]
     blocks = [fenced.block(u.id, u.label, texts[u.id]) for u in present if u.layer != Layer.INSTRUCTIONS]
     parts: list[str] = []
+    if rules:
+        parts.append(INSTRUCTIONS_HEADING + "\n\n" + "\n\n".join(rules))
     if blocks:
         parts.append(CONTEXT_HEADING + "\n\n" + "\n\n".join(blocks))
-    if query.strip():
-        asked = fenced.wrap(query.strip())
-        parts.append(f"{QUESTION_HEADING}\n{asked}" if blocks else asked)
-    messages: list[Message] = []
-    if system:
-        messages.append(Message("system", "\n\n".join(system)))
-    messages.append(Message("user", "\n\n".join(parts)))
-    return tuple(messages)
+    parts.append(QUESTION_HEADING + "\n" + (fenced.wrap(query.strip()) if query.strip() else NO_QUERY))
+    system = render(SYSTEM_PROMPT, data_only_rule=fenced.rule().strip()).text.strip()
+    return (Message("system", system), Message("user", "\n\n".join(parts)))
+
+
+def scored_claim(claim: str) -> str:
+    """The claim as scored (the assistant's answer): fence-like markers neutralised, like every input."""
+    return neutralise(claim)
 
 
 @dataclass(frozen=True)
@@ -169,7 +178,7 @@ class LogprobScalar:
 
     async def measure(self, mask: Mask) -> Measured:
         try:
-            scored = await self.ledger.score(self.scorer, self.sent(mask), self.claim)
+            scored = await self.ledger.score(self.scorer, self.sent(mask), scored_claim(self.claim))
         except ScorerError as exc:
             return Measured(math.nan, f"the scoring call failed: {exc}")
         if math.isnan(scored.logprob_total) or math.isinf(scored.logprob_total):
@@ -196,6 +205,7 @@ class LogprobScalar:
 
     def finish(self, result: TraceResult) -> TraceResult:
         base = {f.name: getattr(result, f.name) for f in fields(TraceResult)}
+        base["prompt_versions"] = {**base["prompt_versions"], **versions(SYSTEM_PROMPT)}
         tau, tau_gamma = self.thresholds(result.gamma, DEFAULT_PARAMS)
         full = self.full
         return LogprobTraceResult(

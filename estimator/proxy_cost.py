@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from .cost import JUDGE_OUTPUT_TOKENS, SUPPORT_OUTPUT_TOKENS, CostQuote, Pricing
 from .judge import Mask
+from .logprob import build_messages
 from .loo import layer_mask
 from .params import DEFAULT_PARAMS, Params
 from .proxy import confirm_calls, confirm_judge_calls, planned_proxy_calls
@@ -33,7 +34,6 @@ from .units import Corpus, Layer
 
 __all__ = ["ProxyQuote", "local_prompt_tokens", "proxy_capability", "quote_proxy"]
 
-DEFAULT_SYSTEM_TOKENS = 20  # the scoring model's own default system prompt, when the instructions are removed
 BLOCK_OVERHEAD_TOKENS = 30  # a source's fence, id and label
 TAIL_OVERHEAD_TOKENS = 40  # the question's heading and fence, the chat template's turn markers
 
@@ -135,13 +135,16 @@ def local_prompt_tokens(
     texts = {u.id: tok.truncate(u.shown, params.source_token_cap) for u in corpus.units}
     order = block_order(corpus, texts, tok, pp.order)
     sizes = {u.id: tok.count(texts[u.id]) + BLOCK_OVERHEAD_TOKENS for u in corpus.units}
-    sizes.update({"system": DEFAULT_SYSTEM_TOKENS, "tail": tok.count(query) + tok.count(claim) + TAIL_OVERHEAD_TOKENS})
+    system = build_messages(corpus, query, frozenset(u.id for u in corpus.units), {})[0].content
+    sizes.update({"system": tok.count(system), "tail": tok.count(query) + tok.count(claim) + TAIL_OVERHEAD_TOKENS})
     instructions = {u.id for u in corpus.units if u.layer == Layer.INSTRUCTIONS}
 
     def prompt(mask: Mask) -> tuple[str, ...]:
+        # the scoring chat (``logprob.build_messages``): the project's system message, the instructions' blocks,
+        # the other sources' blocks, the question and the claim
         kept = [uid for uid in order if uid not in mask]
-        head = [uid for uid in kept if uid in instructions] or ["system"]
-        return (*head, *(uid for uid in kept if uid not in instructions), "tail")
+        head = [uid for uid in kept if uid in instructions]
+        return ("system", *head, *(uid for uid in kept if uid not in instructions), "tail")
 
     with_reuse = without = 0
     last: tuple[str, ...] = ()

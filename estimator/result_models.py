@@ -167,6 +167,11 @@ class UsageModel(_Model):
     input_tokens: int = 0
     output_tokens: int = 0
     cached_input_tokens: int = 0
+    estimated: bool = Field(
+        False,
+        description="true when the provider reported no usage for some call: its tokens were counted from the "
+        "request as sent and the answer as received, and billed at the model's price",
+    )
 
 
 class TraceResultModel(_Model):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .cost import PROMPT_OVERHEAD_TOKENS, plan_calls
+from .cost import MESSAGE_OVERHEAD_TOKENS, plan_calls
 from .params import DEFAULT_PARAMS, Params
 from .result_models import DumpsAsModel, ScoringQuoteModel
 from .tokens import ApproxTokenizer, Tokenizer
@@ -53,7 +53,8 @@ def scoring_capability(
 ) -> ScoringCapability:
     """Whether ``model`` can return log p(supplied text): an in-process local model can; a self-hosted
     OpenAI-compatible server (vLLM, llama.cpp) can through ``/v1/completions`` with echo; a hosted chat
-    API cannot (it returns log-probabilities only for tokens it generates)."""
+    API cannot (it returns log-probabilities only for tokens it generates). ``api_base`` decides the answer and
+    never appears in the reason (a service shows the reason to its tenants; the URL is the operator's)."""
     if local_model:
         return ScoringCapability(True, "in-process", "a local model in this process: one forward pass per mask")
     if scorer_api_base:
@@ -72,7 +73,8 @@ def scoring_capability(
         return ScoringCapability(
             True,
             "completions-echo",
-            f"{model} behind {api_base}: scored through /v1/completions with echo (verified on the first call)",
+            f"{model} on a self-hosted OpenAI-compatible server: scored through /v1/completions with echo "
+            "(verified on the first call)",
         )
     return ScoringCapability(
         False,
@@ -114,9 +116,15 @@ def quote_scoring(
     tokenizer: Tokenizer | None = None,
 ) -> ScoringQuote:
     """Prompt-only scoring calls and their tokens for one logprob trace (worst case, like the judge's plan)."""
+    from .logprob import build_messages, scored_claim  # the scoring chat as sent (logprob imports the plan)
+    from .loo import windowed_texts
+
     tok = tokenizer or ApproxTokenizer()
     plan = plan_calls(corpus, params)
-    ablation_corpus = sum(min(tok.count(u.shown), params.source_token_cap) for u in corpus.units)
-    per_call = ablation_corpus + tok.count(claim) + tok.count(query) + PROMPT_OVERHEAD_TOKENS
+    # Every call at the size of the largest, s(1): the chat as rendered with every source in its window, and
+    # the claim as the assistant's answer (every other mask shows a subset of it).
+    chat = build_messages(corpus, query, frozenset(), windowed_texts(corpus, params, tok)[0])
+    per_call = sum(tok.count(m.content) + MESSAGE_OVERHEAD_TOKENS for m in chat)
+    per_call += tok.count(scored_claim(claim)) + MESSAGE_OVERHEAD_TOKENS
     calls = plan.ablation
     return ScoringQuote(capability, calls, plan.spans, calls * per_call if capability.can_score else 0)

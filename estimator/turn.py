@@ -10,7 +10,7 @@ import unicodedata
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, field_validator
 
 MAX_NESTING = 64
 """How deep lists and objects may nest inside a stored turn. Real agent history stays far below it; deeper
@@ -117,7 +117,7 @@ class StoredTurn(BaseModel):
     )
     created_at: datetime | None = None
     system_prompt: str | None = None
-    system_prompt_versioned: bool = Field(
+    system_prompt_versioned: StrictBool = Field(  # true or false: "yes" or 1 is refused, not read as true
         False,
         description="True when system_prompt is a snapshot taken with the turn; otherwise it is the current "
         "text and is flagged unversioned.",

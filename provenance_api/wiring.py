@@ -166,12 +166,14 @@ def queue_worker(settings: Settings, llm_factory: LLMFactory | None = None) -> W
 
 
 async def start_services(services: Services) -> None:
-    """Startup: the shipped migrations (``alembic upgrade head``), the search index backfill, jobs a dead
-    process left running marked ``interrupted``, and on a first start with no keys the local admin key."""
+    """Startup: the shipped migrations (``alembic upgrade head``), the database's identity, the search index
+    backfill, jobs a dead process left running marked ``interrupted``, and on a first start with no keys the local
+    admin key."""
     settings = services.settings
     params = settings.base_params
     settings.ensure_data_dir()
     await services.db.migrate()
+    await services.db.establish_identity()  # from here on, a database replaced under the service is noticed
     indexed = await search_index.backfill(services.db)  # turns stored before the search index existed
     if indexed:
         log_fields(log, logging.INFO, "search index backfilled", turns=indexed)

@@ -73,9 +73,7 @@ def chat(corpus: Corpus, holds: Holds) -> Callable[[LLMRequest], str | LLMRespon
 
 def scorer(corpus: Corpus, holds: Holds) -> ScriptedScorer:
     def score(messages: Sequence[Message], target: str) -> float:
-        present = set().union(*(present_ids(m.content) for m in messages))
-        if any(m.role == "system" for m in messages):  # the instructions source is the system message
-            present |= {u.id for u in corpus.units if u.layer.value == "instructions"}
+        present = set().union(*(present_ids(m.content) for m in messages))  # the instructions' block too
         return -3.0 if holds(corpus, present) else -80.0
 
     return ScriptedScorer(score)

@@ -293,10 +293,11 @@ def test_api_imports_a_configured_source_per_tenant_and_never_takes_a_url(tmp_pa
     db = tmp_path / "agent.db"
     log = ToolLog()
     run_agent(db, log, [("alice", "Weather in Paris?", "Paris")])
+    tenants = ["acme", "beta"]
     sources = {
-        "desk": {"url": f"sqlite:///{db}", "format": "openai-agents-session"},
-        "gone": {"url": f"sqlite:///{tmp_path / 'gone.db'}", "format": "openai-agents-session"},
-        "typo": {"url": f"sqlite:///{db}", "format": "langgraph"},
+        "desk": {"url": f"sqlite:///{db}", "format": "openai-agents-session", "tenants": tenants},
+        "gone": {"url": f"sqlite:///{tmp_path / 'gone.db'}", "format": "openai-agents-session", "tenants": tenants},
+        "typo": {"url": f"sqlite:///{db}", "format": "langgraph", "tenants": tenants},
     }
     with ApiServer(tmp_path / "data", warm_up=False, history_sources=sources) as srv:
         acme, beta = srv.client(srv.key("acme", "ann")), srv.client(srv.key("beta", "bo"))

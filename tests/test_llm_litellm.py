@@ -379,12 +379,14 @@ async def test_answer_with_empty_text_is_invalid_and_billed() -> None:
         assert info.value.billed
 
 
-async def test_answer_without_usage_is_answered_but_not_billed() -> None:
+async def test_answer_without_usage_is_billed_at_the_counted_tokens() -> None:
     with FakeOpenAI(lambda req: FakeReply(text="hi", include_usage=False)) as srv:
         llm = client(srv)
         response = await llm.complete(ask())
-        assert response.text == "hi" and response.usage.input_tokens == 0
-        assert (llm.calls_answered, llm.calls_billed) == (1, 0)
+        counted = llm.counted_usage([{"role": m.role, "content": m.content} for m in ask().messages], "hi")
+        assert response.text == "hi" and response.usage == counted
+        assert counted.estimated and counted.input_tokens > 0 and counted.output_tokens == 1
+        assert (llm.calls_answered, llm.calls_billed) == (1, 1)
 
 
 # --------------------------------------------------------------------------- cost and pricing

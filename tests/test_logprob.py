@@ -15,15 +15,15 @@ from estimator.attribution import trace_claim
 from estimator.cost import plan_calls
 from estimator.fence import split_fenced
 from estimator.llm import Message, ScriptedLLM
-from estimator.logprob import LogprobParams, build_messages, thresholds, trace_logprob
+from estimator.logprob import INSTRUCTIONS_HEADING, LogprobParams, build_messages, thresholds, trace_logprob
 from estimator.scorer import QWEN_TEMPLATE, ScoredTarget, Scorer, ScorerError, ScriptedScorer
 from estimator.units import Layer
 
 
 def present(messages: Sequence[Message]) -> set[str]:
-    """The source ids a scoring chat shows (instructions as the system message count as s3 here)."""
+    """The source ids a scoring chat shows (the instructions' fenced block counts as "instructions" too)."""
     ids = set(re.findall(r"^\[(s\d+)\] ", messages[-1].content, flags=re.M))
-    if any(m.role == "system" for m in messages):
+    if messages[-1].content.startswith(INSTRUCTIONS_HEADING):
         ids.add("instructions")
     return ids
 
@@ -145,27 +145,31 @@ async def test_span_checks_can_be_shared_with_a_judged_trace() -> None:
     assert set(agree.compared_sources) == {"s0", "s1", "s2"}
 
 
-def test_build_messages_puts_instructions_in_the_system_message_and_shares_prefixes() -> None:
+def test_build_messages_fences_the_instructions_and_shares_prefixes() -> None:
     corpus = standard_corpus()
     texts = {u.id: u.text for u in corpus.units}
     full = build_messages(corpus, QUERY, frozenset(), texts)
-    assert full[0].role == "system" and full[0].content == "Answer briefly."
+    assert [m.role for m in full] == ["system", "user"]
+    assert "Answer briefly." not in full[0].content  # the agent's instructions are data, never the system role
     regions, outside = split_fenced(full[-1].content)
-    assert full[-1].content.startswith("Context:\n\n") and "Question:" in outside
+    assert full[-1].content.startswith("AGENT INSTRUCTIONS:\n\n") and "CONTEXT:" in outside and "QUESTION:" in outside
     heads = [r.strip("\n").split(" ", 1)[0] for r in regions]
-    assert heads == ["[s0]", "[s1]", "[s2]", "[s4]", "[s5]", QUERY.split()[0]]
+    assert heads == ["[s3]", "[s0]", "[s1]", "[s2]", "[s4]", "[s5]", QUERY.split()[0]]
+    assert "Answer briefly." in regions[0]
     without_last = build_messages(corpus, QUERY, frozenset({"s5"}), texts)
+    assert without_last[0] == full[0]  # one system message for every mask of a trace
     common = 0
     a, b = full[-1].content, without_last[-1].content
     while common < min(len(a), len(b)) and a[common] == b[common]:
         common += 1
     assert "[s4]" in a[:common]  # everything before the removed source is shared
     nothing = build_messages(corpus, QUERY, frozenset(u.id for u in corpus.units), texts)
-    assert len(nothing) == 1 and nothing[0].role == "user"
-    assert [r.strip("\n") for r in split_fenced(nothing[0].content)[0]] == [QUERY]
-    # The template adds the model's default system prompt when there is none.
+    assert [m.role for m in nothing] == ["system", "user"] and nothing[0] == full[0]
+    assert [r.strip("\n") for r in split_fenced(nothing[-1].content)[0]] == [QUERY]
+    # The template renders the project's system message, not the model's default one.
     prefix = QWEN_TEMPLATE.render_prefix(nothing)
-    assert prefix.startswith("<|im_start|>system\nYou are Qwen") and prefix.endswith("<|im_start|>assistant\n")
+    assert prefix.startswith("<|im_start|>system\nYou are the assistant of an agent")
+    assert prefix.endswith("<|im_start|>assistant\n")
 
 
 def test_thresholds_are_relative_to_the_total_effect_with_floors() -> None:

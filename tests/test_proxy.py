@@ -22,6 +22,7 @@ from estimator.agreement import top_source
 from estimator.attribution import trace_claim
 from estimator.cost import plan_calls, quote_cost
 from estimator.llm import LLMError, LLMRequest, Message, ScriptedLLM
+from estimator.logprob import INSTRUCTIONS_HEADING
 from estimator.params import DEFAULT_PARAMS
 from estimator.proxy import confirm_calls, planned_proxy_calls, trace_proxy
 from estimator.proxy_confirm import ProxyParams
@@ -38,7 +39,7 @@ SUPPORTED = json.dumps({"verdict": "supported", "evidence_quote": GROUNDING[:50]
 
 def shown_ids(messages: Sequence[Message]) -> set[str]:
     ids = set(re.findall(r"^\[(s\d+)\] ", messages[-1].content, flags=re.M))
-    return ids | ({"instructions"} if any(m.role == "system" for m in messages) else set())
+    return ids | ({"instructions"} if messages[-1].content.startswith(INSTRUCTIONS_HEADING) else set())
 
 
 def planted_scorer(cause: str = "s1", effect: float = 40.0) -> ScriptedScorer:

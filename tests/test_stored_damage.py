@@ -425,7 +425,7 @@ def test_a_history_source_turn_over_the_size_limit_is_rejected_alone(tmp_path: P
         ToolLog(),
         [("small", "Weather in Paris?", "Paris"), ("huge", "Weather in Oslo? " + "please " * 600, "Oslo")],
     )
-    sources = {"desk": {"url": f"sqlite:///{db}", "format": "openai-agents-session"}}
+    sources = {"desk": {"url": f"sqlite:///{db}", "format": "openai-agents-session", "tenants": ["sized"]}}
     with (
         ApiServer(tmp_path / "data", warm_up=False, history_sources=sources, max_body_bytes=3000) as srv,
         srv.client(srv.key("sized", "ann")) as api,

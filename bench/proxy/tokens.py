@@ -30,7 +30,7 @@ import anyio
 from common import Claim, fixture_claims, model_path, tau_claims
 
 from estimator.llm import Message
-from estimator.logprob import trace_logprob
+from estimator.logprob import INSTRUCTIONS_HEADING, trace_logprob
 from estimator.proxy import rank
 from estimator.proxy_confirm import ProxyParams
 from estimator.scorer import QWEN_TEMPLATE, ScoredTarget
@@ -62,7 +62,7 @@ class CountingScorer:
         self.total += len(tokens)
         self.cache = tokens
         shown = set(re.findall(r"^\[(s\d+)\] ", messages[-1].content, flags=re.M))
-        shown |= {"instructions"} if any(m.role == "system" for m in messages) else set()
+        shown |= {"instructions"} if messages[-1].content.startswith(INSTRUCTIONS_HEADING) else set()
         return ScoredTarget.of([-60.0 + sum(3.0 * (zlib.crc32((target + s).encode()) % 7) for s in shown)])
 
 

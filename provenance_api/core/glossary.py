@@ -247,9 +247,12 @@ _TERMS: tuple[Term, ...] = (
     _t(
         "calls.made",
         "made",
-        "Calls sent to the model provider, failed ones included; answers from the cache are not counted.",
-        """Every request that left for the provider (judge, span check, probe or scoring). A call answered
-       from the judgement cache never left, so it is counted as cached instead.""",
+        "Requests sent to the model provider, each retry one more, failed ones included; cache answers are not.",
+        """Every HTTP request that left for the provider (judge, span check, probe or scoring): a call retried
+       after a 429, a 5xx or a timeout, or asked again without a format the provider rejected, is made once per
+       request, since the provider received (and may charge for) each. Made never exceeds planned — a retry
+       over the plan is refused unsent — and the budget keeps exactly what was made. A call answered from the
+       judgement cache never left, so it is counted as cached instead.""",
     ),
     _t(
         "calls.cached",
@@ -262,14 +265,27 @@ _TERMS: tuple[Term, ...] = (
         "calls.billed",
         "billed",
         "Calls the provider charged for: the answered ones, plus failed ones it still billed.",
-        """The cost reported is for these calls, at the provider's reported usage and the judge's price.""",
+        """The cost reported is for these calls: their tokens at the judge's price (the operator's
+       PROVENANCE_MODEL_PRICES, else litellm's price map) — the tokens the provider reported, or, when it
+       reported none, the tokens counted from the request as sent and the answer (estimated). A call in flight
+       when the service stopped is counted as billed at its estimated cost, since the provider may have
+       answered it.""",
     ),
     _t(
         "calls.failed",
         "failed",
-        "Sent calls that failed (an error, a timeout, an unreadable answer).",
+        "Sent requests that failed (an error, a timeout, an unreadable answer), each retried one counted.",
         """A failed call is no information, never a score. A trace whose every call failed is reported as a
        failure with its cause, never as a result.""",
+    ),
+    _t(
+        "estimated",
+        "estimated",
+        "Tokens counted by the service from what was sent, because the provider reported none; billed at its price.",
+        """A provider that answers without usage still charges. Such a call is billed at the tokens of its
+       request as sent (cl100k_base, with each message's overhead) and of its answer, at the model's price,
+       and is marked estimated (usage.estimated on a result, estimated on each call). A call in flight when
+       the service stopped is estimated too: its request's tokens and its answer's token cap.""",
     ),
     _t(
         "calls.saved",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from estimator.answer_gate import Decision, Rule
 from estimator.proxy_models import ProxyQuoteModel
@@ -267,7 +267,7 @@ class QuoteIn(BaseModel):
         "only a model on the service's allow-list (else 422); default: the turn's own model "
         "when allowed, else the service's default",
     )
-    probe: bool = False
+    probe: StrictBool = False  # JSON true or false only: "yes", 1 or "true" is refused
     params: ParamsOverride | None = Field(None, description=PARAMS_DESCRIPTION)
     estimator: EstimatorChoice = Field("judged", description=ESTIMATOR_DESCRIPTION)
 
@@ -342,7 +342,7 @@ class TraceIn(BaseModel):
     sentence: str | None = Field(None, min_length=1, max_length=20_000)
     max_cost_usd: float | None = Field(None, ge=0, le=1_000_000)
     model: str | None = Field(None, min_length=1, max_length=256)
-    probe: bool = False
+    probe: StrictBool = False  # JSON true or false only: "yes", 1 or "true" is refused
     params: ParamsOverride | None = Field(None, description=PARAMS_DESCRIPTION)
     estimator: EstimatorChoice | None = Field(None, description=ESTIMATOR_DESCRIPTION + " By quote_id: the quote's.")
 

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = ["CallOutcomeOut", "CallStageOut", "ModelCallOut", "PromptMessageOut", "TraceCallsOut"]
 
 CallStageOut = Literal["round1", "round2", "redundancy", "spans", "probe", "gamma", "other"]
-CallOutcomeOut = Literal["answered", "cached", "failed", "failed_billed", "refused"]
+CallOutcomeOut = Literal["sending", "answered", "cached", "failed", "failed_billed", "refused"]
 
 
 class _Out(BaseModel):
@@ -38,7 +38,13 @@ class ModelCallOut(_Out):
     kind: Literal["chat", "score"] = Field(
         description="chat: a judge or span-check call; score: a scoring call (log p of the claim)"
     )
-    outcome: CallOutcomeOut = Field(description="cached: answered from the judgement cache, not sent, $0")
+    outcome: CallOutcomeOut = Field(
+        description="cached: answered from the judgement cache, not sent, $0; sending: in flight (a running "
+        "trace); failed_billed: failed, or in flight when the service stopped, and billed"
+    )
+    attempts: int = Field(
+        1, ge=0, description="HTTP requests sent for this call, retries and fallbacks included (each is a made call)"
+    )
     prompt: list[PromptMessageOut] = Field(description="the rendered messages as sent")
     prompt_truncated: bool = Field(
         description="the prompt was cut to the service's per-call cap (16,384 "
@@ -55,12 +61,20 @@ class ModelCallOut(_Out):
     seconds: float
     input_tokens: int
     output_tokens: int
-    cost_usd: float | None = Field(description="0 for cached, refused and unbilled failed calls; null when unknown")
+    cost_usd: float | None = Field(
+        description="the tokens at the model's price (the operator's, else litellm's map); 0 for cached, "
+        "refused and unbilled failed calls; null when unknown"
+    )
+    estimated: bool = Field(
+        False,
+        description="the tokens were counted from the request as sent and the answer as received, because the "
+        "provider reported no usage (or the call was in flight when the service stopped)",
+    )
     error: str | None
 
 
 class TraceCallsOut(_Out):
-    """A trace's model calls, kept with it when it ended (none while it runs)."""
+    """A trace's model calls, kept as they are sent (a running trace's calls in flight read ``sending``)."""
 
     trace_id: str
     total: int = Field(description="calls the trace made, answered from cache or refused")

@@ -154,17 +154,19 @@ class Settings(BaseSettings):
         3000,
         ge=1,
         description="Requests per caller (tenant and user) per free_tier_rate_window_seconds to the "
-        "endpoints that call no model (segments, sources, search, gating report, verify, viewer reads); 429 above.",
+        "endpoints that call no model (segments, sources, search, gating report, quotes, verify, viewer reads); "
+        "429 above.",
     )
     free_tier_rate_window_seconds: int = Field(60, ge=1, le=86400, description="The free-tier request window (s).")
     worker_max_jobs: int = Field(4, ge=1, le=256, description="Trace jobs one `provenance worker` runs at once.")
     worker_lease_seconds: float = Field(
         30.0, gt=0, le=3600, description="A running job whose worker has not renewed its lease this long is dead."
     )
-    history_sources: dict[str, dict[str, str]] = Field(
+    history_sources: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
-        description='History stores the API may import from, as JSON: name → {"url", "format"} (format: '
-        "openai-agents-session, langgraph-sqlite or langgraph-postgres); POST /v1/imports/sources/{name}.",
+        description='History stores the API may import from, as JSON: name → {"url", "format", "tenants"} (format: '
+        "openai-agents-session, langgraph-sqlite or langgraph-postgres; tenants: the tenants that may import it, "
+        '["*"] for every tenant, none given: the admin tenant only); POST /v1/imports/sources/{name}.',
     )
     # OpenTelemetry (docs: README "Traces in Langfuse or Phoenix"); never read from OTEL_EXPORTER_OTLP_ENDPOINT
     otlp_endpoint: str | None = Field(
@@ -200,6 +202,26 @@ class Settings(BaseSettings):
         url = base if base.endswith("/v1/traces") else base + "/v1/traces"
         headers = tuple(sorted((name, value.get_secret_value()) for name, value in self.otlp_headers.items()))
         return OtlpTarget(traces_url=url, headers=headers)
+
+    @field_validator("history_sources", mode="after")
+    @classmethod
+    def _history_source_tenants(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Each source's ``tenants``, when given, is a non-empty JSON list of tenant names (or ``"*"``): a
+        malformed list is refused at startup, never read as "everyone" or quietly as "nobody"."""
+        for name, entry in value.items():
+            if "tenants" not in entry:
+                continue
+            tenants = entry["tenants"]
+            if (
+                not isinstance(tenants, list)
+                or not tenants
+                or not all(isinstance(t, str) and t.strip() and len(t) <= 128 for t in tenants)
+            ):
+                raise ValueError(
+                    f"PROVENANCE_HISTORY_SOURCES.{name}.tenants must be a non-empty JSON list of tenant names, "
+                    f'e.g. ["acme", "beta"], or ["*"] for every tenant; leave it out for the admin tenant only'
+                )
+        return value
 
     @field_validator("allowed_models", mode="before")
     @classmethod

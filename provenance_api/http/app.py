@@ -23,6 +23,7 @@ from provenance_api.http import api_docs, problems
 from provenance_api.http.body_limit import BodyLimitMiddleware
 from provenance_api.http.routes import calls as trace_calls
 from provenance_api.http.routes import glossary, health, imports, probes, quotes, sources, traces, turns, ui
+from provenance_api.http.strict_json import StrictJsonMiddleware
 from provenance_api.jobs.runner import LLMFactory, ScorerFactory
 from provenance_api.wiring import build_services, start_services, stop_services
 
@@ -77,8 +78,10 @@ def create_app(
     app.include_router(api_docs.router)  # /docs and /redoc, offline
     app.include_router(trace_calls.router)  # GET /v1/traces/{id}/calls: each model call of a trace
     ui.install(app)  # the viewer at / (and its session cookie accepted by the API)
-    # Outermost last: request id and access log → body limit → guard for unexpected errors → routes.
+    # Outermost last: request id and access log → body limit → strict JSON (no NaN or Infinity) → guard for
+    # unexpected errors → routes.
     app.add_middleware(problems.UnexpectedErrorGuard)
+    app.add_middleware(StrictJsonMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestContextMiddleware, metrics=services.metrics)
     return app

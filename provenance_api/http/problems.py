@@ -36,6 +36,7 @@ from provenance_api.storage.errors import (
     RecordMissing,
     RecordUnreadable,
     StorageError,
+    StorageUnavailable,
 )
 
 PROBLEM_JSON = "application/problem+json"
@@ -81,8 +82,53 @@ _STORAGE_PROBLEMS: dict[type[StorageError], type[ProvenanceError]] = {
 }
 
 
+class StorageUnavailableProblem(ProvenanceError):
+    """The database cannot durably take the request's data now (disk full, damaged, replaced, unreachable…):
+    a 503 naming the cause, with ``Retry-After`` when waiting may help."""
+
+    status = 503
+    type_slug = "storage-unavailable"
+    title = "Storage unavailable"
+
+    def __init__(self, detail: str, *, cause: str, retry_after: float | None, fix: str) -> None:
+        extra: dict[str, Any] = {"cause": cause}
+        if retry_after is not None:
+            extra["retry_after"] = int(retry_after)
+        super().__init__(detail, fix=fix, extra=extra)
+        self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str]:
+        return {} if self.retry_after is None else {"Retry-After": str(max(1, int(self.retry_after)))}
+
+
+_RESTART = "; until then no write is taken, so nothing is acknowledged that a restart would lose"
+# What a caller and the operator can do about each cause of StorageUnavailable (never a path or a host).
+_UNAVAILABLE_FIXES: dict[str, str] = {
+    "disk-full": "retry later; the operator must free space on the disk holding the service's database",
+    "io-error": "retry later; if it persists the operator must check the disk holding the service's database",
+    "corrupt": "the operator must restore the service's database from a backup and restart the service" + _RESTART,
+    "not-a-database": "the operator must restore the service's database from a backup and restart the service"
+    + _RESTART,
+    "read-only": "retry later; the operator must make the service's database writable again (file, directory, "
+    "mount or primary server)",
+    "missing": "retry later; the operator must put the service's database file back in its data directory",
+    "replaced": "the operator must put the service's own database back and restart the service" + _RESTART,
+    "wal-lost": "the operator must restart the service (what the removed log held was copied into the database)"
+    + _RESTART,
+    "busy": "retry after the Retry-After seconds",
+    "unreachable": "retry later; the operator must check that the database server is up and reachable",
+}
+
+
 def storage_problem(exc: StorageError) -> ProvenanceError:
-    """A storage outcome as the problem a caller sees: 404, 410, 409 or 422, with what to do about it."""
+    """A storage outcome as the problem a caller sees: 404, 410, 409, 422 or 503, with what to do about it."""
+    if isinstance(exc, StorageUnavailable):
+        return StorageUnavailableProblem(
+            exc.detail,
+            cause=exc.cause,
+            retry_after=exc.retry_after,
+            fix=_UNAVAILABLE_FIXES.get(exc.cause, "retry later"),
+        )
     problem = _STORAGE_PROBLEMS.get(type(exc), ProvenanceError)
     fix = _STORAGE_FIXES.get((type(exc), exc.record))
     if fix is not None:  # a fix may name the record: {turn_id}, {job_id} from the error's extra members
@@ -145,6 +191,8 @@ async def _on_provenance_error(request: Request, exc: Exception) -> Response:
 
 async def _on_storage_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StorageError)
+    if isinstance(exc, StorageUnavailable):
+        log_fields(log, logging.ERROR, "storage unavailable", cause=exc.cause, path=request.url.path)
     return problem_response(storage_problem(exc), request.url.path)
 
 

@@ -40,7 +40,7 @@ from redis.asyncio import Redis
 from provenance_api.core.observability import log_fields
 from provenance_api.core.settings import Settings
 from provenance_api.jobs.runner import ProgressHub, TraceContext, run_trace_job
-from provenance_api.storage import crud_traces
+from provenance_api.storage import crud_calls, crud_traces
 from provenance_api.storage.crud_traces import Progress
 from provenance_api.storage.limits import Limiter, Reservation
 from provenance_api.storage.session import Database
@@ -206,8 +206,9 @@ async def reap_dead_jobs(
                     )
                 continue
         if await crud_traces.interrupt_running(db, job_id, INTERRUPTED_WORKER_LOST):
+            settled = await crud_calls.settle_interrupted(db, job_id)  # calls in flight: billed at their count
             if reservation is not None:
-                await limiter.settle(reservation, made)
+                await limiter.settle(reservation, made, settled.usd if settled.billed else 0.0)
             hub.publish(job_id, None)
             out["interrupted"].append(job_id)
             log_fields(log, logging.WARNING, "trace interrupted: its worker died", trace_id=job_id, calls_billed=billed)

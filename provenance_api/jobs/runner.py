@@ -2,12 +2,15 @@
 declared-attribution audit) or a probe, chosen by the job's ``kind``.
 
 A trace runs as a job. Every model call — judge, span check, scorer, probe — goes through the
-trace's one ``CallLedger`` (the estimator's meter: its only counter and concurrency cap), whose hook
-writes the counts to the job's row *before* the estimator sees the answer — so a process killed
-mid-run leaves a record of exactly what was spent, and the budget is settled from the same count.
+trace's one ``CallLedger`` (the estimator's meter: its only counter and concurrency cap, priced at the
+judge's price), whose hook writes the call (``crud_calls.record_calls``) and the counts to the job's row
+before each HTTP request leaves (retries included) and *before* the estimator sees the answer — so a
+process killed mid-run leaves a record of exactly what was sent, and the budget is settled from the
+same count.
 Progress events (round, the latest message, partial layer scores) are kept live for the event
 stream and written with the next call. On startup, jobs left ``queued``/``running`` by a dead
-process become ``interrupted`` with the calls they had billed. Only a finished trace writes a
+process become ``interrupted``, settled from their call log: a call in flight when the process died
+counts as billed at its counted cost (``crud_calls.settle_interrupted``). Only a finished trace writes a
 result; a failed or interrupted job never has one.
 
 ``JobRunner`` is the protocol; ``InProcessJobRunner`` runs jobs as tasks of the service's event
@@ -26,10 +29,10 @@ from typing import Any, Protocol
 
 import anyio
 
-from estimator.cost import Pricing
+from estimator.cost import Pricing, request_tokens
 from estimator.declared import audit_trace
 from estimator.ledger import CallEvent, CallLedger
-from estimator.llm import LLM, Usage
+from estimator.llm import LLM, LLMRequest, Usage
 from estimator.params import Params
 from estimator.probe import probe_source
 from estimator.result import ProgressEvent
@@ -54,6 +57,7 @@ LLMFactory = Callable[[str, str | None], LLM]
 ScorerFactory = Callable[[str], Scorer]  # judge model → its scorer (estimator logprob / both)
 INTERRUPTED_ON_START = "the service stopped while this trace was queued or running; calls already billed are kept"
 INTERRUPTED_ON_STOP = "the service shut down while this trace was running; calls already billed are kept"
+TURN_DELETED = "the trace's turn was deleted while it ran: it stopped, and nothing of it is kept"
 
 
 class JobRunner(Protocol):
@@ -146,20 +150,16 @@ class _Meter:
         )
 
     def billed_usd(self, reservation: Reservation) -> float | None:
-        """What the job's billed calls cost: the tokens the provider reported at the judge's price (the
-        operator's, else litellm's map), plus — for billed calls that failed without reporting usage — the
-        quote's price per call; the provider-reported cost when the judge has no price; None when unknown."""
+        """What the job's billed calls cost — the ledger's cost, which is the result's: the tokens (reported, or
+        counted when the provider reported none) at the judge's price (the operator's, else litellm's map), plus —
+        for billed calls whose tokens are unknown — the quote's price per call; the provider-reported cost when
+        the judge has no price; None when unknown."""
         ledger = self.ledger
         if ledger is None or ledger.billed == 0:
             return 0.0
         per_call = reservation.cost_usd / reservation.calls if reservation.calls else 0.0
         if self.price is not None:
-            usage = ledger.usage
-            return (
-                usage.input_tokens * self.price[0]
-                + usage.output_tokens * self.price[1]
-                + (ledger.failed_billed * per_call)
-            )
+            return ledger.known_cost_usd + ledger.unpriced_billed * per_call
         return ledger.cost_usd
 
 
@@ -217,6 +217,12 @@ async def run_trace_job(ctx: TraceContext, job_id: str, reservation: Reservation
         with anyio.CancelScope(shield=True):
             await ctx.limiter.settle(reservation, used, billed_usd)
         ctx.hub.publish(job_id, None)
+        if meter.job is not None:  # a job deleted with its turn while it ran keeps none of the calls it wrote
+            with anyio.CancelScope(shield=True):
+                try:
+                    await crud_traces.forget_calls_if_deleted(ctx.db, meter.job.tenant, job_id)
+                except Exception as exc:
+                    log_fields(log, logging.WARNING, "a deleted trace's calls stay", error=type(exc).__name__)
         log_fields(
             log,
             logging.INFO,
@@ -259,6 +265,20 @@ async def _execute(ctx: TraceContext, job: JobRecord, meter: _Meter) -> str:
     query = record.turn.effective_query()
     write_lock = anyio.Lock()
     events = written = 0  # ledger events seen; of them, how many the job row already holds
+    pending: dict[int, Any] = {}  # calls changed since the last write (index → record)
+    counted: dict[str, int] = {"answered": 0, "failed": 0, "failed_billed": 0}  # what the metrics hold
+    price = ctx.pricing.price(job.model) if ctx.pricing is not None else None
+    tok = free_tier.tokenizer()
+
+    def sent_estimate(record: Any) -> Any:
+        """A call in flight, with the tokens its request was counted at and its answer's cap: what it costs if
+        the provider answers and the process dies before hearing it."""
+        if record.kind != "chat":
+            return record
+        counted_in = request_tokens(LLMRequest(messages=record.messages), tok)
+        return replace(
+            record, usage=Usage(input_tokens=counted_in, output_tokens=record.max_tokens or 0, estimated=True)
+        )
 
     async def on_call(ledger: CallLedger, event: CallEvent) -> None:
         """The ledger's hook: metrics, then the counts persisted before the estimator sees the answer.
@@ -270,10 +290,20 @@ async def _execute(ctx: TraceContext, job: JobRecord, meter: _Meter) -> str:
         nonlocal events, written
         if event.outcome == "cached":  # answered by the judgement cache: not a model call, not billed
             ctx.metrics.cache_hits.labels("judgement").inc()
-        elif event.outcome in ("failed", "failed_billed", "answered"):
-            ctx.metrics.model_calls.labels(event.outcome).inc()
-        if event.outcome == "answered":
+        now = {
+            "answered": ledger.billed - ledger.failed_billed,
+            "failed": ledger.failed - ledger.failed_billed,  # every failed HTTP request, retried ones included
+            "failed_billed": ledger.failed_billed,
+        }
+        for outcome, value in now.items():
+            if value > counted[outcome]:
+                ctx.metrics.model_calls.labels(outcome).inc(value - counted[outcome])
+                counted[outcome] = value
+        if event.outcome in ("answered", "failed_billed"):
             ctx.metrics.observe_usage(event.usage, cached=False)
+        if event.record is not None and event.outcome != "refused":
+            record = event.record
+            pending[record.index] = sent_estimate(record) if record.outcome == "sending" else record
         meter.progress = meter.snapshot()
         ctx.hub.publish(job.id, meter.progress)
         events += 1
@@ -282,13 +312,20 @@ async def _execute(ctx: TraceContext, job: JobRecord, meter: _Meter) -> str:
             if written >= mine:  # a write that began after this event committed it
                 return
             covered = events
-            await crud_traces.record_progress(ctx.db, job.id, meter.progress)
+            calls = list(pending.values())
+            pending.clear()
+            try:  # the calls first: the log never holds less than the counts
+                await crud_calls.record_calls(ctx.db, job, calls, price=price)
+            except Exception as exc:
+                log_fields(log, logging.WARNING, "a model call was not recorded", error=type(exc).__name__)
+            if not await crud_traces.record_progress(ctx.db, job.id, meter.progress):
+                raise ProvenanceError(TURN_DELETED)  # deleted with its turn: no further call is sent
             written = covered
 
-    ledger = CallLedger(planned=job.calls_planned, concurrency=params.concurrency, on_call=on_call)
+    ledger = CallLedger(planned=job.calls_planned, concurrency=params.concurrency, on_call=on_call, price=price)
     meter.ledger = ledger
     meter.job = job
-    meter.price = ctx.pricing.price(job.model) if ctx.pricing is not None else None
+    meter.price = price
 
     def on_progress(event: ProgressEvent) -> None:
         meter.progress = Progress(
@@ -427,14 +464,16 @@ _KINDS: dict[str, Callable[[_Run], Awaitable[_Done]]] = {"trace": _trace, "probe
 
 
 async def recover_interrupted(db: Database, limiter: Limiter | None = None) -> list[str]:
-    """At startup: jobs a dead process left queued or running become ``interrupted``; with ``limiter`` (the
-    budget kept in the database), each one's reservation is settled to the calls it made, so the budget
-    keeps what was spent and releases what was only reserved."""
+    """At startup: jobs a dead process left queued or running become ``interrupted``, settled from their call
+    log (a call in flight when it died is billed at its counted cost); with ``limiter`` (the budget kept in the
+    database), each one's reservation is settled to the calls it made and the USD its log bills (the reserved
+    price when some billed call's cost is unknown), so the budget keeps what was spent and releases what was
+    only reserved."""
     found = await crud_traces.interrupt_unfinished(db, INTERRUPTED_ON_START)
-    if limiter is not None:
-        for job in found:
-            if job.reservation is not None:
-                await limiter.settle(Reservation(**job.reservation), job.calls_made)
+    for job in found:
+        settled = await crud_calls.settle_interrupted(db, job.id)
+        if limiter is not None and job.reservation is not None:
+            await limiter.settle(Reservation(**job.reservation), job.calls_made, settled.usd if settled.billed else 0.0)
     ids = [job.id for job in found]
     if ids:
         log_fields(log, logging.WARNING, f"{len(ids)} trace job(s) interrupted by a restart", jobs=ids)

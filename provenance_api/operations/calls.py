@@ -33,6 +33,8 @@ def _out(call: KeptCall) -> ModelCallOut:
             "output_tokens": call.output_tokens,
             "cost_usd": call.cost_usd,
             "error": call.error,
+            "attempts": call.attempts,
+            "estimated": call.estimated,
         }
     )
 

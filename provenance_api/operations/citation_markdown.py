@@ -19,11 +19,25 @@ TOP_SOURCES = 3
 _CARRIES = ("grounds", "redundant")
 _INLINE = re.compile(r"([\\`*_\[\]<>|])")
 _LINE_START = re.compile(r"^(\s*)([#+\-=]|\d+[.)])", re.MULTILINE)
+_BACKTICKS = re.compile(r"`+")
+_LINE_END = re.compile(r"\r\n|\r|\n")
 
 
 def escape(text: str) -> str:
     """Text shown as written: Markdown's emphasis, links, HTML and line-start markers escaped."""
     return _LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), _INLINE.sub(r"\\\1", text))
+
+
+def code(text: str) -> str:
+    """``text`` as a Markdown code span that nothing in it can close (CommonMark): fenced by one backtick
+    more than its longest backtick run, padded with a space where it starts or ends with a backtick (or
+    with a space at both ends, which a parser strips once). A line ending becomes a space, as a parser
+    reads it anyway, so the span cannot end its line and let the next one start a block."""
+    text = _LINE_END.sub(" ", text)
+    fence = "`" * (max((len(run) for run in _BACKTICKS.findall(text)), default=0) + 1)
+    padded = text[:1] == "`" or text[-1:] == "`" or (text[:1] == " " and text[-1:] == " " and text.strip(" ") != "")
+    pad = " " if padded else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def blockquote(text: str) -> str:
@@ -73,7 +87,7 @@ def _source(index: int, source: SourceScoreModel, unit: str) -> list[str]:
         if source.delta is not None
         else "its drop was not measured"
     )
-    lines = [f"{index}. **{escape(source.label)}** (`{source.source_id}`, {source.layer} layer) — {role}: {drop}."]
+    lines = [f"{index}. **{escape(source.label)}** ({code(source.source_id)}, {source.layer} layer) — {role}: {drop}."]
     support = source.support
     if support is not None and support.quote and support.line_start is not None:
         end = support.line_end if support.line_end is not None else support.line_start
@@ -118,13 +132,13 @@ def _result_block(trace: TraceOut, result: TraceJobResultModel) -> list[str]:
         "",
         "**How it was measured**",
         "",
-        f"- Judge model: `{result.model}`",
+        f"- Judge model: {code(result.model)}",
         f"- Estimator: {estimator_label} — {estimator_meaning}",
         f"- Calls: {_calls(calls.planned, calls.made, calls.cached, calls.billed, calls.failed)}",
         f"- Cost: {cost}",
         f"- Tokens: {result.usage.input_tokens:,} input, {result.usage.output_tokens:,} output (sent and received)",
-        "- Prompt versions: " + ", ".join(f"`{v}`" for v in sorted(result.prompt_versions.values())),
-        f"- Trace `{trace.trace_id}` of turn `{trace.turn_id}`, finished {_when(trace.finished_at)}",
+        "- Prompt versions: " + ", ".join(code(v) for v in sorted(result.prompt_versions.values())),
+        f"- Trace {code(trace.trace_id)} of turn {code(trace.turn_id)}, finished {_when(trace.finished_at)}",
     ]
     return out
 
@@ -142,9 +156,9 @@ def _unfinished_block(trace: TraceOut) -> list[str]:
         "",
         "**What it spent**",
         "",
-        f"- Judge model: `{trace.model}`",
+        f"- Judge model: {code(trace.model)}",
         f"- Calls: {_calls(c.planned, c.made, c.cached, c.billed, c.failed)}",
-        f"- Trace `{trace.trace_id}` of turn `{trace.turn_id}`, started {_when(trace.created_at)}"
+        f"- Trace {code(trace.trace_id)} of turn {code(trace.turn_id)}, started {_when(trace.created_at)}"
         + (f", ended {_when(trace.finished_at)}" if trace.finished_at else ""),
     ]
     return out

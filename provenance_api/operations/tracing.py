@@ -162,11 +162,13 @@ def _price(
     capability: ScoringCapability | None = None,
     estimator: EstimatorChoice = "judged",
     pricing: Pricing | None = None,
+    tenant: str = "",
 ) -> tuple[str, str | None, dict[str, Any], int]:
     """The cost gate for a trace, or — with ``probe`` — for the probe alone (2k regenerations); with
     ``capability``, the scoring a logprob trace would add (``scoring``). Also the planned calls of the
-    chosen estimator (``estimator.trace.planned_calls``; the probe's own plan with ``probe``)."""
-    view = free_tier.gate_view(record.turn, params)
+    chosen estimator (``estimator.trace.planned_calls``; the probe's own plan with ``probe``). The turn's
+    corpus, segments and token counts are shared by the tenant's quotes of it (``free_tier.quote_view``)."""
+    view = free_tier.quote_view(record.turn, params, tenant=tenant, digest=record.digest)
     selection = free_tier.require_selection(record.turn, view, sentence)
     quote = free_tier.cost_quote(
         record.turn,
@@ -177,6 +179,7 @@ def _price(
         probe=probe,
         trace=not probe,
         pricing=pricing,
+        tokens=view.tokenizer,
     )
     out = quote.to_dict()
     if capability is not None:
@@ -186,7 +189,7 @@ def _price(
             capability,
             query=record.turn.effective_query(),
             params=params,
-            tokenizer=free_tier.tokenizer(),
+            tokenizer=view.tokenizer,
         ).to_dict()
     if estimator == "proxy" and capability is not None:  # both sides; the budget reserves the fallback's worst case
         from provenance_api.providers.llm_litellm import LiteLLMPricing  # the price cost_quote uses by default
@@ -198,7 +201,7 @@ def _price(
             quote,
             query=record.turn.effective_query(),
             params=params,
-            tokenizer=free_tier.tokenizer(),
+            tokenizer=view.tokenizer,
             pricing=pricing or LiteLLMPricing(),
         ).to_model()
         out["proxy"] = proxy.model_dump(mode="json")
@@ -261,7 +264,16 @@ async def make_quote(
             "completions, vLLM, a llama.cpp server, the local model)",
         )
     claim, segment_id, quote, planned = await anyio.to_thread.run_sync(
-        _price, record, sentence, judge, params, probe, capability, estimator, model_policy.pricing(services.settings)
+        _price,
+        record,
+        sentence,
+        judge,
+        params,
+        probe,
+        capability,
+        estimator,
+        model_policy.pricing(services.settings),
+        caller.tenant,
     )
     quote["estimator"] = estimator
     quote["model_reason"] = choice.reason

@@ -11,6 +11,10 @@ The answer is from the configuration alone (no call is made): where it says yes 
 see, the client verifies on the first call, and an answer without log-probabilities is reported as an
 unavailable expected digit, never replaced by the argmax digit.
 
+The ``reason`` is shown to tenants (a quote's ``expected_digit``), so it is built from the model's name and
+capability words only: never from ``api_base``, which is the operator's setting (its URL may carry a host, a
+path or credentials).
+
 This module imports nothing from the service (it is safe to import from anywhere).
 """
 
@@ -72,7 +76,8 @@ def top_logprobs_capability(
 
     ``local_model``: the judge runs in this process (always yes). ``api_base``: the configured base URL of
     the judge's provider; a base other than OpenAI's own is an OpenAI-compatible server (vLLM, llama.cpp)
-    unless the model names a provider that does not offer them."""
+    unless the model names a provider that does not offer them. It decides the answer and never appears in
+    the reason."""
     if local_model:
         return TopLogprobsCapability(
             True,
@@ -98,9 +103,8 @@ def top_logprobs_capability(
         return TopLogprobsCapability(
             True,
             "chat-logprobs",
-            f"{model} behind {api_base}: an OpenAI-compatible "
-            "server (vLLM, llama.cpp) answers logprobs/top_logprobs (verified on the "
-            "first call)",
+            f"{model} on a self-hosted OpenAI-compatible server (vLLM, llama.cpp): it answers "
+            "logprobs/top_logprobs (verified on the first call)",
         )
     if provider in _OFFERING_PROVIDERS:
         if _is_reasoning(name):

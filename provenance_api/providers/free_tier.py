@@ -4,8 +4,10 @@ corpus, segments and gating, the selected-sentence rule, and the cost gate."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
 from functools import cache
 
 from estimator.corpus import build_corpus
@@ -48,12 +50,120 @@ def gate_view(
     return GateView(corpus=corpus, segments=segs, report=gate_turn(corpus, segs, params))
 
 
+# --------------------------------------------------------------------------- what quotes of one turn share
+
+
+class MemoTokenizer:
+    """A tokenizer that remembers its answers: quotes of one turn count and cut the same source texts
+    (every claim, every model), and a long tool return is the most expensive text to tokenize. Shared by the
+    quotes of one turn through ``QuoteView``; at most ``max_entries`` answers are kept."""
+
+    def __init__(self, inner: Tokenizer, max_entries: int = 4096) -> None:
+        self.inner = inner
+        self.max_entries = max_entries
+        self._counts: dict[str, int] = {}
+        self._cuts: dict[tuple[str, int], str] = {}
+
+    def count(self, text: str) -> int:
+        found = self._counts.get(text)
+        if found is None:
+            found = self.inner.count(text)
+            if len(self._counts) < self.max_entries:
+                self._counts[text] = found
+        return found
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        key = (text, max_tokens)
+        found = self._cuts.get(key)
+        if found is None:
+            found = self.inner.truncate(text, max_tokens)
+            if len(self._cuts) < self.max_entries:
+                self._cuts[key] = found
+        return found
+
+
+@dataclass(frozen=True)
+class QuoteView:
+    """What pricing a sentence of a turn needs: its corpus and segments (no gating: a quote never reads the
+    report), and a tokenizer that remembers the turn's source texts."""
+
+    corpus: Corpus
+    segments: tuple[Segment, ...]
+    tokenizer: MemoTokenizer = field(compare=False)
+
+
+def build_quote_view(turn: StoredTurn, params: Params = DEFAULT_PARAMS) -> QuoteView:
+    memo = MemoTokenizer(tokenizer())
+    corpus = build_corpus(turn, params, memo)
+    return QuoteView(corpus=corpus, segments=segment_response(turn.response), tokenizer=memo)
+
+
+class ViewCache:
+    """The last ``size`` QuoteViews, each built once however many quotes ask for it at the same time (the
+    others wait for it): N concurrent quotes of one large turn tokenize and segment it once, not N times.
+    Keys name the tenant, so one tenant's timing never tells it what another has quoted."""
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self.builds = 0
+        self.hits = 0
+        self._lock = threading.Lock()
+        self._views: OrderedDict[Hashable, QuoteView] = OrderedDict()
+        self._building: dict[Hashable, threading.Lock] = {}
+
+    def _cached(self, key: Hashable) -> QuoteView | None:
+        with self._lock:
+            view = self._views.get(key)
+            if view is not None:
+                self._views.move_to_end(key)
+                self.hits += 1
+            return view
+
+    def get(self, key: Hashable, build: Callable[[], QuoteView]) -> QuoteView:
+        view = self._cached(key)
+        if view is not None:
+            return view
+        with self._lock:
+            building = self._building.setdefault(key, threading.Lock())
+        with building:
+            view = self._cached(key)
+            if view is not None:
+                return view
+            try:
+                view = build()
+            finally:
+                with self._lock:
+                    self._building.pop(key, None)
+            with self._lock:
+                self.builds += 1
+                self._views[key] = view
+                while len(self._views) > self.size:
+                    self._views.popitem(last=False)
+        return view
+
+    def clear(self) -> None:
+        with self._lock:
+            self._views.clear()
+            self.builds = self.hits = 0
+
+
+QUOTE_VIEWS = ViewCache(size=4)
+"""The quote views of this process (``quote_view``)."""
+
+
+def quote_view(turn: StoredTurn, params: Params, *, tenant: str, digest: str) -> QuoteView:
+    """The turn's QuoteView under ``params``, shared by the tenant's quotes of the same stored content
+    (``digest``: the stored turn's content digest)."""
+    key = (tenant, digest, params.model_dump_json())
+    return QUOTE_VIEWS.get(key, lambda: build_quote_view(turn, params))
+
+
 def resolve_model(turn: StoredTurn, explicit: str | None) -> str:
     """The judge model: explicit, else the turn's own model (§10), else the configured default."""
     return explicit or turn.model or os.environ.get("PROVENANCE_DEFAULT_MODEL") or FALLBACK_MODEL
 
 
-def require_selection(turn: StoredTurn, view: GateView, sentence: str) -> Selection:
+def require_selection(turn: StoredTurn, view: GateView | QuoteView, sentence: str) -> Selection:
     selection = select_claim(turn.response, view.segments, sentence)
     if selection is None:
         raise InvalidInput(
@@ -75,8 +185,11 @@ def cost_quote(
     probe: bool = False,
     trace: bool = True,
     pricing: Pricing | None = None,
+    tokens: Tokenizer | None = None,
 ) -> CostQuote:
-    """``pricing``: the operator's prices (``operations.model_policy``); default litellm's bundled map."""
+    """``pricing``: the operator's prices (``operations.model_policy``); default litellm's bundled map.
+    ``tokens``: the tokenizer to count with (a QuoteView's, shared by the quotes of one turn); default the
+    service's."""
     from provenance_api.providers.llm_litellm import LiteLLMPricing
 
     return quote_cost(
@@ -84,7 +197,7 @@ def cost_quote(
         claim,
         model=model,
         params=params,
-        tokenizer=tokenizer(),
+        tokenizer=tokens or tokenizer(),
         pricing=pricing or LiteLLMPricing(),
         query=turn.effective_query(),
         probe=probe,

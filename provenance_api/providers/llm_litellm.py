@@ -29,13 +29,21 @@ Behaviour:
   ``logprobs_unavailable`` says why; a provider that ignores it (litellm drops it for providers that do
   not offer it) answers without. Either way the response's ``top_logprobs`` is None: never a made-up
   distribution.
+* **Every attempt is a made call**: before each repeated request of one call (a retry, a structured-output
+  or logprobs fallback) the client awaits ``estimator.ledger.another_attempt()``, so the trace's ledger
+  counts it in ``made``, persists it before it leaves, and refuses it (``AttemptRefused``, unsent) over
+  the plan's ceiling.
+* **Usage not reported**: a 2xx answer without usage (or with zero tokens) is still billed: its tokens are
+  counted — the request's messages as sent (cl100k_base, ``estimator.cost.request_tokens``) and the answer's
+  text — and the usage says ``estimated``; its cost is those tokens at the model's price (``prices``, the
+  operator's, else litellm's map; unknown without one).
 * **Accounting**: ``calls_attempted`` counts HTTP attempts (``retries`` of them repeats, after
   ``retry_wait_seconds`` of backoff in all); ``calls_answered`` attempts that got a
   2xx answer, usable or not; ``calls_billed`` answers that reported token usage. The billing rule:
-  *an attempt is billed when the provider answered 2xx with usage reporting tokens*. So a 2xx
-  whose choices are empty but which carries usage raises ``ProviderResponseInvalid`` with
-  ``billed=True``; an empty or malformed 2xx body is answered but not billed (its usage, hence
-  any charge, is unknowable); HTTP errors, timeouts and resets are neither.
+  *an attempt is billed when the provider answered a readable 2xx*, at the usage it reported or, without
+  one, at the counted tokens. So a 2xx whose choices are empty raises ``ProviderResponseInvalid`` with
+  ``billed=True``; an empty or malformed 2xx body is answered but not billed (unreadable, nothing
+  to count); HTTP errors, timeouts and resets are neither.
 * **Offline**: litellm is imported lazily (it takes seconds), with the bundled price map, and with
   every logging callback cleared.
 """
@@ -55,14 +63,15 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal, cast
-from urllib.parse import urlsplit
 
 import anyio
 import anyio.to_thread
 import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
-from estimator.llm import LLMRequest, LLMResponse, Usage
+from estimator.cost import MESSAGE_OVERHEAD_TOKENS
+from estimator.ledger import another_attempt
+from estimator.llm import LLMError, LLMRequest, LLMResponse, Usage
 from provenance_api.core.errors import (
     ProviderAuthError,
     ProviderBadRequest,
@@ -73,6 +82,7 @@ from provenance_api.core.errors import (
     ProviderUnavailable,
     scrub_secrets,
 )
+from provenance_api.providers.endpoint_scrub import environment_endpoints, scrub_endpoint
 
 __all__ = [
     "LiteLLMClient",
@@ -341,6 +351,7 @@ class LiteLLMClient:
         extra_headers: Mapping[str, str] | None = None,
         structured_output: StructuredMode = "json_schema",
         disclose_endpoint: bool = True,
+        prices: Mapping[str, tuple[float, float]] | None = None,
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
@@ -358,6 +369,8 @@ class LiteLLMClient:
         # the service's clients answer tenants, who must not learn where the operator's provider lives: their
         # errors say "the provider" and never the base URL or its host (the CLI, the user's own, discloses it)
         self.disclose_endpoint = disclose_endpoint
+        self._pricing = LiteLLMPricing(prices)  # the operator's prices first, then litellm's map
+        self._tokenizer: Any = None  # loaded on the first answer without usage
         self.calls_attempted = 0
         self.calls_answered = 0
         self.calls_billed = 0
@@ -401,7 +414,7 @@ class LiteLLMClient:
                 )
                 log.warning("%s: %s; asking without them from now on", self._model, self.logprobs_unavailable)
                 return await self._complete(litellm, request, state, logprobs=False)
-        except ProviderError as err:
+        except LLMError as err:  # a ProviderError, or a repeat the ledger refused (AttemptRefused)
             err.billed = err.billed or state.billed
             raise
 
@@ -524,6 +537,8 @@ class LiteLLMClient:
         return self.timeout * 1.5 + 5.0
 
     async def _attempt(self, litellm: Any, kwargs: dict[str, Any], state: _CallState, structured: bool) -> _Answer:
+        if state.attempts:  # a repeat of this call's request: a made call, or refused over the plan (unsent)
+            await another_attempt()
         self.calls_attempted += 1
         state.attempts += 1
         try:
@@ -542,7 +557,7 @@ class LiteLLMClient:
                 raise _StructuredOutputRejected(error) from None
             raise error from None  # the provider exception may quote secrets: not chained
         self.calls_answered += 1
-        return self._read(litellm, response, state)
+        return self._read(litellm, response, state, kwargs)
 
     @staticmethod
     def _names_logprobs(error: ProviderError) -> bool:
@@ -562,37 +577,67 @@ class LiteLLMClient:
             and bool(_SCHEMA_WORDS.search(error.provider_message))
         )
 
-    def _read(self, litellm: Any, response: Any, state: _CallState) -> _Answer:
+    def _count(self, text: str) -> int:
+        if self._tokenizer is None:
+            from provenance_api.providers.tokenizer import TiktokenTokenizer
+
+            self._tokenizer = TiktokenTokenizer()
+        return int(self._tokenizer.count(text))
+
+    def counted_usage(self, messages: Any, answer: str) -> Usage:
+        """The usage of a request the provider did not report: its messages as sent (each with its overhead)
+        and the answer's text, counted (cl100k_base), priced at the model's price when known; ``estimated``."""
+        input_tokens = sum(self._count(str(_get(m, "content") or "")) + MESSAGE_OVERHEAD_TOKENS for m in messages or [])
+        output_tokens = self._count(answer)
+        price = self._pricing.price(self._model)
+        cost = None if price is None else input_tokens * price[0] + output_tokens * price[1]
+        return Usage(input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost, estimated=True)
+
+    def _read(self, litellm: Any, response: Any, state: _CallState, kwargs: Mapping[str, Any]) -> _Answer:
         usage_obj = _get(response, "usage")
         input_tokens = _int(_get(usage_obj, "prompt_tokens"))
         output_tokens = _int(_get(usage_obj, "completion_tokens"))
         cached_tokens = _int(_get(_get(usage_obj, "prompt_tokens_details"), "cached_tokens"))
-        billed = input_tokens + output_tokens > 0
-        if billed:
-            self.calls_billed += 1
-            state.billed = True
-        cost: float | None = None
-        if billed:
-            try:
-                value = litellm.completion_cost(completion_response=response)
-                cost = float(value) if value is not None else None
-            except Exception:  # unpriced model: litellm raises; the cost is unknown, not zero
-                cost = None
-        usage = Usage(
-            input_tokens=input_tokens, output_tokens=output_tokens, cached_input_tokens=cached_tokens, cost_usd=cost
-        )
         choices = _get(response, "choices") or []
-        if not choices:
-            raise ProviderResponseInvalid(f"{self._model}: the provider's answer has no choices", billed=billed)
-        content = _get(_get(choices[0], "message"), "content")
-        if not isinstance(content, str) or not content.strip():
-            finish = _get(choices[0], "finish_reason")
-            raise ProviderResponseInvalid(
-                f"{self._model}: the provider's answer has no text (finish_reason={finish})", billed=billed
+        content = _get(_get(choices[0], "message"), "content") if choices else None
+        # a readable 2xx is billed: at the usage reported, else at the tokens counted from what was sent
+        self.calls_billed += 1
+        state.billed = True
+        if input_tokens + output_tokens > 0:
+            usage = Usage(
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                cached_input_tokens=cached_tokens,
+                cost_usd=self._reported_cost(litellm, response, input_tokens, output_tokens),
             )
+        else:
+            usage = self.counted_usage(kwargs.get("messages"), content if isinstance(content, str) else "")
+        if not choices or not isinstance(content, str) or not content.strip():
+            finish = _get(choices[0], "finish_reason") if choices else None
+            error = ProviderResponseInvalid(
+                f"{self._model}: the provider's answer has no choices"
+                if not choices
+                else f"{self._model}: the provider's answer has no text (finish_reason={finish})",
+                billed=True,
+            )
+            error.usage = usage
+            raise error
         hidden = getattr(response, "_hidden_params", None)
         cache_hit = bool(hidden.get("cache_hit")) if isinstance(hidden, dict) else False
         return _Answer(text=content, usage=usage, cached=cache_hit, top_logprobs=parse_top_logprobs(choices[0]))
+
+    def _reported_cost(self, litellm: Any, response: Any, input_tokens: int, output_tokens: int) -> float | None:
+        """The reported tokens at the operator's price when it has one for this model, else litellm's cost of the
+        response (its map, cached-token rates included); None when the model is unpriced."""
+        if self._pricing.overridden(self._model):
+            price = self._pricing.price(self._model)
+            assert price is not None
+            return input_tokens * price[0] + output_tokens * price[1]
+        try:
+            value = litellm.completion_cost(completion_response=response)
+            return float(value) if value is not None else None
+        except Exception:  # unpriced model: litellm raises; the cost is unknown, not zero
+            return None
 
     def _response(self, answer: _Answer, *, json_answer: bool) -> LLMResponse:
         text = strip_code_fences(answer.text) if json_answer else answer.text
@@ -604,16 +649,9 @@ class LiteLLMClient:
 
     def _scrub(self, text: str) -> str:
         text = scrub_secrets(text, [self._api_key, *self._extra_headers.values()])
-        if not self.disclose_endpoint and self.api_base:
-            parts = urlsplit(self.api_base)
-            for place in (
-                self.api_base.rstrip("/"),
-                f"{parts.scheme}://{parts.netloc}",
-                parts.netloc,
-                parts.hostname or "",
-            ):
-                if place:
-                    text = text.replace(place, "[provider]")
+        if not self.disclose_endpoint:  # its URL, host, path and credentials (or litellm's from the environment)
+            for base in (self.api_base, *environment_endpoints()):
+                text = scrub_endpoint(text, base)
         return text
 
     def _provider_message(self, exc: BaseException) -> str:
@@ -723,6 +761,10 @@ class LiteLLMPricing:
             if "/" not in name:
                 return
             name = name.split("/", 1)[1]
+
+    def overridden(self, model: str) -> bool:
+        """Whether ``overrides`` price ``model``."""
+        return any(name in self._overrides for name in self._candidates(model))
 
     def price(self, model: str) -> tuple[float, float] | None:
         for name in self._candidates(model):

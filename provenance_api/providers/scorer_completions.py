@@ -20,20 +20,20 @@ httpx directly (litellm has no echo path); retries with backoff on 429, 5xx, tim
 errors, like the chat adapter; 4xx other than 429 is not retried.
 
 Error text is scrubbed of the key and, with ``disclose_endpoint=False`` (how the service builds it), of the
-scoring server's URL and host (``[provider]``): a failed score reaches a tenant as the trace's reason, and
-where the operator's scoring server lives is not the tenant's to know.
+scoring server's URL, origin, host, path and the user and password in it, wherever they appear (``[provider]``,
+``endpoint_scrub``): a failed score reaches a tenant as the trace's reason, and where the operator's scoring
+server lives, or how to sign in to it, is not the tenant's to know — not even when the server's own error text
+repeats the path it was asked for.
 """
 
 from __future__ import annotations
 
 import math
 import random
-import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 import anyio
 import httpx
@@ -41,6 +41,7 @@ import httpx
 from estimator.llm import Message
 from estimator.scorer import QWEN_TEMPLATE, ChatTemplate, ScoredTarget, ScorerError
 from provenance_api.core.errors import scrub_secrets
+from provenance_api.providers.endpoint_scrub import scrub_endpoint
 
 __all__ = ["ALIGNED_MIN_MEAN_LOGPROB", "CompletionsScorer", "EchoAlignment", "check_alignment"]
 
@@ -131,18 +132,10 @@ class CompletionsScorer:
         return self._model
 
     def _scrub(self, text: str) -> str:
-        """``text`` without the key and, unless the endpoint may be disclosed, without its URL or host."""
+        """``text`` without the key and, unless the endpoint may be disclosed, without its URL, host, path or
+        credentials."""
         text = scrub_secrets(text, [self._api_key])
-        if self.disclose_endpoint:
-            return text
-        parts = urlsplit(self.api_base)
-        for place in (self.api_base, f"{parts.scheme}://{parts.netloc}", parts.netloc):
-            if place:
-                text = text.replace(place, "[provider]")
-        if parts.hostname:  # the host alone, or with another port; as a whole name, not inside another word
-            host = re.escape(parts.hostname)
-            text = re.sub(rf"(?<![\w.-])\[?{host}\]?(:\d+)?(?![\w-])", "[provider]", text)
-        return text
+        return text if self.disclose_endpoint else scrub_endpoint(text, self.api_base)
 
     @property
     def prepends_bos(self) -> bool:

@@ -1,9 +1,11 @@
 """The model calls of a job, kept with it: what each call sent and got back, size-capped, tenant-scoped.
 
-A job's calls are written once, when it ends (succeeded, failed or interrupted by a shutdown), in one
-transaction that replaces whatever an earlier write of the same job left — so a write is all or nothing and
-a repeated one changes nothing. A process killed mid-trace leaves its job ``interrupted`` with no calls
-kept, never half of them.
+A job's calls are written as they are sent (``record_calls``: a call ``sending``, with the tokens its request
+was counted at, before it leaves; again before each repeated request, and when it ends), and once more, whole,
+when the job ends (``keep_calls``, one transaction replacing whatever was written before — so a repeated write
+changes nothing). A process killed mid-trace leaves the calls it had sent: at restart
+``settle_interrupted`` ends each call still ``sending`` as ``failed_billed`` at its counted (``estimated``)
+cost — the provider may have answered it — and the job's billed calls and USD are read from its call log.
 
 Caps: a call's prompt keeps at most ``PROMPT_CAP_CHARS`` characters over all its messages (short messages
 whole, the longest cut in the middle with a marker saying how much is missing, and ``prompt_truncated``
@@ -19,13 +21,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from estimator.ledger import CallRecord
 from provenance_api.core.observability import redact
 from provenance_api.storage.crud_traces import JobRecord
-from provenance_api.storage.models import ModelCallRow
+from provenance_api.storage.models import ModelCallRow, TraceJobRow
 from provenance_api.storage.session import Database
 
 __all__ = [
@@ -40,6 +42,8 @@ __all__ = [
     "cap_prompt",
     "erase_for_turns",
     "keep_calls",
+    "record_calls",
+    "settle_interrupted",
 ]
 
 PROMPT_CAP_CHARS = 16_384
@@ -47,6 +51,10 @@ REPLY_CAP_CHARS = 4_096
 ERROR_CAP_CHARS = 1_000
 MAX_CALLS_KEPT = 200
 IN_FLIGHT_ERROR = "no answer: the trace stopped while this call was in flight"
+IN_FLIGHT_BILLED = (
+    "no answer recorded: the service stopped while this call was in flight; counted as billed at its "
+    "estimated cost (the request's counted tokens and its answer's cap), since the provider may have answered"
+)
 _MARKER_ROOM = 64  # the cut marker's length, at most
 
 
@@ -69,6 +77,8 @@ class KeptCall:
     output_tokens: int
     cost_usd: float | None
     error: str | None
+    attempts: int = 1
+    estimated: bool = False
 
 
 @dataclass(frozen=True)
@@ -113,23 +123,29 @@ def _capped(text: str | None, limit: int) -> str | None:
     return text[:limit] + f"\n[… {len(text) - limit:,} more characters not kept]"
 
 
-def _cost(record: CallRecord, price: tuple[float, float] | None) -> float | None:
+def _cost(record: CallRecord, price: tuple[float, float] | None, *, final: bool = True) -> float | None:
     """What the call cost: $0 unless the provider answered it (cached, refused and unbilled failures cost
-    nothing); an answered chat call's tokens at the judge's ``price`` when known (as the job's budget is
-    settled), else what the provider reported; unknown (None) for a failure billed at an unreported price
-    or a call cut off in flight."""
-    if record.outcome == "answered":
+    nothing); a billed chat call's tokens (reported, or ``estimated``) at the judge's ``price`` when known (as
+    the job's budget is settled), else what the provider reported; a call in flight (``final`` False) at its
+    counted tokens; unknown (None) for a failure billed at an unreported price, or a call cut off in flight."""
+    usage = record.usage
+    counted = usage.input_tokens + usage.output_tokens > 0
+    if record.outcome == "answered" or (record.outcome in ("failed_billed", "sending") and counted):
+        if record.outcome == "sending" and final:
+            return None
         if record.kind == "chat" and price is not None:
-            return record.usage.input_tokens * price[0] + record.usage.output_tokens * price[1]
-        return record.usage.cost_usd
+            return usage.input_tokens * price[0] + usage.output_tokens * price[1]
+        return usage.cost_usd
     if record.outcome in ("failed_billed", "sending"):
         return None
     return 0.0
 
 
-def _row(job: JobRecord, record: CallRecord, total: int, price: tuple[float, float] | None) -> ModelCallRow:
+def _row(
+    job: JobRecord, record: CallRecord, total: int, price: tuple[float, float] | None, *, final: bool = True
+) -> ModelCallRow:
     prompt, truncated = cap_prompt([(m.role, m.content) for m in record.prompt])
-    in_flight = record.outcome == "sending"
+    in_flight = record.outcome == "sending" and final  # the job ended with it in flight
     error = IN_FLIGHT_ERROR if in_flight else record.error
     return ModelCallRow(
         tenant=job.tenant,
@@ -141,17 +157,85 @@ def _row(job: JobRecord, record: CallRecord, total: int, price: tuple[float, flo
         mask=record.mask[:500],
         kind=record.kind,
         outcome="failed" if in_flight else record.outcome,
+        attempts=record.attempts,
+        estimated=record.usage.estimated,
         prompt=[list(message) for message in prompt],
         prompt_truncated=truncated,
         reply=_capped(record.reply, REPLY_CAP_CHARS),
         parsed=record.parsed,
         started_at=record.started_at,
         seconds=record.seconds,
-        input_tokens=record.usage.input_tokens,
-        output_tokens=record.usage.output_tokens,
-        cost_usd=_cost(record, price),
+        input_tokens=0 if in_flight else record.usage.input_tokens,
+        output_tokens=0 if in_flight else record.usage.output_tokens,
+        cost_usd=_cost(record, price, final=final),
         error=None if error is None else _capped(redact(error), ERROR_CAP_CHARS),
     )
+
+
+async def record_calls(
+    db: Database, job: JobRecord, records: Sequence[CallRecord], *, price: tuple[float, float] | None = None
+) -> None:
+    """Write ``records`` of ``job`` as they stand now (a call ``sending`` keeps the tokens it was counted at,
+    marked ``estimated``), replacing the same calls' earlier rows, in one transaction; calls past
+    ``MAX_CALLS_KEPT`` are not written."""
+    rows = [_row(job, r, r.index + 1, price, final=False) for r in records if r.index < MAX_CALLS_KEPT]
+    if not rows:
+        return
+    async with db.transaction() as session:
+        await session.execute(
+            delete(ModelCallRow).where(
+                ModelCallRow.tenant == job.tenant,
+                ModelCallRow.trace_id == job.id,
+                ModelCallRow.call_index.in_([row.call_index for row in rows]),
+            )
+        )
+        await session.flush()
+        session.add_all(rows)
+
+
+@dataclass(frozen=True)
+class SettledCalls:
+    """An interrupted job's spend as its call log holds it."""
+
+    billed: int
+    failed: int
+    usd: float | None  # None when some billed call's cost is unknown
+
+
+async def settle_interrupted(db: Database, trace_id: str) -> SettledCalls:
+    """At restart, for a job its process left unfinished: each call still ``sending`` (in flight when the process
+    died) becomes ``failed_billed`` at its counted cost, and the job's billed and failed calls become what its call
+    log holds (never fewer than its row recorded). Returns the log's billed calls and USD."""
+    async with db.transaction() as session:
+        sending = (ModelCallRow.trace_id == trace_id, ModelCallRow.outcome == "sending")
+        in_flight = int((await session.execute(select(func.count()).where(*sending))).scalar_one())
+        await session.execute(
+            update(ModelCallRow)
+            .where(*sending)
+            .values(outcome="failed_billed", estimated=True, error=IN_FLIGHT_BILLED)
+            .execution_options(synchronize_session=False)
+        )
+        rows = (
+            await session.execute(
+                select(ModelCallRow.outcome, ModelCallRow.cost_usd).where(ModelCallRow.trace_id == trace_id)
+            )
+        ).all()
+        billed_rows: list[float | None] = [cost for outcome, cost in rows if outcome in ("answered", "failed_billed")]
+        usd = None if any(cost is None for cost in billed_rows) else sum(float(cost or 0.0) for cost in billed_rows)
+        job = (
+            await session.execute(
+                select(TraceJobRow.calls_billed, TraceJobRow.calls_failed).where(TraceJobRow.id == trace_id)
+            )
+        ).one_or_none()
+        billed, failed = (0, 0) if job is None else (int(job[0]), int(job[1]))
+        billed, failed = max(billed, len(billed_rows)), failed + in_flight
+        await session.execute(
+            update(TraceJobRow)
+            .where(TraceJobRow.id == trace_id)
+            .values(calls_billed=billed, calls_failed=failed)
+            .execution_options(synchronize_session=False)
+        )
+    return SettledCalls(billed=billed, failed=failed, usd=usd)
 
 
 async def keep_calls(
@@ -194,12 +278,14 @@ def _kept(row: ModelCallRow) -> KeptCall:
         output_tokens=row.output_tokens,
         cost_usd=row.cost_usd,
         error=row.error,
+        attempts=row.attempts,
+        estimated=row.estimated,
     )
 
 
 async def calls_of(db: Database, tenant: str, trace_id: str) -> KeptCalls:
-    """The tenant's kept calls of job ``trace_id`` in the order sent (none for another tenant's job, or for a
-    job still running: calls are kept when it ends)."""
+    """The tenant's kept calls of job ``trace_id`` in the order sent (none for another tenant's job; a running
+    job's calls as sent so far, those in flight ``sending``)."""
     query = (
         select(ModelCallRow)
         .where(ModelCallRow.tenant == tenant, ModelCallRow.trace_id == trace_id)

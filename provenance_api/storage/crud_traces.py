@@ -5,6 +5,12 @@ job. A job moves queued → running → succeeded | failed | interrupted; progre
 billed, the round, partial layer scores) is written as it happens, so a killed process leaves an
 accurate record. A result row is written, with the job's ``succeeded``, in one transaction — a
 job that is not ``succeeded`` never has a result to serve.
+
+Deleting a turn and writing a quote or a job of it are serialised on the turn (``hold_turns``): each
+transaction takes the turn first — a row lock on PostgreSQL (shared to write a quote or a job,
+exclusive to delete), SQLite's one write lock — and reads only after. So a start that commits first
+is seen by the delete (which refuses while the job is queued or running), and one that comes after
+finds no turn (RecordMissing): no job of a deleted turn is ever created.
 """
 
 from __future__ import annotations
@@ -14,12 +20,20 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import ColumnElement, delete, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from provenance_api.core.schemas import JobStatus
 from provenance_api.storage.errors import RecordConflict, RecordExpired, RecordMissing
-from provenance_api.storage.models import ERASE_TURN_RESULTS, QuoteRow, TraceJobRow, TraceResultRow, utcnow
+from provenance_api.storage.models import (
+    ERASE_TURN_RESULTS,
+    ModelCallRow,
+    QuoteRow,
+    StoredTurnRow,
+    TraceJobRow,
+    TraceResultRow,
+    utcnow,
+)
 from provenance_api.storage.session import Database
 
 JobKind = Literal["trace", "probe"]
@@ -30,6 +44,37 @@ TERMINAL: frozenset[str] = frozenset({"succeeded", "failed", "interrupted"})
 
 def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(10)}"
+
+
+async def hold_turns(
+    session: AsyncSession, tenant: str, where: ColumnElement[bool], *, exclusive: bool = False
+) -> list[tuple[int, str]]:
+    """Lock the tenant's turns matching ``where`` until the caller's transaction ends, as its first statement,
+    and return their (seq, turn_id) in storage order. ``exclusive`` (deleting them) waits for, and excludes,
+    every transaction holding one of them; a shared hold (writing a quote or a job of one) excludes only a
+    delete, which then sees what it wrote. PostgreSQL: ``FOR UPDATE`` / ``FOR KEY SHARE`` row locks, a turn
+    deleted while waiting is not returned. SQLite locks the database, not rows: a write (the turns' digest
+    set to itself) as the first statement takes its one write lock before anything is read."""
+    mine = (StoredTurnRow.tenant == tenant, where)
+    if session.get_bind().dialect.name == "sqlite":
+        await session.execute(
+            update(StoredTurnRow).where(*mine).values(digest=StoredTurnRow.digest),
+            execution_options={"synchronize_session": False},
+        )
+    query = (
+        select(StoredTurnRow.seq, StoredTurnRow.turn_id)
+        .where(*mine)
+        .order_by(StoredTurnRow.seq)
+        .with_for_update(read=not exclusive, key_share=not exclusive)
+    )
+    return [(int(seq), str(turn_id)) for seq, turn_id in (await session.execute(query)).all()]
+
+
+async def _hold_turn(session: AsyncSession, tenant: str, turn_id: str) -> None:
+    """A shared hold on the tenant's turn ``turn_id`` (``hold_turns``); RecordMissing when it is not stored
+    (never stored, or deleted — perhaps by the delete this transaction waited for)."""
+    if not await hold_turns(session, tenant, StoredTurnRow.turn_id == turn_id):
+        raise RecordMissing(f"no stored turn {turn_id!r}", record="turn", field="turn_id")
 
 
 @dataclass(frozen=True)
@@ -117,6 +162,7 @@ async def create_quote(db: Database, new: NewQuote, ttl_seconds: int) -> QuoteRe
         **new.__dict__,
     )
     async with db.transaction() as session:
+        await _hold_turn(session, new.tenant, new.turn_id)  # a turn being deleted gets no new quote
         session.add(row)
     return _quote(row)
 
@@ -212,8 +258,10 @@ async def create_job(
     source: JobSource = "api",
 ) -> JobRecord:
     """Consume ``quote`` and create its job (a trace, or a probe of ``source_id``), atomically, keeping the
-    budget ``reservation`` it holds (settled at startup if the job is found interrupted). RecordConflict if
-    the quote was already used. ``source``: ``cli`` for a trace the command line ran (and records here)."""
+    budget ``reservation`` it holds (settled at startup if the job is found interrupted). RecordMissing
+    (record ``turn``) when the quote's turn is no longer stored — deleted, perhaps while this waited for the
+    delete to commit; RecordConflict if the quote was already used. ``source``: ``cli`` for a trace the
+    command line ran (and records here)."""
     now = utcnow()
     if quote.expires_at <= now:
         raise RecordExpired(
@@ -221,6 +269,7 @@ async def create_job(
         )
     job_id = new_id(_PREFIX[kind])
     async with db.transaction() as session:
+        await _hold_turn(session, quote.tenant, quote.turn_id)  # serialised with deleting the turn
         taken = await session.execute(
             update(QuoteRow)
             .where(QuoteRow.id == quote.id, QuoteRow.tenant == quote.tenant, QuoteRow.used_by.is_(None))
@@ -317,9 +366,11 @@ class Progress:
         }
 
 
-async def record_progress(db: Database, job_id: str, progress: Progress) -> None:
+async def record_progress(db: Database, job_id: str, progress: Progress) -> bool:
+    """Write a running job's progress. False when the job is gone — deleted with its turn — so its runner
+    stops before any further model call (a job no longer ``running`` but still stored is True: unchanged)."""
     async with db.transaction() as session:
-        await session.execute(
+        done = await session.execute(
             update(TraceJobRow)
             .where(TraceJobRow.id == job_id, TraceJobRow.status == "running")
             .values(
@@ -330,6 +381,9 @@ async def record_progress(db: Database, job_id: str, progress: Progress) -> None
                 updated_at=utcnow(),
             )
         )
+        if getattr(done, "rowcount", 0) == 1:
+            return True
+        return (await session.execute(select(TraceJobRow.id).where(TraceJobRow.id == job_id))).first() is not None
 
 
 @dataclass(frozen=True)
@@ -353,20 +407,12 @@ class ResultAudit:
 
 
 async def finish_succeeded(db: Database, job: JobRecord, audit: ResultAudit, progress: Progress) -> None:
-    """Append the result and mark the job succeeded, in one transaction."""
+    """Append the result and mark the job succeeded, in one transaction. RecordMissing, and nothing written,
+    when the job or its turn is no longer stored (deleted with its turn): a deleted turn gets no result."""
     now = utcnow()
     async with db.transaction() as session:
-        session.add(
-            TraceResultRow(
-                job_id=job.id,
-                tenant=job.tenant,
-                user=job.user,
-                turn_id=job.turn_id,
-                created_at=now,
-                **audit.__dict__,
-            )
-        )
-        await session.execute(
+        await _hold_turn(session, job.tenant, job.turn_id)
+        marked = await session.execute(
             update(TraceJobRow)
             .where(TraceJobRow.id == job.id)
             .values(
@@ -380,6 +426,33 @@ async def finish_succeeded(db: Database, job: JobRecord, audit: ResultAudit, pro
                 updated_at=now,
             )
         )
+        if getattr(marked, "rowcount", 0) != 1:
+            raise RecordMissing(f"no {job.kind} {job.id!r}", record=job.kind, field=f"{job.kind}_id")
+        session.add(
+            TraceResultRow(
+                job_id=job.id,
+                tenant=job.tenant,
+                user=job.user,
+                turn_id=job.turn_id,
+                created_at=now,
+                **audit.__dict__,
+            )
+        )
+
+
+async def forget_calls_if_deleted(db: Database, tenant: str, job_id: str) -> int:
+    """Remove the model-call rows of job ``job_id`` if the job itself is no longer stored (deleted with its
+    turn while its runner still wrote): what a deleted turn's job wrote late is not kept. How many went."""
+    async with db.transaction() as session:
+        gone = await session.execute(
+            delete(ModelCallRow).where(
+                ModelCallRow.tenant == tenant,
+                ModelCallRow.trace_id == job_id,
+                ~exists().where(TraceJobRow.id == job_id),
+            ),
+            execution_options={"synchronize_session": False},
+        )
+    return int(getattr(gone, "rowcount", 0) or 0)
 
 
 async def finish_unsuccessful(

@@ -272,16 +272,16 @@ async def delete_turns(db: Database, tenant: str, *, turn_id: str | None = None,
     probes, trace results (the one deletion of those append-only records) and search-index rows, in one
     transaction. RecordMissing when the tenant has no such turn (or no turn of that batch); RecordConflict
     (record ``trace``/``probe``) while a trace or probe of one of them is queued or running — it is never
-    cancelled behind its caller's back. Turns are read by id only, so an unreadable turn is deleted too."""
+    cancelled behind its caller's back. Serialised with starting a trace (``crud_traces.hold_turns``): a job
+    created before the delete is seen by it (so refused, or deleted once it ended); after it, none can be.
+    Turns are read by id only, so an unreadable turn is deleted too."""
     if (turn_id is None) == (batch is None):
         raise ValueError("give exactly one of turn_id and batch")
     where = (StoredTurnRow.turn_id == turn_id) if turn_id is not None else (StoredTurnRow.import_batch == batch)
     async with db.transaction() as session:
-        rows = (
-            await session.execute(
-                select(StoredTurnRow.seq, StoredTurnRow.turn_id).where(StoredTurnRow.tenant == tenant, where)
-            )
-        ).all()
+        # the turns first, exclusively: a quote or job of one commits before this reads (and is seen) or waits
+        # for it and then finds no turn — so no trace of a deleted turn starts, and none survives it
+        rows = await crud_traces.hold_turns(session, tenant, where, exclusive=True)
         if not rows:
             if turn_id is not None:
                 raise RecordMissing(f"no stored turn {turn_id!r}", record="turn", field="turn_id")

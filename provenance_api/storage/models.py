@@ -25,6 +25,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     event,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, Mapper, ORMExecuteState, Session, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -237,6 +238,8 @@ class ModelCallRow(Base):
     output_tokens: Mapped[int] = mapped_column(Integer)
     cost_usd: Mapped[float | None] = mapped_column(Float)
     error: Mapped[str | None] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    estimated: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class AppendOnlyViolation(RuntimeError):
@@ -299,3 +302,15 @@ class BudgetEntry(Base):
     calls: Mapped[int] = mapped_column(Integer)
     tenant_key: Mapped[str | None] = mapped_column(String(260), nullable=True)
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+
+
+class ServiceInstance(Base):
+    """The database's identity: one row (``name`` = ``service``) holding a random id written at the service's
+    first start. The service keeps it in memory and compares it on every readiness probe, so a database replaced
+    under it (restored, copied over, recreated empty) is noticed instead of written to."""
+
+    __tablename__ = "service_instance"
+
+    name: Mapped[str] = mapped_column(String(16), primary_key=True)
+    instance_id: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime]

@@ -1,11 +1,11 @@
 """The request-rate limit of the endpoints that call no model (the free tier): ``max_requests`` per
 ``window_seconds`` per caller, over a sliding window.
 
-These endpoints cost no model call but do cost CPU (tokenizing, building the corpus, searching), so a
-caller hammering them is refused with 429 (``RateLimited``, ``Retry-After`` saying when the oldest request
-in the window ages out). ``InProcessRequestLimiter`` keeps the window in memory (the embedded mode: one
-process); ``RedisRequestLimiter`` keeps it in Redis, shared by every API process, one atomic Lua script per
-request on the Redis server's clock. A refused request is not counted.
+These endpoints (quotes among them) cost no model call but do cost CPU (tokenizing, building the corpus,
+searching, pricing), so a caller hammering them is refused with 429 (``RateLimited``, ``Retry-After`` saying
+when the oldest request in the window ages out). ``InProcessRequestLimiter`` keeps the window in memory (the
+embedded mode: one process); ``RedisRequestLimiter`` keeps it in Redis, shared by every API process, one atomic
+Lua script per request on the Redis server's clock. A refused request is not counted.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def too_many_requests(max_requests: int, window: int, wait: float) -> RateLimite
     """The refusal every RequestLimiter raises: which limit, its size, and when to retry."""
     return RateLimited(
         f"request rate exceeded: the endpoints that call no model (segments, sources, search, gating report, "
-        f"verify, viewer reads) allow {max_requests} requests per {window} s per user; retry in "
+        f"quotes, verify, viewer reads) allow {max_requests} requests per {window} s per user; retry in "
         f"{max(1, math.ceil(wait))} s",
         retry_after=max(1.0, float(math.ceil(wait))),
         fix="wait for Retry-After seconds and send fewer requests, or ask the operator for a larger "

@@ -1,4 +1,5 @@
-"""Probes and metrics: ``/healthz`` (alive), ``/readyz`` (database and schema), ``/metrics``."""
+"""Probes and metrics: ``/healthz`` (alive), ``/readyz`` (the database durably takes writes, schema at head),
+``/metrics``."""
 
 from __future__ import annotations
 
@@ -22,7 +23,12 @@ async def healthz() -> Health:
 async def readyz(svc: Svc) -> Readiness:
     ok, detail = await svc.db.ready()
     if not ok:
-        raise NotReady(detail, fix="check PROVENANCE_DATABASE_URL and the service's startup log")
+        raise NotReady(
+            detail,
+            fix="check PROVENANCE_DATABASE_URL, the disk and files of the data directory and the service's log; "
+            "a database replaced, damaged or missing its write-ahead log needs the service's own database back "
+            "and a restart (no write is taken until then)",
+        )
     return Readiness(status="ready", database=detail, running_traces=len(svc.hub.live))
 
 

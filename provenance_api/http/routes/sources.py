@@ -1,23 +1,27 @@
-"""``POST /v1/imports/sources/{name}``: import what is new in a history store the operator configured.
+"""``/v1/imports/sources``: the history stores the operator configured for the caller's tenant, and importing
+what is new in one of them.
 
-Sources are configured by the operator only (``PROVENANCE_HISTORY_SOURCES``, name → ``{url, format}``); a
-caller names one and never passes a URL, so no request can make the service open a file or connect to a
-host of its choosing. Each tenant has its own cursor on each source.
+Sources are configured by the operator only (``PROVENANCE_HISTORY_SOURCES``, name → ``{url, format,
+tenants}``); a caller names one and never passes a URL, so no request can make the service open a file or
+connect to a host of its choosing. A source belongs to the tenants its ``tenants`` list names (``["*"]``: every
+tenant; no list: the admin tenant only); to any other tenant it does not exist (404, as another tenant's turn,
+and it is not listed). Each tenant has its own cursor on each source. Where a store lives is never shown: a
+store that cannot be read is a 502 naming the source and the setting, and the reader's own words (paths, hosts,
+database names) go to the service's log for the operator.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter
 from fastapi import Path as PathParam
 from pydantic import BaseModel, Field
 
-from provenance_api.core.errors import InvalidInput, NotFound
 from provenance_api.core.schemas import Problem, problem_responses
-from provenance_api.core.settings import Settings
-from provenance_api.http.deps import Caller, Svc
-from provenance_api.operations.connectors import Source, SourceUnavailable, import_source, parse_source
+from provenance_api.http.deps import Caller, FreeTierCaller, Svc
+from provenance_api.operations.connectors.configured import import_configured, list_configured
 
 _UNAVAILABLE: dict[int | str, dict[str, Any]] = {
     502: {
@@ -27,7 +31,6 @@ _UNAVAILABLE: dict[int | str, dict[str, Any]] = {
     }
 }
 router = APIRouter(tags=["imports"], responses={**problem_responses(401, 404, 422), **_UNAVAILABLE})
-SETTING = "PROVENANCE_HISTORY_SOURCES"
 
 
 class SourceState(BaseModel):
@@ -53,30 +56,30 @@ class SourceImportOut(BaseModel):
     source: SourceState
 
 
-def configured_source(settings: Settings, name: str) -> Source:
-    """The source the operator configured under ``name``; its configuration is checked here."""
-    entry: Any = settings.history_sources.get(name)
-    if entry is None:
-        raise NotFound(
-            f"no history source {name!r} is configured",
-            field="name",
-            fix=f"use a configured source name; the operator adds sources to {SETTING}",
-        )
-    where = f"{SETTING}.{name}"
-    if not isinstance(entry, dict) or not entry.get("url"):
-        raise SourceUnavailable(
-            f"{where} has no url",
-            field=f"{where}.url",
-            fix=f'the operator sets {SETTING} to {{"{name}": {{"url": …, "format": …}}}}',
-        )
-    try:
-        return parse_source(
-            str(entry["url"]), entry.get("format"), name, url_field=f"{where}.url", format_field=f"{where}.format"
-        )
-    except InvalidInput as exc:  # the operator's configuration is wrong, not the caller's request
-        raise SourceUnavailable(
-            exc.detail, field=exc.field, fix=f"the operator corrects {SETTING}: {exc.fix}"
-        ) from None
+class ConfiguredSource(BaseModel):
+    """A history source the caller's tenant may import (never where it lives)."""
+
+    name: str
+    format: str = Field(description="How the store is written: openai-agents-session, langgraph-sqlite, ….")
+    position: str | None = Field(description="How far this tenant's last import read it (None: never imported).")
+    last_import_at: datetime | None = Field(description="When this tenant's last import of it finished.")
+    tenants: list[str] | None = Field(
+        None, description="The tenants that may import it (shown to the admin key only; '*': every tenant)."
+    )
+    importable: bool = Field(True, description="Whether the caller's tenant may import it (false: admin view).")
+
+
+class SourceList(BaseModel):
+    sources: list[ConfiguredSource]
+
+
+@router.get("/v1/imports/sources", response_model=SourceList, summary="The history sources of the caller's tenant")
+async def list_sources(svc: Svc, caller: FreeTierCaller) -> SourceList:
+    """Each configured history source the caller's tenant may import, by name and format, with how far this
+    tenant has read it. Sources of other tenants are not listed. The admin key lists every source with its
+    `tenants` (and `importable`: whether the admin tenant itself may import it)."""
+    listed = await list_configured(svc.db, svc.settings, caller.tenant, admin=caller.admin)
+    return SourceList(sources=[ConfiguredSource.model_validate(item, from_attributes=True) for item in listed])
 
 
 @router.post(
@@ -99,17 +102,11 @@ async def import_from_source(
 ) -> SourceImportOut:
     """Reads the store in place: on the first call every thread or session, afterwards only those with
     anything new since the last call for this tenant. Same summary as `POST /v1/imports`, plus `source`:
-    how far it has been read. A store that cannot be read is a 502 and moves nothing."""
-    source = configured_source(svc.settings, name)
-    try:
-        result = await import_source(
-            svc.db, caller.tenant, caller.user, source, max_turn_bytes=svc.settings.max_body_bytes
-        )
-    except (InvalidInput, SourceUnavailable) as exc:  # the operator's to fix; where the store lives is not shown
-        detail = exc.detail
-        for place in (str(source.path), source.shown_url, source.url):
-            detail = detail.replace(place, f"source {name!r}") if place and place != "None" else detail
-        raise SourceUnavailable(detail, field=f"{SETTING}.{name}", fix=exc.fix) from None
+    how far it has been read. A store that cannot be read is a 502 and moves nothing; a source that is not the
+    caller tenant's is a 404, as one that does not exist."""
+    result = await import_configured(
+        svc.db, svc.settings, caller.tenant, caller.user, name, max_turn_bytes=svc.settings.max_body_bytes
+    )
     body = result.to_dict()
     body["source"].pop("url", None)  # where the store lives is the operator's business
     return SourceImportOut.model_validate(body)

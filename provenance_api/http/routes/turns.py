@@ -203,7 +203,9 @@ async def delete_turn(svc: Svc, caller: Caller, turn_id: TurnId) -> Response:
     """Removes the turn, its quotes, its traces and probes with their stored results, and its search-index
     entry (a turn that can no longer be read is deleted too). 404 for a turn the caller's tenant does not
     have; 409 naming the trace or probe while one of the turn's is queued or running (it is not cancelled:
-    wait for it, then delete). Cached judgements are keyed by prompt, not turn, and expire by their TTL."""
+    wait for it, then delete). A trace or probe started at the same time is serialised with the delete: it
+    started first (this is a 409 naming it) or it is refused (404, no such turn) — never started on a deleted
+    turn. The turn's cached judgements are purged with it."""
     await records.delete_turn(svc, caller, turn_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 

@@ -9,6 +9,7 @@ the source (SQLite files are opened read-only).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -33,6 +34,30 @@ class SourceUnavailable(ProvenanceError):
     status: ClassVar[int] = 502
     type_slug: ClassVar[str] = "source-unavailable"
     title: ClassVar[str] = "History source unavailable"
+
+
+EVERY_TENANT = "*"
+"""In a configured source's ``tenants``: every tenant may import it."""
+
+
+def source_tenants(entry: Mapping[str, Any], admin_tenant: str) -> frozenset[str]:
+    """The tenants that may import a configured source (``PROVENANCE_HISTORY_SOURCES``): its ``tenants`` list
+    (``"*"`` among them: every tenant), or the admin tenant alone when it names none, so a source configured
+    before sources had owners is not opened to every tenant. Anything but a list of names (the settings refuse
+    it at startup) is nobody."""
+    if "tenants" not in entry:
+        return frozenset({admin_tenant})
+    tenants = entry["tenants"]
+    if not isinstance(tenants, list):
+        return frozenset()
+    return frozenset(t.strip() for t in tenants if isinstance(t, str) and t.strip())
+
+
+def may_import(entry: Mapping[str, Any], tenant: str, admin_tenant: str) -> bool:
+    """Whether ``tenant`` may import the configured source ``entry``. The admin key has no exception: an import
+    writes into the caller's tenant, so the admin tenant reads a source only when the source is its own."""
+    allowed = source_tenants(entry, admin_tenant)
+    return EVERY_TENANT in allowed or tenant in allowed
 
 
 def is_source_url(text: str) -> bool:

@@ -69,10 +69,25 @@ function parseLinkAt(s, i, end) {
   return { ta: i + 1, tb: j, href: dest, end: k + 1 };
 }
 
+// A link's destination as the browser reads it (WHATWG URL parsing: tabs and newlines dropped, a backslash
+// read as a slash in http(s) URLs, so "/\evil.example" is another host). Kept: a fragment ("#…", the
+// viewer's own routes), a link that resolves to this origin, or one that names http, https or mailto itself;
+// returned resolved, so the page links exactly where the check looked. Anything else is shown as text.
+const EXTERNAL = new Set(['http:', 'https:', 'mailto:']);
+
 export function safeHref(href) {
-  const h2 = String(href || '').trim();
-  if (/^(https?:|mailto:)/i.test(h2)) return h2;
-  if (/^(#|\/(?!\/))/.test(h2)) return h2;
+  const raw = String(href || '').trim();
+  if (!raw) return null;
+  let url;
+  try {
+    url = new URL(raw, location.origin);
+  } catch {
+    return null;
+  }
+  if (raw.startsWith('#')) return url.hash || '#';
+  if (url.origin === location.origin && (url.protocol === 'http:' || url.protocol === 'https:')) return url.href;
+  const named = /^([a-z][a-z0-9+.-]*):/i.exec(raw.replace(/[\t\n\r]/g, ''));
+  if (named && EXTERNAL.has(named[1].toLowerCase() + ':') && EXTERNAL.has(url.protocol)) return url.href;
   return null;
 }
 
