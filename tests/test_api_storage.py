@@ -112,7 +112,9 @@ def test_a_result_is_an_append_only_audit_record(tmp_path: Path, db_backend: DbB
                 done["calls"]["made"],
                 done["calls"]["billed"],
             )
-            assert row.input_tokens > 0 and row.cost_usd is None
+            # the operator prices the test judge (TEST_PRICES): the stored cost is the result's, at that price
+            assert row.input_tokens > 0 and row.cost_usd is not None and row.cost_usd > 0
+            assert row.cost_usd == done["result"]["cost_usd"], (row.cost_usd, done["result"]["cost_usd"])
             row.result = {"verdict": "tampered"}
             with pytest.raises(AppendOnlyViolation):
                 await session.commit()
