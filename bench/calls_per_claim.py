@@ -123,10 +123,18 @@ async def trace_turn(turn: StoredTurn, max_claims: int, judge: str) -> list[tupl
         claim = gate.segment.text
         if judge == "one-source":
             key = key_for(corpus)
-            llm = partial(keyed_script, lambda data, k=key: k in data, key)
+
+            def holds_key(data: str, k: str = key) -> bool:
+                return k in data
+
+            llm = partial(keyed_script, holds_key, key)
         else:
             ids = claim_ids(claim)
-            llm = partial(keyed_script, lambda data, ids=ids: any(i in data for i in ids), ids[0] if ids else "")
+
+            def holds_an_id(data: str, ids: list[str] = ids) -> bool:
+                return any(i in data for i in ids)
+
+            llm = partial(keyed_script, holds_an_id, ids[0] if ids else "")
         pair = []
         for resolve in (False, None):  # off, then as planned (on unless it would pass MAX_CALLS)
             result = await trace_claim(llm(), claim, turn.effective_query(), corpus, resolve_redundancy=resolve)

@@ -16,13 +16,16 @@ import json
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from provenance_api.operations.connectors import SourceImport, import_source, parse_source
 from provenance_api.storage.session import Database
 
+if TYPE_CHECKING:
+    from agents import TResponseInputItem
 
-def run_items(session: int, run: int) -> list[dict[str, Any]]:
+
+def run_items(session: int, run: int) -> list[TResponseInputItem]:
     call_id = f"call_{session}_{run}"
     return [
         {"role": "user", "content": f"Status of order {session}-{run}?"},

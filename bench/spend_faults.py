@@ -120,7 +120,7 @@ def faults(rate: float, traces: int, root: Path) -> bool:
     failed = sum(s["calls"]["failed"] for s in states)
     planned = sum(s["calls"]["planned"] for s in states)
     kept_calls, _ = budget_kept(data, f"bench/u{pct}")
-    ok = made == received == kept_calls and billed == answered and made <= planned
+    ok: bool = made == received == kept_calls and billed == answered and made <= planned
     outcomes = ",".join(sorted({s["status"] for s in states}))
     print(
         f"HTTP 500 at {rate:>4.0%}: {traces} traces ({outcomes}) · provider received {received} · made {made} "

@@ -19,7 +19,7 @@ from estimator.answer_gate import (
 from estimator.corpus import build_corpus
 from estimator.declared import SourceEvidence, audit_declared
 from estimator.llm import Usage
-from estimator.result import CallAccount, SourceScore, SupportVerdict, TraceResult
+from estimator.result import CallAccount, Role, SourceScore, SupportLabel, SupportVerdict, TraceResult, Verdict
 from estimator.turn import StoredTurn
 from estimator.units import Layer
 
@@ -178,21 +178,20 @@ def test_an_empty_answer_blocks_and_duplicate_ids_are_rejected() -> None:
         decide((ORDER, ORDER), {})
 
 
-def _support(verdict: str, quote: str | None, downgraded: bool = False) -> SupportVerdict:
-    return SupportVerdict(verdict, quote, 1, 1, 0.9, downgraded, "", 1)  # type: ignore[arg-type]
+def _support(verdict: SupportLabel, quote: str | None, downgraded: bool = False) -> SupportVerdict:
+    return SupportVerdict(verdict, quote, 1, 1, 0.9, downgraded, "", 1)
 
 
-def _trace(verdict: str, sources: list[tuple[str, str | None, SupportVerdict | None]]) -> TraceResult:
+def _trace(verdict: Verdict, sources: list[tuple[str, Role | None, SupportVerdict | None]]) -> TraceResult:
     scores = tuple(
-        SourceScore(sid, Layer.TOOLS, sid, "user_tool", 1.0, role, support, None)  # type: ignore[arg-type]
-        for sid, role, support in sources
+        SourceScore(sid, Layer.TOOLS, sid, "user_tool", 1.0, role, support, None) for sid, role, support in sources
     )
     return TraceResult(
         gamma=6.0,
         s_all=8.0,
         s_none=2.0,
         verdict=verdict,
-        verdict_text=verdict,  # type: ignore[arg-type]
+        verdict_text=verdict,
         layers=(),
         sources=scores,
         omitted=(),

@@ -48,7 +48,8 @@ def api(tmp_path: Path, scorer: ScriptedScorer) -> Iterator[httpx.Client]:
 
 def tool_source(api: httpx.Client) -> str:
     layers = api.get("/v1/turns/t-small-1/sources").json()["layers"]
-    return next(s["id"] for layer in layers if layer["layer"] == "tools" for s in layer["sources"])
+    source_id: str = next(s["id"] for layer in layers if layer["layer"] == "tools" for s in layer["sources"])
+    return source_id
 
 
 def run(api: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:

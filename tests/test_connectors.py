@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -145,7 +145,7 @@ def test_wrong_format_missing_file_and_no_format_are_clear_errors(
 # --- LangGraph SQLite checkpointer ---------------------------------------------------------------------
 
 
-def weather_graph(path: Path, log: ToolLog, *replies: AIMessage) -> Iterator[Any]:
+def weather_graph(path: Path, log: ToolLog, *replies: AIMessage) -> Generator[Any, None, None]:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     conn = sqlite3.connect(path, check_same_thread=False)

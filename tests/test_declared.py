@@ -21,7 +21,7 @@ from estimator.declared import (
     read_trace_sources,
 )
 from estimator.llm import Usage
-from estimator.result import CallAccount, SourceScore, SupportVerdict, TraceResult
+from estimator.result import CallAccount, Role, SourceScore, SupportLabel, SupportVerdict, TraceResult
 from estimator.turn import StoredTurn
 from estimator.units import Corpus, Layer
 
@@ -175,13 +175,15 @@ def test_one_right_credit_among_several_is_consistent() -> None:
     assert audit_declared(sentence, SHOP, ["s2"]).outcome == "conflated"
 
 
-def _support(verdict: str, quote: str | None, *, downgraded: bool = False, no_info: bool = False) -> SupportVerdict:
+def _support(
+    verdict: SupportLabel, quote: str | None, *, downgraded: bool = False, no_info: bool = False
+) -> SupportVerdict:
     return SupportVerdict(
         verdict,
         quote,
         1 if quote else None,
         1 if quote else None,
-        0.9,  # type: ignore[arg-type]
+        0.9,
         downgraded,
         "",
         1,
@@ -212,8 +214,8 @@ def _trace(sources: list[SourceScore]) -> TraceResult:
     )
 
 
-def _source(sid: str, role: str | None, support: SupportVerdict | None) -> SourceScore:
-    return SourceScore(sid, Layer.TOOLS, sid, "user_tool", 1.0, role, support, None)  # type: ignore[arg-type]
+def _source(sid: str, role: Role | None, support: SupportVerdict | None) -> SourceScore:
+    return SourceScore(sid, Layer.TOOLS, sid, "user_tool", 1.0, role, support, None)
 
 
 def test_grounding_ids_from_a_trace_object_or_its_dict() -> None:

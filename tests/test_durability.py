@@ -364,3 +364,40 @@ def test_driver_errors_that_mean_the_storage_cannot_take_data_are_storage_unavai
         con.execute("CREATE TABLE u (x UNIQUE)")
         con.execute("INSERT INTO u VALUES (1), (1)")
     assert unavailable_from(constraint.value, "sqlite") is None
+
+
+def test_a_postgres_server_that_refuses_the_connection_is_storage_unavailable_without_its_address() -> None:
+    """asyncpg raises a refused or timed-out connect as a bare ``OSError`` that SQLAlchemy's error hook never sees:
+    the session still turns it into ``StorageUnavailable`` (a 503, not a 500), and its text does not carry the
+    server's address; an ``OSError`` of the caller's own code inside the block stays what it is."""
+    import asyncio
+    import socket
+
+    from sqlalchemy import text
+
+    from provenance_api.storage.errors import StorageUnavailable
+    from provenance_api.storage.session import Database
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+
+    async def attempt() -> tuple[BaseException | None, BaseException | None]:
+        db = Database(f"postgresql+asyncpg://provenance@127.0.0.1:{port}/provenance")
+        caught: list[BaseException | None] = []
+        for own_error in (False, True):
+            try:
+                async with db.session() as session:
+                    if own_error:
+                        raise FileNotFoundError("the caller's own file")
+                    await session.execute(text("SELECT 1"))
+                caught.append(None)
+            except Exception as exc:
+                caught.append(exc)
+        await db.dispose()
+        return caught[0], caught[1]
+
+    driver, own = asyncio.run(attempt())
+    assert isinstance(driver, StorageUnavailable) and driver.cause == "unreachable", repr(driver)
+    assert str(port) not in str(driver) and "127.0.0.1" not in str(driver)
+    assert isinstance(own, FileNotFoundError), repr(own)

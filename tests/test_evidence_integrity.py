@@ -74,7 +74,11 @@ async def test_an_adversarial_judge_quoting_lines_of_its_prompt_never_verifies_a
             lines = {line.strip() for text in prompt for line in text.split("\n")} | set(ours(unit))
             candidates = [line for line in lines if len(line) >= 12 and normalise(line) not in content]
             for line in candidates:
-                verdict = await check_support(ScriptedLLM(lambda r, q=line: supported(q)), claim, unit)
+
+                def answer(request: LLMRequest, quote: str = line) -> str:
+                    return supported(quote)
+
+                verdict = await check_support(ScriptedLLM(answer), claim, unit)
                 assert verdict.quote is None and verdict.downgraded, (name, unit.id, line)
             tried.update(candidates)
     # The lines the issue names were among those tried, so the test cannot pass vacuously.
@@ -225,7 +229,7 @@ async def test_the_quote_and_the_result_carry_every_corpus_warning() -> None:
     corpus = build_corpus(turn)
     quote = quote_cost(corpus, "The grounding fact is QX-7731.", model="m")
     assert set(corpus.warnings) <= set(quote.warnings)
-    assert set(corpus.warnings) <= set(quote.to_dict()["warnings"])  # type: ignore[arg-type]
+    assert set(corpus.warnings) <= set(quote.to_dict()["warnings"])
     result = await trace_claim(
         ScriptedLLM(lambda r: "5" if r.purpose == "judge" else "{}"),
         "The grounding fact is QX-7731.",

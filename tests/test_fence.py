@@ -172,7 +172,7 @@ async def test_an_injected_query_stays_inside_data_regions_in_every_request_of_e
 
     purposes = {r.purpose for r in llm.calls}
     assert {"judge", "support", "probe"} <= purposes and scorer.calls
-    markers = {
+    markers: dict[str, set[str]] = {
         purpose: {
             assert_contained(r.messages, f"{r.purpose} #{i}") for i, r in enumerate(llm.calls) if r.purpose == purpose
         }

@@ -47,14 +47,14 @@ PROVIDER_KEY = "sk-lists-test-0000"
 FAIL_MARK = "FAIL-ME"
 MODELS = ["openai/gpt-4o", "openai/gpt-4o-mini", "anthropic/claude-sonnet-4-5", None]
 AGENTS = ["support bot", "billing bot", "sales agent", None]
-DATES = [
+DATED = [
     datetime(2025, 1, 5, 10, 0, tzinfo=UTC),
     datetime(2025, 2, 10, 8, 30, tzinfo=UTC),
     datetime(2025, 2, 10, 8, 30, tzinfo=UTC),
     datetime(2025, 3, 1, 0, 0, tzinfo=UTC),
     datetime(2025, 3, 20, 17, 45, tzinfo=UTC),
-    None,
 ]
+DATES: list[datetime | None] = [*DATED, None]
 TURN_SORTS = ["stored_at", "-stored_at", "created_at", "-created_at", "model", "-model", "traceable", "-traceable"]
 TRACE_SORTS = ["-created_at", "created_at", "cost", "-cost"]
 GENERATED = 36
@@ -241,7 +241,9 @@ def _reference_turn(api: httpx.Client, turn_id: str) -> dict[str, Any]:
 def _trace(api: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:
     started = api.post("/v1/traces", json=body)
     assert started.status_code == 202, started.text
-    done = api.get(f"/v1/traces/{started.json()['trace_id']}", params={"wait": True, "timeout": 120}).json()
+    done: dict[str, Any] = api.get(
+        f"/v1/traces/{started.json()['trace_id']}", params={"wait": True, "timeout": 120}
+    ).json()
     assert done["status"] in ("succeeded", "failed"), done
     return done | {"asked_estimator": body.get("estimator", "judged")}
 
@@ -409,10 +411,10 @@ def test_a_turn_is_counted_as_it_is_stored(world: World) -> None:
 TURN_FILTERS: list[tuple[dict[str, Any], Callable[[dict[str, Any]], bool]]] = [
     *[({"model": m}, lambda r, m=m: r["model"] == m) for m in MODELS if m],
     *[({"agent": a}, lambda r, a=a: r["agent"] == a) for a in AGENTS if a],
-    ({"since": "2025-02-10T08:30:00Z"}, lambda r: day(r) >= DATES[1]),
+    ({"since": "2025-02-10T08:30:00Z"}, lambda r: day(r) >= DATED[1]),
     ({"since": "2025-02-10"}, lambda r: day(r) >= datetime(2025, 2, 10, tzinfo=UTC)),
-    ({"until": "2025-03-01T02:00:00+02:00"}, lambda r: day(r) < DATES[3]),
-    ({"since": "2025-01-05T10:00:00Z", "until": "2025-03-01T00:00:00Z"}, lambda r: DATES[0] <= day(r) < DATES[3]),
+    ({"until": "2025-03-01T02:00:00+02:00"}, lambda r: day(r) < DATED[3]),
+    ({"since": "2025-01-05T10:00:00Z", "until": "2025-03-01T00:00:00Z"}, lambda r: DATED[0] <= day(r) < DATED[3]),
     ({"min_traceable": 0}, lambda r: True),
     ({"min_traceable": 1}, lambda r: r["traceable"] >= 1),
     ({"min_traceable": 2}, lambda r: r["traceable"] >= 2),
@@ -598,7 +600,7 @@ def test_the_default_trace_order_is_newest_first(world: World) -> None:
 
 def test_bad_values_are_problems_naming_the_field(world: World) -> None:
     with world.server.client(world.acme) as api:
-        for path, params, field in [
+        cases: list[tuple[str, dict[str, str | int], str]] = [
             ("/v1/turns", {"sort": "newest"}, "query.sort"),
             ("/v1/turns", {"min_traceable": -1}, "query.min_traceable"),
             ("/v1/turns", {"since": "last tuesday"}, "query.since"),
@@ -612,7 +614,8 @@ def test_bad_values_are_problems_naming_the_field(world: World) -> None:
             ("/v1/traces", {"status": "done"}, "query.status"),
             ("/v1/traces", {"estimator": "guess"}, "query.estimator"),
             ("/v1/traces", {"cursor": "eyJ2IjoxfQ"}, "query.cursor"),
-        ]:
+        ]
+        for path, params, field in cases:
             problem = assert_problem(api.get(path, params=params), 422, field)
             if field == "query.sort":
                 assert "-stored_at" in problem["detail"] or "-created_at" in problem["detail"]  # the allowed values
@@ -631,12 +634,13 @@ def test_a_cursor_only_continues_the_list_it_came_from(world: World) -> None:
         assert cursor
         ok = api.get("/v1/turns", params={"sort": "model", "model": "openai/gpt-4o", "limit": 2, "cursor": cursor})
         assert ok.status_code == 200
-        for changed in (
+        changes: list[dict[str, str | int]] = [
             {"sort": "-model", "model": "openai/gpt-4o"},
             {"sort": "model"},
             {"sort": "model", "model": "openai/gpt-4o", "q": "depot"},
             {"sort": "model", "model": "openai/gpt-4o", "min_traceable": 1},
-        ):
+        ]
+        for changed in changes:
             problem = assert_problem(api.get("/v1/turns", params={**changed, "cursor": cursor}), 422, "query.cursor")
             assert "another sort, filter or search" in problem["detail"]
         assert_problem(

@@ -48,7 +48,10 @@ def test_a_trace_through_the_service_on_a_real_model_keeps_every_guarantee(
         monkeypatch.setenv("OPENAI_API_KEY", "local-no-key")
         monkeypatch.setenv("OPENAI_API_BASE", base_url)
         # the operator allows its self-hosted model, priced at nothing
-        policy = {"allowed_models": [MODEL], "model_prices": {MODEL: {"input_per_mtok": 0, "output_per_mtok": 0}}}
+        policy: dict[str, Any] = {
+            "allowed_models": [MODEL],
+            "model_prices": {MODEL: {"input_per_mtok": 0, "output_per_mtok": 0}},
+        }
         with ApiServer(tmp_path, warm_up=False, **policy) as srv, srv.client(srv.admin_key, timeout=1500) as api:
             assert api.post("/v1/turns", json=turn_json).status_code == 201
             quote = api.post("/v1/quotes", json={"turn_id": "t-local-1", "sentence": "r0", "model": MODEL})

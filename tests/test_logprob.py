@@ -57,6 +57,7 @@ async def test_the_planted_cause_dominates_and_is_the_top_source() -> None:
     assert s1.role == "grounds" and s1.delta == pytest.approx(40.0)
     others = [s for s in result.sources if s.delta is not None and s.source_id != "s1"]
     assert others and all(s.role == "irrelevant" for s in others)  # 3 nats is below 0.2·Γ
+    assert s1.delta is not None
     assert max(abs(s.delta or 0.0) for s in others) < s1.delta / 10
 
 

@@ -29,6 +29,7 @@ from estimator.proxy_confirm import ProxyParams
 from estimator.proxy_cost import local_prompt_tokens, proxy_capability, quote_proxy
 from estimator.proxy_models import CONFIRMED_LINE, FALLBACK_LINE
 from estimator.proxy_prefix import PrefixOrderedScorer, block_order, evaluated, next_index
+from estimator.proxy_result import ProxyCallAccount
 from estimator.scorer import ScoredTarget, ScriptedScorer
 from estimator.tokens import ApproxTokenizer
 from estimator.trace import needs_scorer, planned_calls, run_trace
@@ -238,6 +239,7 @@ def test_the_gates_worst_case_covers_what_either_path_makes(
         params=params,
     ).to_model()
     assert quote.worst_case_calls == planned >= quote.fallback_calls == plan_calls(corpus, params).total
+    assert isinstance(result.calls, ProxyCallAccount)  # trace_proxy's account carries the scoring passes
     assert quote.local_passes == plan_calls(corpus, params).ablation >= result.calls.scored
 
 

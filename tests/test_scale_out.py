@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -282,7 +282,8 @@ def test_a_killed_worker_leaves_its_job_interrupted_and_the_others_complete(clus
     deadline = time.monotonic() + 120
     while target is None and time.monotonic() < deadline:
         for job_id, status, _, billed in cluster.jobs():
-            owner = cluster.redis.get(f"{cluster.prefix}:lease:{job_id}")
+            # redis-py types its commands for the sync and async clients at once; this one is sync
+            owner = cast("bytes | None", cluster.redis.get(f"{cluster.prefix}:lease:{job_id}"))
             mine = owner is not None and owner.decode().split(":")[1] == str(victim.pid)
             if job_id in ids and status == "running" and billed > 0 and mine:
                 target = (job_id, billed)
@@ -292,7 +293,7 @@ def test_a_killed_worker_leaves_its_job_interrupted_and_the_others_complete(clus
     victim_jobs = {
         job_id
         for job_id in ids
-        if (owner := cluster.redis.get(f"{cluster.prefix}:lease:{job_id}")) is not None
+        if (owner := cast("bytes | None", cluster.redis.get(f"{cluster.prefix}:lease:{job_id}"))) is not None
         and owner.decode().split(":")[1] == str(victim.pid)
     }
     os.kill(victim.pid, signal.SIGKILL)

@@ -8,13 +8,14 @@ import json
 import math
 import re
 from collections.abc import Callable
+from typing import TypedDict, Unpack
 
 import httpx
 import pytest
 
 from estimator.llm import Message
 from estimator.scorer import QWEN_TEMPLATE, ScorerError
-from provenance_api.providers.scorer_completions import CompletionsScorer, check_alignment
+from provenance_api.providers.scorer_completions import BosMode, CompletionsScorer, check_alignment
 
 BOS = "<|endoftext|>"
 TOKEN = re.compile(r"<\|[a-z_]+\|>|\w+|\s|[^\w\s]")
@@ -80,10 +81,17 @@ class EchoServer:
         )
 
 
-def scorer(server: EchoServer, **kwargs: object) -> CompletionsScorer:
+class ScorerOptions(TypedDict, total=False):
+    """The constructor options the tests vary."""
+
+    bos: BosMode
+    max_attempts: int
+
+
+def scorer(server: EchoServer, **kwargs: Unpack[ScorerOptions]) -> CompletionsScorer:
     return CompletionsScorer(
         "local", "http://scorer.test/v1", transport=httpx.MockTransport(server), backoff_base=0.0, **kwargs
-    )  # type: ignore[arg-type]
+    )
 
 
 EXPECTED = math.fsum(true_logprob(t) for t in TOKEN.findall(TARGET))

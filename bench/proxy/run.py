@@ -157,9 +157,12 @@ def gate(item: Item) -> dict[str, Any]:
 
 
 def make_judge(item: Item, name: str) -> ScriptedLLM:
+    judge: ScriptedLLM
     if name == "claim_ids":
-        return by_claim_ids(item.claim.claim)
-    return judge_named(name, item.causes, item.claim.turn_id, together=item.together)
+        judge = by_claim_ids(item.claim.claim)
+    else:
+        judge = judge_named(name, item.causes, item.claim.turn_id, together=item.together)
+    return judge
 
 
 async def ranked(item: Item, scorer: Any, cache: Path | None) -> Ranking:
@@ -271,7 +274,8 @@ async def main_async(args: argparse.Namespace) -> int:
     finally:
         local.close()
     print(f"ran in {time.perf_counter() - started:.0f} s")
-    return report(out)
+    code: int = report(out)
+    return code
 
 
 def main() -> int:
@@ -290,7 +294,8 @@ def main() -> int:
     parser.add_argument("--rankings", help="a directory keeping each claim's proxy ranking (reused by a rerun)")
     args = parser.parse_args()
     if args.report:
-        return report(Path(args.out))
+        code: int = report(Path(args.out))
+        return code
     return anyio.run(main_async, args)
 
 

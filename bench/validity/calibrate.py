@@ -259,7 +259,8 @@ def score_row(row: Mapping[str, Any], pred: Mapping[str, Any] | Replayed) -> dic
 def settings(grid: Mapping[str, Sequence[float]] = GRID) -> Iterable[Setting]:
     keys = list(grid)
     for combo in itertools.product(*(grid[k] for k in keys)):
-        yield Setting(**dict(zip(keys, combo, strict=True)))
+        values: dict[str, Any] = dict(zip(keys, combo, strict=True))
+        yield Setting(**values)
 
 
 def objective(rows: Sequence[Mapping[str, Any]], setting: Setting) -> int:

@@ -41,7 +41,7 @@ from estimator.llm import LLM, Message
 from estimator.logprob import build_messages
 from estimator.loo import layer_mask, windowed_texts
 from estimator.params import DEFAULT_PARAMS
-from estimator.result import TraceResult
+from estimator.result import LayerScore, SourceScore, TraceResult
 from estimator.scorer import ScoredTarget, Scorer
 from estimator.tokens import ApproxTokenizer
 from estimator.trace import run_trace
@@ -116,6 +116,7 @@ def truth(t: HardTurn, corpus: Corpus) -> dict[str, Any]:
 
 def product(result: TraceResult, *, seconds: float, calls: int) -> dict[str, Any]:
     roles = {s.source_id: s.role for s in result.sources if s.role is not None}
+    scored: tuple[LayerScore | SourceScore, ...] = (*result.layers, *result.sources)
     return {
         "verdict": result.verdict,
         "top_source": top_source(result),
@@ -130,7 +131,7 @@ def product(result: TraceResult, *, seconds: float, calls: int) -> dict[str, Any
         "disclosed": disclosed(result),
         "seconds": round(seconds, 2),
         "calls": calls,
-        "no_information": sum(1 for x in (*result.layers, *result.sources) if x.no_information),
+        "no_information": sum(1 for x in scored if x.no_information),
     }
 
 
@@ -229,7 +230,7 @@ async def judge_row(t: HardTurn, row: dict[str, Any], llm: LLM) -> dict[str, Any
     results: dict[str, TraceResult] = {}
     for name in ("expected", "judged"):  # expected first: it pays for the judge calls judged reuses
         before_calls, requests, t0 = judge.model_calls, judge.requests, time.perf_counter()
-        got = await run_trace(name, t.claim, t.query, corpus, llm=judge)  # type: ignore[arg-type]
+        got = await run_trace(name, t.claim, t.query, corpus, llm=judge)
         results[name] = got.result
         row[name] = product(got.result, seconds=time.perf_counter() - t0, calls=judge.requests - requests)
         row[name]["model_calls"] = judge.model_calls - before_calls

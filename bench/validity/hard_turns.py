@@ -127,7 +127,7 @@ def _returns(tool: str) -> list[str]:
 @cache
 def reservations() -> list[dict[str, Any]]:
     """Reservations whose origin and destination differ (a round trip records its turning point)."""
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for text in _returns("get_reservation_details"):
         r = json.loads(text)
         if r["origin"] != r["destination"]:
@@ -137,7 +137,7 @@ def reservations() -> list[dict[str, Any]]:
 
 @cache
 def users() -> list[dict[str, Any]]:
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for text in _returns("get_user_details"):
         u = json.loads(text)
         out.setdefault(u["email"], u)
@@ -146,7 +146,7 @@ def users() -> list[dict[str, Any]]:
 
 @cache
 def flights() -> list[dict[str, Any]]:
-    out = {}
+    out: dict[tuple[str, str, str], dict[str, Any]] = {}
     for text in _returns("search_direct_flight"):
         for f in json.loads(text):
             out.setdefault((f["flight_number"], f["origin"], f["destination"]), f)

@@ -52,7 +52,7 @@ from estimator.corpus import build_corpus  # noqa: E402
 from estimator.llm import LLM, LLMRequest, LLMResponse, Message  # noqa: E402
 from estimator.measure import TOP_LOGPROBS  # noqa: E402
 from estimator.params import DEFAULT_PARAMS  # noqa: E402
-from estimator.result import TraceResult  # noqa: E402
+from estimator.result import LayerScore, SourceScore, TraceResult  # noqa: E402
 from estimator.scorer import ScoredTarget, Scorer  # noqa: E402
 from estimator.trace import run_trace  # noqa: E402
 from estimator.turn import StoredTurn  # noqa: E402
@@ -148,6 +148,7 @@ def summary(
     p: Planted, corpus: Corpus, result: TraceResult, *, seconds: float, requests: int, model_calls: int
 ) -> dict[str, Any]:
     drops = {s.source_id: s.delta for s in result.sources if s.delta is not None}
+    scored: tuple[LayerScore | SourceScore, ...] = (*result.layers, *result.sources)
     return {
         "verdict": result.verdict,
         "verdict_ok": result.verdict == p.expected_verdict,
@@ -163,7 +164,7 @@ def summary(
         "seconds": round(seconds, 2),
         "calls": requests,
         "model_calls": model_calls,
-        "no_information": sum(1 for x in (*result.layers, *result.sources) if x.no_information),
+        "no_information": sum(1 for x in scored if x.no_information),
     }
 
 
@@ -210,7 +211,7 @@ async def rerun_logprob(p: Planted, row: dict[str, Any], llm: LLM, scorer: Score
         p.claim,
         p.query,
         corpus,
-        llm=SharedJudge(llm, False),  # type: ignore[arg-type]
+        llm=SharedJudge(llm, False),
         scorer=timed,
     )
     row["logprob"] = summary(
@@ -261,7 +262,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.set == "hard":
         from hard_run import run as run_hard
 
-        return run_hard(args, args.model or default_model())
+        code: int = run_hard(args, args.model or default_model())
+        return code
 
     from provenance_api.providers.llm_llamacpp import LlamaCppLLM
     from provenance_api.providers.scorer_llamacpp import LlamaCppScorer, LocalModel

@@ -16,6 +16,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from provenance_api.core.errors import InvalidInput
+from provenance_api.http.problems import problem_response
 
 # What can make Python's parser produce a non-finite float: the constants, or an exponent or integer part
 # long enough to overflow. A match only means "parse it to be sure" (it may be inside a string).
@@ -102,8 +103,6 @@ class StrictJsonMiddleware:
                 break
         problem = non_finite_problem(b"".join(m.get("body", b"") for m in chunks if m["type"] == "http.request"))
         if problem is not None:
-            from provenance_api.http.problems import problem_response
-
             await problem_response(problem, scope.get("path"))(scope, receive, send)
             return
 

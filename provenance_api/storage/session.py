@@ -138,6 +138,23 @@ def make_engine(url: str) -> AsyncEngine:
     return create_async_engine(url, pool_pre_ping=True)
 
 
+def _raised_by_driver(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised inside the database driver or SQLAlchemy (not by the caller's own code)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if str(tb.tb_frame.f_globals.get("__name__", "")).startswith(("asyncpg", "sqlalchemy", "aiosqlite")):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _unreachable() -> StorageUnavailable:
+    """A socket error from the driver (a PostgreSQL server refusing or dropping the connection, a connect that
+    timed out) is ``StorageUnavailable``; SQLAlchemy's error hook never sees it, since asyncpg raises it bare.
+    Its text names the server's address, so only the cause is kept."""
+    return StorageUnavailable(_PG_UNREACHABLE, cause="unreachable", retry_after=5.0)
+
+
 def _sqlite_file(url: str) -> Path | None:
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
@@ -186,14 +203,24 @@ class Database:
 
     @asynccontextmanager
     async def session(self) -> AsyncIterator[AsyncSession]:
-        async with self.sessions() as session:
-            yield session
+        try:
+            async with self.sessions() as session:
+                yield session
+        except OSError as exc:
+            if _raised_by_driver(exc):
+                raise _unreachable() from None
+            raise
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
         """A session whose work commits at the end of the block (or rolls back on error)."""
-        async with self.sessions() as session, session.begin():
-            yield session
+        try:
+            async with self.sessions() as session, session.begin():
+                yield session
+        except OSError as exc:
+            if _raised_by_driver(exc):
+                raise _unreachable() from None
+            raise
 
     async def migrate(self) -> None:
         """``alembic upgrade head`` on this engine."""
