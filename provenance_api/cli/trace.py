@@ -4,7 +4,9 @@
 its expected digit from the top log-probabilities of its answer (a judge that offers them), the
 log-probability of the claim (a scoring-capable model: ``--local-model``, or a self-hosted server's
 ``/v1/completions`` with echo), or both (judged and logprob) with their agreement. The choice and the
-plan are ``estimator.trace``'s: this command checks, prices, asks, and calls ``run_trace``.
+plan are ``estimator.trace``'s; whether the trace may run (the gated sentence, the judge, the quote, what the
+estimator needs) is ``operations.trace_plan.decide``'s, as for the service: this command shows the decision,
+asks, and calls ``run_trace``.
 ``--local-model FILE.gguf`` runs every call (judge, span checks, scoring) in this process: nothing
 leaves the machine.
 
@@ -27,14 +29,10 @@ import anyio
 
 from estimator.trace import ESTIMATORS
 from provenance_api.cli.style import Progress, Style
-from provenance_api.core.errors import CostRefused, InvalidInput
+from provenance_api.core.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from estimator.cost import CostQuote
     from estimator.proxy_models import ProxyQuoteModel
-    from estimator.selection import Selection
-    from estimator.turn import StoredTurn
-    from provenance_api.providers.free_tier import GateView
 
 
 def register(sub: Any) -> None:
@@ -99,23 +97,12 @@ class Backends:
     local: Any | None = None
 
 
-def _fix_for(error: str, args: argparse.Namespace) -> str:
-    """The setting to change, read from the provider's error."""
-    lowered = error.lower()
-    if any(word in lowered for word in ("credential", "api_key", "api key", "401", "authentication", "unauthor")):
-        return (
-            "give the judge's provider a key: the provider's usual variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, "
-            "…) or --api-key with --api-base"
-        )
-    if any(word in lowered for word in ("connect", "unreachable", "refused", "timed out", "timeout", "resolve")):
-        where = f"--api-base {args.api_base}" if args.api_base else "the provider's endpoint (OPENAI_API_BASE, …)"
-        return f"check that {where} answers, or pass --api-base for a reachable OpenAI-compatible server"
-    return "check --model, --api-base and the provider's key; the error above is the provider's own"
+def _failed(args: argparse.Namespace, failure: str, error: BaseException | None, style: Style) -> int:
+    """Report a trace whose every call failed: the cause and the setting to fix (by the type of the last
+    provider error, ``trace_plan.failure_fix``), exit status 1."""
+    from provenance_api.operations.trace_plan import failure_fix
 
-
-def _failed(args: argparse.Namespace, failure: str, style: Style) -> int:
-    """Report a trace whose every call failed: the cause and the setting to fix, exit status 1."""
-    fix = _fix_for(failure, args)
+    fix = failure_fix(error, api_base=args.api_base).fix
     if args.json:
         sys.stdout.write(
             json.dumps({"status": "failed", "error": failure, "fix": fix}, indent=2, ensure_ascii=False) + "\n"
@@ -147,35 +134,11 @@ def _proxy_backends(args: argparse.Namespace, model: str) -> Backends:
     return Backends(llm, LlamaCppScorer(local), model, local)
 
 
-def _proxy_quote(
-    args: argparse.Namespace, turn: StoredTurn, view: GateView, selection: Selection, quote: CostQuote
-) -> ProxyQuoteModel:
-    """--estimator proxy: the scorer it needs (InvalidInput naming the setting when there is none) and both
-    sides of the cost gate, written to stderr."""
-    from estimator.proxy_cost import proxy_capability, quote_proxy
-    from provenance_api.providers import free_tier
-    from provenance_api.providers.llm_litellm import LiteLLMPricing
-
-    capability = proxy_capability(local_model=bool(args.local_model), scorer_api_base=args.scorer_api_base)
-    if not capability.can_score:
-        raise InvalidInput(
-            f"--estimator proxy needs a local scoring model to rank the sources: {capability.reason}",
-            field="--estimator",
-            fix="pass --local-model FILE.gguf (scripts/local-model.sh path prints the built one) or "
-            "--scorer-api-base URL of a /v1/completions server with echo; or --estimator judged",
-        )
-    q = quote_proxy(
-        view.corpus,
-        selection.text,
-        capability,
-        quote,
-        query=turn.effective_query(),
-        tokenizer=free_tier.tokenizer(),
-        pricing=LiteLLMPricing(),
-    ).to_model()
+def _proxy_quote_text(q: ProxyQuoteModel) -> str:
+    """--estimator proxy: both sides of the cost gate (written to stderr)."""
     cost = "" if q.confirm_cost_usd is None else f", ${q.confirm_cost_usd:.4f}"
     worst = "" if q.worst_case_cost_usd is None else f", ${q.worst_case_cost_usd:.4f}"
-    sys.stderr.write(
+    return (
         f"Proxy ranking     {q.local_passes} local scoring passes, free "
         f"(~{q.local_prompt_tokens:,} prompt tokens evaluated, ~{q.local_seconds:.0f} s here at "
         f"{q.local_tokens_per_second:g} tokens/s)\n"
@@ -184,7 +147,6 @@ def _proxy_quote(
         f"Fallback worst    {q.worst_case_calls} calls (~{q.worst_case_input_tokens:,} input tokens"
         f"{worst}) if the judge disagrees and the full judged search runs\n"
     )
-    return q
 
 
 def make_backends(args: argparse.Namespace, model: str, needs_scorer: bool) -> Backends:
@@ -236,31 +198,26 @@ def cmd_trace(args: argparse.Namespace) -> int:
     from estimator.ledger import CallLedger
     from estimator.params import DEFAULT_PARAMS
     from estimator.result import ProgressEvent
-    from estimator.scoring_cost import quote_scoring, scoring_capability
-    from estimator.trace import needs_scorer, planned_calls, run_trace
+    from estimator.trace import needs_scorer, run_trace
     from provenance_api.cli import render_text
     from provenance_api.cli.trace_log import TraceLog
     from provenance_api.importers.turn_files import load_turn_file
+    from provenance_api.operations import trace_plan
     from provenance_api.providers import free_tier
-    from provenance_api.providers.capabilities import top_logprobs_capability
 
     err_style = Style.for_stream(sys.stderr, args.no_color)
     out_style = Style.for_stream(sys.stdout, args.no_color)
     turn = load_turn_file(args.file)
-    view = free_tier.gate_view(turn)
-    selection = free_tier.require_selection(turn, view, args.sentence)
     proxy = args.estimator == "proxy"  # a hosted judge confirms what the local model ranked
-    model = "local" if args.local_model and not proxy else free_tier.resolve_model(turn, args.model)
-    quote = free_tier.cost_quote(turn, view.corpus, selection.text, model=model)
+    surface = trace_plan.cli_surface(
+        local_model=bool(args.local_model), api_base=args.api_base, scorer_api_base=args.scorer_api_base
+    )
+    decision = trace_plan.decide(turn, args.sentence, args.estimator, args.model, surface=surface)
+    view, selection, quote, model = decision.view, decision.selection, decision.quote, decision.model
     scorer_needed = needs_scorer(args.estimator)
     args.api_key = _preflight(args, model, scorer_needed)
-    capability = scoring_capability(
-        model, local_model=bool(args.local_model), scorer_api_base=args.scorer_api_base, api_base=args.api_base
-    )
-    scoring = quote_scoring(
-        view.corpus, selection.text, capability, query=turn.effective_query(), tokenizer=free_tier.tokenizer()
-    )
-    expected = top_logprobs_capability(model, local_model=bool(args.local_model), api_base=args.api_base)
+    capability, scoring, expected = decision.scoring, decision.scoring_quote, decision.expected
+    assert capability is not None and scoring is not None and expected is not None  # a trace, not a probe
     sys.stderr.write(render_text.quote_text(quote, err_style, selection))
     sys.stderr.write(f"Can score         {'yes' if capability.can_score else 'no'} ({capability.reason})\n")
     if capability.can_score:
@@ -269,24 +226,10 @@ def cmd_trace(args: argparse.Namespace) -> int:
             "input tokens, no output)\n"
         )
     sys.stderr.write(f"Expected digit    {'yes' if expected.offered else 'no'} ({expected.reason})\n")
-    if quote.refused:
-        raise CostRefused(quote.refused, field="sentence", fix="narrow the turn's corpus or raise the ceiling")
-    if proxy:
-        _proxy_quote(args, turn, view, selection, quote)
-    elif scorer_needed and not capability.can_score:
-        raise InvalidInput(
-            f"--estimator {args.estimator} needs a scoring-capable model: {capability.reason}",
-            field="--estimator",
-            fix="use --local-model FILE.gguf or --scorer-api-base URL, or --estimator judged",
-        )
-    if args.estimator == "expected" and not expected.offered:
-        raise InvalidInput(
-            f"--estimator expected needs a judge that returns top log-probabilities: {expected.reason}",
-            field="--estimator",
-            fix="use --estimator judged, or a judge that offers them (OpenAI or Azure chat "
-            "completions, vLLM, a llama.cpp server, --local-model)",
-        )
-    planned = planned_calls(args.estimator, view.corpus)
+    decision.require()
+    if decision.proxy is not None:
+        sys.stderr.write(_proxy_quote_text(decision.proxy))
+    planned = decision.planned
     if not args.yes and not _confirm(f"Spend up to {planned} model calls (cached answers cost $0)? [y/N] "):
         raise InvalidInput(
             "not confirmed: nothing was spent",
@@ -346,7 +289,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         if backends.local is not None:
             backends.local.close()
     if failure is not None:  # the service marks the same run failed: a failure is never shown as a result
-        return _failed(args, failure, err_style)
+        return _failed(args, failure, ledger.last_exception, err_style)
     result = outcome.result.to_model()  # the JSON contract: printed as is (--json) or rendered
     if outcome.logprob is not None and outcome.agreement is not None:
         agree = outcome.agreement

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from estimator.llm import LLMError
 
@@ -33,6 +33,7 @@ __all__ = [
     "ProviderError",
     "ProviderRateLimited",
     "ProviderResponseInvalid",
+    "ProviderSetting",
     "ProviderTimeout",
     "ProviderUnavailable",
     "RateLimited",
@@ -200,6 +201,10 @@ class JobFailed(ProvenanceError):
 
 # --------------------------------------------------------------------------- provider family
 
+ProviderSetting = Literal["key", "endpoint"]
+"""The kind of setting a provider error asks the user to fix: the key (credentials) or the endpoint (where the
+calls go). Read from the error's type (``ProviderError.setting``), never from its message."""
+
 
 class ProviderError(ProvenanceError, LLMError):
     """A model-provider call produced no usable answer (also the estimator's ``LLMError``).
@@ -242,6 +247,11 @@ class ProviderError(ProvenanceError, LLMError):
     def headers(self) -> dict[str, str]:
         return _retry_after_header(self.retry_after)
 
+    @property
+    def setting(self) -> ProviderSetting | None:
+        """The kind of setting to fix, by this error's type; None when no one setting is at fault."""
+        return None
+
 
 class ProviderRateLimited(ProviderError):
     """The provider answered 429. Surfaced as 503 + Retry-After: the service, not its caller, is throttled."""
@@ -260,12 +270,21 @@ class ProviderUnavailable(ProviderError):
     title = "Model provider unavailable"
     retryable = True
 
+    @property
+    def setting(self) -> ProviderSetting | None:
+        """Unreachable (no HTTP status): the endpoint; a 5xx answer came from a reachable one."""
+        return "endpoint" if self.provider_status is None else None
+
 
 class ProviderTimeout(ProviderError):
     status = 504
     type_slug = "provider-timeout"
     title = "Model provider timed out"
     retryable = True
+
+    @property
+    def setting(self) -> ProviderSetting | None:
+        return "endpoint"
 
 
 class ProviderAuthError(ProviderError):
@@ -274,6 +293,10 @@ class ProviderAuthError(ProviderError):
     status = 502
     type_slug = "provider-auth"
     title = "Model provider rejected the credentials"
+
+    @property
+    def setting(self) -> ProviderSetting | None:
+        return "key"
 
 
 class ProviderBadRequest(ProviderError):

@@ -5,21 +5,19 @@ function here; CPU-bound estimator work runs in a worker thread, off the event l
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from typing import Any
 
 import anyio.to_thread
 
-from estimator.cost import Pricing
 from estimator.params import Params
-from estimator.proxy_cost import proxy_capability, quote_proxy
 from estimator.proxy_models import ProxyQuoteModel
 from estimator.result_models import CostQuoteModel, ProbeResultModel, ScoringQuoteModel, TraceJobResultModel
-from estimator.scoring_cost import EstimatorChoice, ScoringCapability, quote_scoring, scoring_capability
-from estimator.trace import needs_scorer, planned_calls
+from estimator.scoring_cost import EstimatorChoice
 from estimator.turn import StoredTurn
 from estimator.units import Corpus
-from provenance_api.core.errors import Conflict, CostRefused, InvalidInput, RateLimited
+from provenance_api.core.errors import Conflict, InvalidInput, RateLimited
 from provenance_api.core.observability import trace_id_var
 from provenance_api.core.schemas import (
     CitationOut,
@@ -40,25 +38,33 @@ from provenance_api.core.schemas import (
     TraceOut,
 )
 from provenance_api.jobs.runner import run_trace_job
-from provenance_api.operations import model_policy
+from provenance_api.operations import trace_plan
 from provenance_api.operations.auth import Principal
 from provenance_api.operations.model_policy import ModelChoice
 from provenance_api.operations.request_params import request_params
 from provenance_api.operations.services import Services
 from provenance_api.providers import free_tier
-from provenance_api.providers.capabilities import top_logprobs_capability
 from provenance_api.storage import crud_traces, crud_turns
 from provenance_api.storage.crud_traces import JobKind, JobRecord, NewQuote, QuoteRecord
-from provenance_api.storage.crud_turns import TurnRecord
 from provenance_api.storage.limits import Reservation
+
+
+def trace_surface(services: Services, tenant: str, *, digest: str | None = None) -> trace_plan.TraceSurface:
+    """This service as ``trace_plan.decide`` sees it: the operator's model policy for ``tenant``, its configured
+    endpoints; with ``digest`` (the stored turn's), the quote views shared by the tenant's quotes of that turn."""
+    if digest is None:
+        return trace_plan.service_surface(services.settings, tenant, local_model=services.local_model)
+
+    def view(turn: StoredTurn, params: Params) -> free_tier.QuoteView:
+        return free_tier.quote_view(turn, params, tenant=tenant, digest=digest)
+
+    return trace_plan.service_surface(services.settings, tenant, local_model=services.local_model, view=view)
 
 
 def judge_model(turn: StoredTurn, explicit: str | None, services: Services, tenant: str) -> ModelChoice:
     """The operator's policy (``model_policy``): an explicit model only if allowed for ``tenant`` (else 422),
     else the turn's own model if allowed, else the default; refused (422) when it names a host or has no price."""
-    return model_policy.judge_for(
-        services.settings, tenant, turn_model=turn.model, explicit=explicit, local_model=services.local_model
-    )
+    return trace_plan.choose_judge(turn, explicit, trace_surface(services, tenant))
 
 
 # --------------------------------------------------------------------------- free tier
@@ -142,74 +148,6 @@ async def turn_segments(
 # --------------------------------------------------------------------------- quotes
 
 
-def model_scoring(services: Services, model: str) -> ScoringCapability:
-    """Whether ``model`` can score (log p of a supplied claim) on this service's configuration."""
-    settings = services.settings
-    return scoring_capability(
-        model,
-        local_model=services.local_model,
-        scorer_api_base=settings.scorer_api_base,
-        api_base=settings.judge_api_base,
-    )
-
-
-def _price(
-    record: TurnRecord,
-    sentence: str,
-    model: str,
-    params: Params,
-    probe: bool,
-    capability: ScoringCapability | None = None,
-    estimator: EstimatorChoice = "judged",
-    pricing: Pricing | None = None,
-    tenant: str = "",
-) -> tuple[str, str | None, dict[str, Any], int]:
-    """The cost gate for a trace, or — with ``probe`` — for the probe alone (2k regenerations); with
-    ``capability``, the scoring a logprob trace would add (``scoring``). Also the planned calls of the
-    chosen estimator (``estimator.trace.planned_calls``; the probe's own plan with ``probe``). The turn's
-    corpus, segments and token counts are shared by the tenant's quotes of it (``free_tier.quote_view``)."""
-    view = free_tier.quote_view(record.turn, params, tenant=tenant, digest=record.digest)
-    selection = free_tier.require_selection(record.turn, view, sentence)
-    quote = free_tier.cost_quote(
-        record.turn,
-        view.corpus,
-        selection.text,
-        model=model,
-        params=params,
-        probe=probe,
-        trace=not probe,
-        pricing=pricing,
-        tokens=view.tokenizer,
-    )
-    out = quote.to_dict()
-    if capability is not None:
-        out["scoring"] = quote_scoring(
-            view.corpus,
-            selection.text,
-            capability,
-            query=record.turn.effective_query(),
-            params=params,
-            tokenizer=view.tokenizer,
-        ).to_dict()
-    if estimator == "proxy" and capability is not None:  # both sides; the budget reserves the fallback's worst case
-        from provenance_api.providers.llm_litellm import LiteLLMPricing  # the price cost_quote uses by default
-
-        proxy = quote_proxy(
-            view.corpus,
-            selection.text,
-            capability,
-            quote,
-            query=record.turn.effective_query(),
-            params=params,
-            tokenizer=view.tokenizer,
-            pricing=pricing or LiteLLMPricing(),
-        ).to_model()
-        out["proxy"] = proxy.model_dump(mode="json")
-        out["cost_usd"] = proxy.worst_case_cost_usd
-    planned = quote.planned_calls if probe else planned_calls(estimator, view.corpus, params)
-    return selection.text, selection.segment_id, out, planned
-
-
 async def make_quote(
     services: Services,
     caller: Principal,
@@ -221,77 +159,38 @@ async def make_quote(
     overrides: dict[str, Any] | None,
     estimator: EstimatorChoice = "judged",
 ) -> QuoteRecord:
-    if probe and estimator != "judged":
-        raise InvalidInput(
-            f"a probe regenerates answers: estimator {estimator!r} does not apply",
-            field="estimator",
-            fix="drop estimator, or quote a trace (probe: false)",
-        )
+    """Quote a trace (or, with ``probe``, the probe alone) of ``sentence``: ``trace_plan.decide`` gates it,
+    chooses the judge under the operator's policy, prices it and checks the estimator (422 naming the field
+    when it cannot run). A cost-gate refusal is kept on the stored quote; starting a trace from it is refused.
+    CPU-bound: runs in a worker thread."""
+    trace_plan.check_probe(estimator, probe, trace_plan.SERVICE_WORDS)  # the request's shape, before any read
     record = await crud_turns.get_turn(services.db, caller.tenant, turn_id)
     params = request_params(services.settings.base_params, overrides)
-    choice = judge_model(record.turn, model, services, caller.tenant)
-    judge = choice.model
-    capability = None if probe else model_scoring(services, judge)
-    if estimator == "proxy" and capability is not None:  # the hosted judge confirms; a separate scorer ranks
-        capability = proxy_capability(
-            local_model=services.local_model, scorer_api_base=services.settings.scorer_api_base
-        )
-        if not capability.can_score:
-            raise InvalidInput(
-                f"estimator 'proxy' needs a local scoring model to rank the sources: {capability.reason}",
-                field="estimator",
-                fix="set PROVENANCE_SCORER_API_BASE (and PROVENANCE_SCORER_MODEL) to a scoring endpoint with "
-                "/v1/completions echo, such as a llama.cpp server, or start the service with serve --local-model "
-                "FILE.gguf; or use estimator judged",
-            )
-    if capability is not None and needs_scorer(estimator) and not capability.can_score:
-        raise InvalidInput(
-            f"estimator {estimator!r} needs a scoring-capable model: {capability.reason}",
-            field="estimator",
-            fix="use estimator judged, or run the service with a scoring model (serve --local-model, or "
-            "PROVENANCE_SCORER_API_BASE naming a self-hosted /v1/completions server with echo)",
-        )
-    expected = (
-        None
-        if probe
-        else top_logprobs_capability(judge, local_model=services.local_model, api_base=services.settings.judge_api_base)
-    )
-    if expected is not None and estimator == "expected" and not expected.offered:
-        raise InvalidInput(
-            f"estimator 'expected' needs a judge that returns top log-probabilities: {expected.reason}",
-            field="estimator",
-            fix="use estimator judged, or a judge model that offers top log-probabilities (OpenAI or Azure chat "
-            "completions, vLLM, a llama.cpp server, the local model)",
-        )
-    claim, segment_id, quote, planned = await anyio.to_thread.run_sync(
-        _price,
-        record,
+    decide = functools.partial(
+        trace_plan.decide,
+        record.turn,
         sentence,
-        judge,
-        params,
-        probe,
-        capability,
         estimator,
-        model_policy.pricing(services.settings),
-        caller.tenant,
+        model,
+        surface=trace_surface(services, caller.tenant, digest=record.digest),
+        params=params,
+        probe=probe,
     )
-    quote["estimator"] = estimator
-    quote["model_reason"] = choice.reason
-    quote["model_source"] = choice.source
-    if expected is not None:
-        quote["expected_digit"] = expected.to_dict()
+    decision = await anyio.to_thread.run_sync(decide)
+    decision.require()
+    quote = decision.quote_document()
     new = NewQuote(
         tenant=caller.tenant,
         user=caller.user,
         turn_id=turn_id,
         sentence=sentence,
-        claim=claim,
-        segment_id=segment_id,
-        model=judge,
+        claim=decision.selection.text,
+        segment_id=decision.selection.segment_id,
+        model=decision.model,
         probe=probe,
         params=params.model_dump(),
         quote=quote,
-        planned_calls=planned,
+        planned_calls=decision.planned,
         cost_usd=quote["cost_usd"],
         refused=quote["refused"],
     )
@@ -341,23 +240,6 @@ async def start_probe(services: Services, caller: Principal, body: ProbeIn) -> J
     return await start_job(services, caller, body.as_trace(), kind="probe", source_id=body.source_id)
 
 
-def check_max_cost(quote: QuoteRecord, max_cost_usd: float, *, what: str = "trace") -> None:
-    """Refuse (422 naming max_cost_usd) a quote that is unpriced or over ``max_cost_usd``."""
-    if quote.refused is None and quote.cost_usd is None:
-        raise CostRefused(
-            f"no price is known for model {quote.model!r}, so max_cost_usd cannot be guaranteed",
-            field="max_cost_usd",
-            fix=f"quote with POST /v1/quotes and start the {what} by quote_id to accept an "
-            "unpriced quote, or choose a model with a known price",
-        )
-    if quote.refused is None and quote.cost_usd is not None and quote.cost_usd > max_cost_usd:
-        raise CostRefused(
-            f"the quoted cost ${quote.cost_usd:.4f} is over max_cost_usd ${max_cost_usd:.4f}",
-            field="max_cost_usd",
-            fix="raise max_cost_usd, lower params.max_sources, or choose a cheaper model",
-        )
-
-
 async def start_job(
     services: Services, caller: Principal, body: TraceIn, *, kind: JobKind, source_id: str | None = None
 ) -> JobRecord:
@@ -379,7 +261,7 @@ async def start_job(
             estimator=body.estimator or "judged",
         )
         field = "sentence"
-        check_max_cost(quote, body.max_cost_usd, what=kind)
+        trace_plan.check_max_cost(quote.refused, quote.cost_usd, quote.model, body.max_cost_usd, what=kind)
     if quote.probe != probe:
         raise InvalidInput(
             f"quote {quote.id!r} prices a {'probe' if quote.probe else 'trace'}, not a {kind}",
@@ -390,7 +272,7 @@ async def start_job(
     if source_id is not None:
         await _require_source(services, caller, quote.turn_id, source_id)
     if quote.refused is not None:
-        raise CostRefused(quote.refused, field=field, fix="narrow the turn's corpus or lower the request's params")
+        raise trace_plan.cost_refusal(trace_plan.SERVICE_WORDS, quote.refused, field=field).error()
     if quote.used_by is not None:
         raise Conflict(
             f"quote {quote.id!r} was already used to start {quote.used_by!r}",
