@@ -134,7 +134,16 @@ class CallBudgetExceeded(LLMError):
 
 
 class AttemptRefused(CallBudgetExceeded):
-    """A repeated request (retry or fallback) over the plan's ceiling: refused before it was sent."""
+    """A repeated request (retry or fallback) over the plan's ceiling: refused before it was sent. ``cause`` is
+    the failure of the request it would have repeated, when the client knows it: the trace's reason names that
+    failure (the provider could not be reached, …), not only the refusal."""
+
+    cause: LLMError | None = None
+
+    def with_cause(self, cause: LLMError) -> AttemptRefused:
+        refused = AttemptRefused(f"{cause} (not retried: {self})")
+        refused.cause = cause
+        return refused
 
 
 _ATTEMPT: ContextVar[Callable[[], Awaitable[None]] | None] = ContextVar("estimator_attempt_hook", default=None)
@@ -194,6 +203,7 @@ class CallLedger:
         self.failed_billed = 0
         self.refused = 0
         self.last_error: str | None = None
+        self.last_exception: LLMError | ScorerError | None = None  # the last a client raised (not a refused repeat)
         self.usage = Usage()
         self._cost = 0.0
         self._cost_known = True
@@ -254,8 +264,11 @@ class CallLedger:
         self.made += 1
 
     def _failed(self, exc: LLMError | ScorerError, kind: CallKind) -> CallEvent:
-        if not isinstance(exc, AttemptRefused):  # a refused repeat: the failure before it is already counted
+        if not isinstance(exc, AttemptRefused):
             self.failed += 1
+            self.last_exception = exc
+        elif exc.cause is not None:  # a refused repeat: the failure before it is already counted, and is its cause
+            self.last_exception = exc.cause
         self.last_error = str(exc)[:300]
         usage = Usage()
         if exc.billed:

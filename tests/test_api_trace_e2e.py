@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.api_server import ApiServer, KeyedJudge, load_fixture, small_turn
+from support.api_server import TEST_PRICES, ApiServer, KeyedJudge, load_fixture, small_turn
 from support.fake_openai import FakeOpenAI, FakeReply
 
 from estimator.attribution import trace_claim
@@ -84,7 +84,14 @@ def test_quote_trace_events_result_through_litellm_and_a_local_server(
     # the result equals the estimator's own, for the same inputs and the same script, plus the
     # declared-attribution audit of the sentence (it credits no source; the tool return grounds it)
     declared = done["result"].pop("declared")
-    assert done["result"] == expected_result(judge)
+    cost = done["result"].pop("cost_usd")
+    expected = expected_result(judge)
+    assert expected.pop("cost_usd") is None  # the in-process script has no price
+    assert done["result"] == expected
+    # the service prices the same tokens at the operator's price for the test judge (TEST_PRICES)
+    price, usage = TEST_PRICES["openai/fake-judge"], done["result"]["usage"]
+    priced = (usage["input_tokens"] * price["input_per_mtok"] + usage["output_tokens"] * price["output_per_mtok"]) / 1e6
+    assert cost == pytest.approx(priced) and cost > 0
     assert declared["outcome"] == "none_declared" and declared["grounding"]
 
     # every judge call crossed HTTP to the provider, authenticated, and was billed once

@@ -70,7 +70,7 @@ import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from estimator.cost import MESSAGE_OVERHEAD_TOKENS
-from estimator.ledger import another_attempt
+from estimator.ledger import AttemptRefused, another_attempt
 from estimator.llm import LLMError, LLMRequest, LLMResponse, Usage
 from provenance_api.core.errors import (
     ProviderAuthError,
@@ -287,6 +287,7 @@ class _StructuredOutputRejected(Exception):
 class _CallState:
     attempts: int = 0
     billed: bool = False
+    last_error: LLMError | None = None  # the failure of the latest attempt, the cause of a refused repeat
 
 
 @dataclass(frozen=True)
@@ -538,17 +539,24 @@ class LiteLLMClient:
 
     async def _attempt(self, litellm: Any, kwargs: dict[str, Any], state: _CallState, structured: bool) -> _Answer:
         if state.attempts:  # a repeat of this call's request: a made call, or refused over the plan (unsent)
-            await another_attempt()
+            try:
+                await another_attempt()
+            except AttemptRefused as refused:
+                if state.last_error is None:
+                    raise
+                raise refused.with_cause(state.last_error) from None
         self.calls_attempted += 1
         state.attempts += 1
         try:
             with anyio.fail_after(self._guard_seconds):
                 response = await litellm.acompletion(**kwargs)
         except TimeoutError:
-            raise ProviderTimeout(f"{self._model}: no answer within {self.timeout:g}s") from None
+            state.last_error = ProviderTimeout(f"{self._model}: no answer within {self.timeout:g}s")
+            raise state.last_error from None
         except Exception as exc:
             error, answered = self._classify(litellm, exc)
             error.provider_message = self._provider_message(exc)
+            state.last_error = error
             if answered:
                 self.calls_answered += 1
             if kwargs.get("logprobs") and self._names_logprobs(error):
