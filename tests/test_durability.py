@@ -24,12 +24,10 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +35,7 @@ from typing import Any
 
 import httpx
 import pytest
-from support.api_server import REPO, TEST_MODEL_ENV, ServerProcess, small_turn
+from support.api_server import REPO, TEST_MODEL_ENV, ServerProcess, await_serving, small_turn
 
 PROBLEM = "application/problem+json"
 PRE_FAULT_TURNS = 4
@@ -80,7 +78,8 @@ class Service:
             "PROVENANCE_WARM_UP": "false",
             **TEST_MODEL_ENV,
         }
-        with self.out.open("wb") as out, (self.logs / f"serve-{self.runs}.err").open("wb") as err:
+        errors = self.logs / f"serve-{self.runs}.err"
+        with self.out.open("wb") as out, errors.open("wb") as err:
             self.proc = subprocess.Popen(
                 [*self.prefix, sys.executable, "-m", "provenance_api.cli.main", "serve", "--port", "0"],
                 env=env,
@@ -88,20 +87,8 @@ class Service:
                 stderr=err,
                 cwd=REPO,
             )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"serve exited with {self.proc.returncode}")
-            found = re.search(r"listening on http://127\.0\.0\.1:(\d+)", self.out.read_text())
-            if found:
-                self.port = int(found.group(1))
-                try:
-                    if httpx.get(self.base_url + "/readyz", timeout=2).status_code == 200:
-                        return self
-                except httpx.HTTPError:
-                    pass
-            time.sleep(0.05)
-        raise RuntimeError("serve did not become ready")
+        self.port = await_serving(self.proc, self.out, errors, timeout)
+        return self
 
     def printed_a_new_admin_key(self) -> bool:
         return "Created the local admin key" in self.out.read_text()

@@ -209,6 +209,25 @@ class ApiServer:
         self._sock.close()
 
 
+def await_serving(proc: subprocess.Popen[bytes], out: Path, err: Path, timeout: float) -> int:
+    """The port of a ``provenance serve`` child once it has printed where it listens and ``/readyz`` answers 200;
+    a child that exits first, or is not ready within ``timeout`` seconds, is an error naming why."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"serve exited with {proc.returncode}: {err.read_text()[-2000:]}")
+        found = re.search(r"listening on http://127\.0\.0\.1:(\d+)", out.read_text())
+        if found:
+            port = int(found.group(1))
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
+                    return port
+            except httpx.HTTPError:
+                pass
+        time.sleep(0.05)
+    raise RuntimeError("serve did not become ready")
+
+
 class ServerProcess:
     """``python -m provenance_api.cli.main serve`` as a child process, so a test can SIGKILL it."""
 
@@ -234,20 +253,8 @@ class ServerProcess:
                 stderr=err,
                 cwd=REPO,
             )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"serve exited with {self.proc.returncode}: {self.err.read_text()[-2000:]}")
-            found = re.search(r"listening on http://127\.0\.0\.1:(\d+)", self.out.read_text())
-            if found:
-                self.port = int(found.group(1))
-                try:
-                    if httpx.get(self.base_url + "/readyz", timeout=2).status_code == 200:
-                        return self
-                except httpx.HTTPError:
-                    pass
-            time.sleep(0.05)
-        raise RuntimeError("serve did not become ready")
+        self.port = await_serving(self.proc, self.out, self.err, timeout)
+        return self
 
     def kill(self) -> None:
         assert self.proc is not None
