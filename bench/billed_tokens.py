@@ -28,7 +28,7 @@ from estimator.cost import quote_cost
 from estimator.fence import split_fenced
 from estimator.gating import gate_turn
 from estimator.llm import LLMRequest, LLMResponse, Usage
-from estimator.result import TraceResult
+from estimator.result_models import TraceResultModel
 from estimator.segment import segment_response
 from estimator.tokens import Tokenizer
 from estimator.turn import StoredTurn
@@ -85,7 +85,7 @@ class CachingProvider:
 
 async def run_trace(
     provider: CachingProvider, claim: str, turn: StoredTurn, corpus: Corpus, tok: Tokenizer
-) -> TraceResult:
+) -> TraceResultModel:
     return await trace_claim(provider, claim, turn.effective_query(), corpus, tokenizer=tok)
 
 

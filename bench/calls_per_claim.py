@@ -35,7 +35,7 @@ from estimator.corpus import build_corpus
 from estimator.fence import split_fenced
 from estimator.gating import gate_turn
 from estimator.llm import LLMRequest, ScriptedLLM
-from estimator.result import TraceResult
+from estimator.result_models import TraceResultModel
 from estimator.segment import segment_response
 from estimator.turn import StoredTurn
 from estimator.units import Corpus
@@ -95,7 +95,7 @@ class Row:
     misleading: bool  # a layer grounds, no tested source of it does (every drop reads zero)
 
 
-def row(result: TraceResult) -> Row:
+def row(result: TraceResultModel) -> Row:
     grounding = {x.layer for x in result.layers if x.role == "grounds"}
     tested = [s for s in result.sources if s.delta is not None and s.layer in grounding]
     by_layer = {layer: [s for s in tested if s.layer == layer] for layer in grounding}

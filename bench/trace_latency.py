@@ -29,7 +29,7 @@ from estimator.corpus import build_corpus
 from estimator.fence import split_fenced
 from estimator.llm import LLMRequest, ScriptedLLM
 from estimator.params import DEFAULT_PARAMS, Params
-from estimator.result import TraceResult
+from estimator.result_models import TraceResultModel
 from estimator.turn import StoredTurn
 from estimator.units import Corpus
 
@@ -66,7 +66,7 @@ class Run:
     round1: int
     round2: int
     spans: int
-    result: TraceResult
+    result: TraceResultModel
 
 
 def lower_bound(round1: int, round2: int, spans: int, retried: int, cap: int) -> int:
@@ -75,7 +75,7 @@ def lower_bound(round1: int, round2: int, spans: int, retried: int, cap: int) ->
     return max(critical, span_chain, math.ceil((round1 + round2 + spans) / cap))
 
 
-async def trace_one(llm: ScriptedLLM, query: str, corpus: Corpus, params: Params) -> TraceResult:
+async def trace_one(llm: ScriptedLLM, query: str, corpus: Corpus, params: Params) -> TraceResultModel:
     return await trace_claim(llm, CLAIM, query, corpus, params=params)
 
 

@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
-from .result import TraceResult
-from .result_models import AgreementModel, DumpsAsModel
+from .result_models import AgreementModel, AgreementSummaryModel, TraceResultModel
 
-__all__ = ["Agreement", "agreement", "spearman", "top_layer", "top_source"]
+__all__ = ["agreement", "spearman", "top_layer", "top_source"]
 
 
 def _ranks(values: Sequence[float]) -> list[float]:
@@ -46,12 +43,12 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> float | None:
     return cov / math.sqrt(va * vb)
 
 
-def top_layer(result: TraceResult) -> str | None:
+def top_layer(result: TraceResultModel) -> str | None:
     """The contributing layer with the largest |Δ_L|, or None when no layer contributes."""
     return result.contributing_layers[0].value if result.contributing_layers else None
 
 
-def top_source(result: TraceResult) -> str | None:
+def top_source(result: TraceResultModel) -> str | None:
     """The tested source with the largest positive drop that grounds the claim, or None."""
     grounding = [s for s in result.sources if s.delta is not None and s.role == "grounds" and not math.isnan(s.delta)]
     if not grounding:
@@ -59,30 +56,16 @@ def top_source(result: TraceResult) -> str | None:
     return max(grounding, key=lambda s: s.delta if s.delta is not None else -math.inf).source_id
 
 
-@dataclass(frozen=True)
-class Agreement(DumpsAsModel):
-    same_verdict: bool
-    same_top_layer: bool
-    same_top_source: bool
-    spearman: float | None
-    compared_sources: tuple[str, ...]
-    judged: dict[str, Any]
-    logprob: dict[str, Any]
-
-    def to_model(self) -> AgreementModel:
-        return AgreementModel.model_validate(self)
+def _summary(result: TraceResultModel) -> AgreementSummaryModel:
+    return AgreementSummaryModel(verdict=result.verdict, top_layer=top_layer(result), top_source=top_source(result))
 
 
-def _summary(result: TraceResult) -> dict[str, Any]:
-    return {"verdict": result.verdict, "top_layer": top_layer(result), "top_source": top_source(result)}
-
-
-def agreement(judged: TraceResult, logprob: TraceResult) -> Agreement:
+def agreement(judged: TraceResultModel, logprob: TraceResultModel) -> AgreementModel:
     a = {s.source_id: s.delta for s in judged.sources if s.delta is not None and not math.isnan(s.delta)}
     b = {s.source_id: s.delta for s in logprob.sources if s.delta is not None and not math.isnan(s.delta)}
     common = tuple(sid for sid in a if sid in b)
     rho = spearman([a[s] for s in common], [b[s] for s in common])
-    return Agreement(
+    return AgreementModel(
         same_verdict=judged.verdict == logprob.verdict,
         same_top_layer=top_layer(judged) == top_layer(logprob),
         same_top_source=top_source(judged) == top_source(logprob),

@@ -23,7 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .declared import DeclaredAudit, SourceEvidence, read_trace_sources
+from .declared import SourceEvidence, read_trace_sources
+from .result_models import DeclaredAuditModel
 
 Decision = Literal["allow", "review", "block"]
 OutcomeKind = Literal["quoted", "traced", "error", "budget_refused"]
@@ -71,7 +72,7 @@ class SentenceOutcome:
     kind: OutcomeKind
     verdict: str | None = None
     sources: tuple[SourceEvidence, ...] = ()
-    declared: DeclaredAudit | None = None
+    declared: DeclaredAuditModel | None = None
     reason: str = ""
 
 
@@ -98,14 +99,14 @@ class AnswerDecision:
         return self.decision == "allow"
 
 
-def outcome_from_trace(segment_id: str, trace: Any, declared: DeclaredAudit | None = None) -> SentenceOutcome:
-    """The outcome of a completed trace (a ``TraceResult`` or its ``to_dict()`` form)."""
+def outcome_from_trace(segment_id: str, trace: Any, declared: DeclaredAuditModel | None = None) -> SentenceOutcome:
+    """The outcome of a completed trace (a ``TraceResultModel`` or its ``to_dict()`` form)."""
     verdict = trace.get("verdict") if isinstance(trace, Mapping) else getattr(trace, "verdict", None)
     return SentenceOutcome(segment_id, "traced", verdict=verdict, sources=read_trace_sources(trace), declared=declared)
 
 
 def quoted_outcome(
-    segment_id: str, source_ids: Sequence[str], declared: DeclaredAudit | None = None
+    segment_id: str, source_ids: Sequence[str], declared: DeclaredAuditModel | None = None
 ) -> SentenceOutcome:
     """The outcome of a free-tier verbatim quote: the quoted sources verify the sentence."""
     sources = tuple(SourceEvidence(s, "supported", True, None) for s in source_ids)

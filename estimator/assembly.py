@@ -12,9 +12,11 @@ from prompts import versions
 from .caveats import caveats
 from .diagnosis import attribution_level, claim_diagnosis, diagnose
 from .judge import Mask
+from .labels import VERDICT_TEXT
 from .loo import Ablation, LooRun, drop, layer_mask
 from .redundancy import explain
-from .result import VERDICT_TEXT, Role, SourceScore, SupportVerdict, TraceResult, Verdict, decide_verdict
+from .result import Role, Verdict, decide_verdict
+from .result_models import SourceScoreModel, SupportVerdictModel, TraceResultModel
 from .tokens import Tokenizer
 from .units import PROVENANCE_LAYER_ORDER, Corpus, Layer, Unit
 
@@ -81,14 +83,14 @@ def score_sources(
     corpus: Corpus,
     verdict: Verdict,
     ab: Ablation,
-    supports: Mapping[str, SupportVerdict],
-) -> tuple[SourceScore, ...]:
+    supports: Mapping[str, SupportVerdictModel],
+) -> tuple[SourceScoreModel, ...]:
     """Every measured source, in ordinal order: its round-2 drop, its role (round 2, or ``redundant``
     from redundancy resolution), ``alone``, its span verdict and its §9 diagnosis."""
     tested = {u.id for u in ab.tested}
     layer_role: dict[Layer, Role] = {x.layer: x.role for x in ab.layers}
     overall = claim_diagnosis(verdict, [supports.get(u.id) for u in corpus.units if u.id in supports])
-    out: list[SourceScore] = []
+    out: list[SourceScoreModel] = []
     for unit in sorted(corpus.units, key=lambda u: u.ordinal):
         if unit.id not in tested and unit.id not in supports and unit.id not in ab.alone:
             continue
@@ -108,17 +110,17 @@ def score_sources(
         if overall is not None and support is not None and support.verdict == "silent":
             diagnosis = overall
         out.append(
-            SourceScore(
-                unit.id,
-                unit.layer,
-                unit.label,
-                unit.kind,
-                delta,
-                role,
-                support,
-                diagnosis,
-                without,
-                missing,
+            SourceScoreModel(
+                source_id=unit.id,
+                layer=unit.layer,
+                label=unit.label,
+                kind=unit.kind,
+                delta=delta,
+                role=role,
+                support=support,
+                diagnosis=diagnosis,
+                s_without=without,
+                no_information=missing,
                 alone=ab.alone.get(unit.id),
             )
         )
@@ -216,7 +218,7 @@ def assemble(
     cut_for_spans: tuple[str, ...],
     truncated: tuple[str, ...],
     spans_made: bool,
-) -> TraceResult:
+) -> TraceResultModel:
     corpus, params, scalar = run.corpus, run.params, run.scalar
     gamma = ab.s1 - ab.s0
     verdict = decide_verdict(gamma, ab.contributing, ab.tau_gamma, unmeasured=any(x.no_information for x in ab.layers))
@@ -231,7 +233,7 @@ def assemble(
             f"{len(ab.tested)} candidate(s) in {', '.join(x.value for x in ab.contributing)}"
         )
     ledger = run.ledger
-    result = TraceResult(
+    result = TraceResultModel(
         gamma=gamma,
         s_all=ab.s1,
         s_none=ab.s0,

@@ -17,7 +17,8 @@ from .llm import LLM
 from .loo import drop, layer_mask, plan_redundancy, role_of, run_loo, select_units, windowed_texts
 from .measure import ExpectedDigit, JudgedDigit
 from .params import DEFAULT_PARAMS, Params
-from .result import ProgressEvent, TraceResult
+from .result import ProgressEvent
+from .result_models import TraceResultModel
 from .tokens import ApproxTokenizer, Tokenizer
 from .units import Corpus, Unit
 
@@ -55,7 +56,7 @@ async def trace_claim(
     expected: bool = False,
     ledger: CallLedger | None = None,
     resolve_redundancy: bool | None = None,
-) -> TraceResult:
+) -> TraceResultModel:
     """Algorithm 4 for one claim with the judge's digit (``expected``: its expected digit). ``ledger``
     is the trace's meter (a fresh one capped at this estimator's plan when None). ``dedupe=False``
     disables the per-trace memo and ``resolve_redundancy=False`` redundancy resolution, ``True`` lifts

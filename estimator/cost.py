@@ -7,13 +7,16 @@ calls a trace makes can never exceed what the gate quoted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Protocol
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field, field_serializer
 
 from .judge import build_judge_request, cut_to_budget
 from .llm import LLMRequest
 from .params import DEFAULT_PARAMS, Params
-from .result_models import CostQuoteModel, DumpsAsModel, QuoteCallsModel
+from .result_models import QuoteCallsModel
+from .score import RESULT_CONFIG
 from .support import build_support_request, support_body
 from .tokens import ApproxTokenizer, Tokenizer
 from .units import Corpus
@@ -100,41 +103,44 @@ def plan_calls(corpus: Corpus, params: Params = DEFAULT_PARAMS, *, probe: bool =
     )
 
 
-@dataclass(frozen=True)
-class CostQuote(DumpsAsModel):
+def round_usd(cost: float | None) -> float | None:
+    """A price as a quote's JSON states it: to the millionth of a dollar."""
+    return None if cost is None else round(cost, 6)
+
+
+class CostQuote(BaseModel):
+    """The cost gate's quote of one trace (or of the probe alone), before anything is spent.
+
+    One definition for the estimator and its JSON contract (``to_dict()``, what ``provenance quote --json``
+    prints and the service stores): ``cost_usd`` is kept unrounded and written to the millionth of a dollar,
+    and the sizes of single calls that ``proxy_cost`` prices from (``judge_call_tokens``,
+    ``span_check_tokens``) are not written: a quote read back from JSON has them at 0."""
+
+    model_config = RESULT_CONFIG
+
     model: str
-    plan: CallPlan
     sources: int
+    planned_calls: int = Field(description="worst case; a trace never makes more")
+    calls: QuoteCallsModel
     input_tokens: int
     output_tokens: int
-    untruncated_tokens: int
-    cost_usd: float | None
-    warnings: tuple[str, ...] = ()
-    refused: str | None = None
-    truncated_sources: tuple[str, ...] = field(default=())
-    judge_call_tokens: int = 0
+    untruncated_corpus_tokens: int
+    cost_usd: float | None = Field(description="null when the model's price is unknown")
+    warnings: list[str]
+    truncated_sources: list[str] = []
+    refused: str | None = Field(description="why the cost gate refuses this trace; null when it may run")
+    judge_call_tokens: int = Field(0, exclude=True)
     """Input tokens of the largest judge call (s(1), as rendered): every judge call is priced at it."""
-    span_check_tokens: tuple[int, ...] = ()
+    span_check_tokens: tuple[int, ...] = Field((), exclude=True)
     """Input tokens of each source's span check with its retry, largest first."""
 
-    @property
-    def planned_calls(self) -> int:
-        return self.plan.total
+    @field_serializer("cost_usd")
+    def _rounded(self, cost: float | None) -> float | None:
+        return round_usd(cost)
 
-    def to_model(self) -> CostQuoteModel:
-        return CostQuoteModel(
-            model=self.model,
-            sources=self.sources,
-            planned_calls=self.planned_calls,
-            calls=QuoteCallsModel.model_validate(self.plan),
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            untruncated_corpus_tokens=self.untruncated_tokens,
-            cost_usd=None if self.cost_usd is None else round(self.cost_usd, 6),
-            warnings=list(self.warnings),
-            truncated_sources=list(self.truncated_sources),
-            refused=self.refused,
-        )
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract: ``model_dump(mode="json")``."""
+        return self.model_dump(mode="json")
 
 
 # Output tokens per call kind: a judge answers one digit, a span check a short JSON object.
@@ -250,15 +256,16 @@ def quote_cost(
 
     return CostQuote(
         model=model,
-        plan=plan,
         sources=len(corpus.units),
+        planned_calls=plan.total,
+        calls=QuoteCallsModel.model_validate(plan),
         input_tokens=input_tokens,
         output_tokens=output_tokens,
-        untruncated_tokens=untruncated,
+        untruncated_corpus_tokens=untruncated,
         cost_usd=cost,
-        warnings=tuple(warnings),
+        warnings=warnings,
+        truncated_sources=truncated,
         refused=refused,
-        truncated_sources=tuple(truncated),
         judge_call_tokens=per_judge,
         span_check_tokens=per_span,
     )

@@ -27,8 +27,7 @@ from typing import Any
 
 import regex
 
-from .result_models import DeclaredAuditModel, DeclaredRefModel, DumpsAsModel, RefKind
-from .result_models import DeclaredOutcome as Outcome
+from .result_models import DeclaredAuditModel, DeclaredRefModel, RefKind
 from .units import Corpus, Layer, Unit
 from .verify import normalise
 
@@ -249,34 +248,6 @@ def words(text: str) -> set[str]:
 
 
 @dataclass(frozen=True)
-class DeclaredRef(DumpsAsModel):
-    """One explicit credit in a sentence, and what it resolves to (empty: nothing in the context)."""
-
-    text: str
-    span: tuple[int, int]
-    source_ids: tuple[str, ...]
-    kind: RefKind
-    families: tuple[str, ...] = ()
-
-    def to_model(self) -> DeclaredRefModel:
-        return DeclaredRefModel.model_validate(self)
-
-
-@dataclass(frozen=True)
-class DeclaredAudit(DumpsAsModel):
-    """The declared source(s) of a sentence compared with the source(s) that verifiably ground it."""
-
-    outcome: Outcome
-    declared: tuple[DeclaredRef, ...]
-    credited: tuple[str, ...]
-    grounding: tuple[str, ...]
-    explanation: str
-
-    def to_model(self) -> DeclaredAuditModel:
-        return DeclaredAuditModel.model_validate(self)
-
-
-@dataclass(frozen=True)
 class _Profile:
     unit: Unit
     call: str
@@ -373,22 +344,33 @@ class _Resolver:
         inner = match.group("inner").split("†")[-1]
         return self.identifiers(inner)[0] or self.by_tags(_phrase_tags(inner))
 
-    def identifiers(self, text: str, offset: int = 0) -> tuple[tuple[str, ...], list[DeclaredRef]]:
+    def identifiers(self, text: str, offset: int = 0) -> tuple[tuple[str, ...], list[DeclaredRefModel]]:
         """Resolvable identifiers in ``text``: URLs, paths, file names, tool names, markers."""
-        refs: list[DeclaredRef] = []
+        refs: list[DeclaredRefModel] = []
         for match in MARKER.finditer(text):
-            refs.append(DeclaredRef(match.group(), _span(match, offset), self.by_marker(match), "citation_marker"))
+            refs.append(
+                DeclaredRefModel(
+                    text=match.group(),
+                    span=_span(match, offset),
+                    source_ids=self.by_marker(match),
+                    kind="citation_marker",
+                )
+            )
         for pattern, kind in _IDENTIFIERS:
             for match in pattern.finditer(text):
                 token = match.group().rstrip(".,;:")
                 ids = self.by_descriptor(token)
                 if ids:
                     start = offset + match.start()
-                    refs.append(DeclaredRef(token, (start, start + len(token)), ids, kind))
+                    refs.append(
+                        DeclaredRefModel(text=token, span=(start, start + len(token)), source_ids=ids, kind=kind)
+                    )
         for name in sorted({p.call for p in self.profiles if len(p.call) >= 4}):
             for match in regex.finditer(r"(?<![\w.])" + regex.escape(name) + r"(?![\w])", text, regex.I):
                 ids = tuple(p.unit.id for p in self.profiles if p.call == name)
-                refs.append(DeclaredRef(match.group(), _span(match, offset), ids, "tool_name"))
+                refs.append(
+                    DeclaredRefModel(text=match.group(), span=_span(match, offset), source_ids=ids, kind="tool_name")
+                )
         resolved = tuple(dict.fromkeys(i for r in refs for i in r.source_ids))
         return resolved, refs
 
@@ -397,7 +379,7 @@ def _span(match: regex.Match[str], offset: int) -> tuple[int, int]:
     return offset + match.start(), offset + match.end()
 
 
-def _cue_refs(sentence: str, resolver: _Resolver) -> Iterator[DeclaredRef]:
+def _cue_refs(sentence: str, resolver: _Resolver) -> Iterator[DeclaredRefModel]:
     for pattern, strong in CUES:
         for match in pattern.finditer(sentence):
             obj = _object(match.group("obj"))
@@ -412,19 +394,27 @@ def _cue_refs(sentence: str, resolver: _Resolver) -> Iterator[DeclaredRef]:
                 ids = resolver.by_tags(tags, weak=not strong)
             if ids or strong:
                 families = resolver.families(tags, ids)
-                yield DeclaredRef(sentence[start:end], (start, end), ids, "phrase", families)
+                yield DeclaredRefModel(
+                    text=sentence[start:end], span=(start, end), source_ids=ids, kind="phrase", families=families
+                )
     for pattern, family in HISTORY_CUES:
         for match in pattern.finditer(sentence):
-            yield DeclaredRef(match.group(), _span(match, 0), resolver.by_tags({"@" + family}), "history", (family,))
+            yield DeclaredRefModel(
+                text=match.group(),
+                span=_span(match, 0),
+                source_ids=resolver.by_tags({"@" + family}),
+                kind="history",
+                families=(family,),
+            )
 
 
-def declared_refs(sentence: str, corpus: Corpus) -> tuple[DeclaredRef, ...]:
+def declared_refs(sentence: str, corpus: Corpus) -> tuple[DeclaredRefModel, ...]:
     """Every explicit credit in ``sentence``, resolved against ``corpus``, in order of appearance.
     A credit inside another (a path inside "according to …") is reported once, by the outer one."""
     resolver = _Resolver(corpus)
     found = list(_cue_refs(sentence, resolver)) + resolver.identifiers(sentence)[1]
     found.sort(key=lambda r: (r.span[0], -(r.span[1] - r.span[0])))
-    kept: list[DeclaredRef] = []
+    kept: list[DeclaredRefModel] = []
     for ref in found:
         if _NEGATION.search(sentence[: ref.span[1]]):
             continue  # "nothing here is drawn from …", "I did not use …": a disclaimer, not a credit
@@ -436,13 +426,19 @@ def declared_refs(sentence: str, corpus: Corpus) -> tuple[DeclaredRef, ...]:
 
 def audit_declared(
     sentence: str, corpus: Corpus, grounding_ids: Collection[str], *, contradicting_ids: Collection[str] = ()
-) -> DeclaredAudit:
+) -> DeclaredAuditModel:
     """Compare the sources ``sentence`` credits with the sources that verifiably ground it."""
     declared = declared_refs(sentence, corpus)
     credited = tuple(dict.fromkeys(i for r in declared for i in r.source_ids))
     grounding = tuple(g for g in dict.fromkeys(grounding_ids))
     if not declared:
-        return DeclaredAudit("none_declared", (), (), grounding, "The sentence credits no source.")
+        return DeclaredAuditModel(
+            outcome="none_declared",
+            declared=(),
+            credited=(),
+            grounding=grounding,
+            explanation="The sentence credits no source.",
+        )
     named = (
         _names(corpus, credited)
         if credited
@@ -450,29 +446,29 @@ def audit_declared(
     )
     shared = [g for g in grounding if g in credited]
     if shared:
-        return DeclaredAudit(
-            "consistent",
-            declared,
-            credited,
-            grounding,
-            f"It credits {_names(corpus, shared)}, which grounds the claim.",
+        return DeclaredAuditModel(
+            outcome="consistent",
+            declared=declared,
+            credited=credited,
+            grounding=grounding,
+            explanation=f"It credits {_names(corpus, shared)}, which grounds the claim.",
         )
     if grounding:
-        return DeclaredAudit(
-            "conflated",
-            declared,
-            credited,
-            grounding,
-            f"It credits {named}, but the claim is grounded by {_names(corpus, grounding)}.",
+        return DeclaredAuditModel(
+            outcome="conflated",
+            declared=declared,
+            credited=credited,
+            grounding=grounding,
+            explanation=f"It credits {named}, but the claim is grounded by {_names(corpus, grounding)}.",
         )
     against = [c for c in credited if c in contradicting_ids]
     why = f"{_names(corpus, against)} contradicts it" if against else "the credited source is silent"
-    return DeclaredAudit(
-        "unsupported_citation",
-        declared,
-        credited,
-        grounding,
-        f"It credits {named}, but nothing grounds the claim: {why}.",
+    return DeclaredAuditModel(
+        outcome="unsupported_citation",
+        declared=declared,
+        credited=credited,
+        grounding=grounding,
+        explanation=f"It credits {named}, but nothing grounds the claim: {why}.",
     )
 
 
@@ -504,7 +500,7 @@ def _get(item: Any, key: str) -> Any:
 
 
 def read_trace_sources(trace: Any) -> tuple[SourceEvidence, ...]:
-    """The sources of a ``TraceResult`` or of its ``to_dict()`` form, as ``SourceEvidence``."""
+    """The sources of a ``TraceResultModel`` or of its ``to_dict()`` form, as ``SourceEvidence``."""
     out: list[SourceEvidence] = []
     for source in _get(trace, "sources") or ():
         support = _get(source, "support")
@@ -529,7 +525,7 @@ def contradicting_ids_from_trace(trace: Any) -> tuple[str, ...]:
     return tuple(s.source_id for s in read_trace_sources(trace) if s.verdict == "contradicted" and s.verified)
 
 
-def audit_trace(sentence: str, corpus: Corpus, trace: Any) -> DeclaredAudit:
+def audit_trace(sentence: str, corpus: Corpus, trace: Any) -> DeclaredAuditModel:
     """``audit_declared`` with the grounding (and contradicting) sources a completed trace established."""
     return audit_declared(
         sentence, corpus, grounding_ids_from_trace(trace), contradicting_ids=contradicting_ids_from_trace(trace)

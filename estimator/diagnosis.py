@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal
 
-from .result import Role, SupportLabel, SupportVerdict, Verdict
+from .result import Role, SupportLabel, Verdict
+from .result_models import SupportVerdictModel
 
 Attribution = Literal["high", "zero"]
 
@@ -56,14 +57,14 @@ def attribution_level(*, verdict: Verdict, role: Role | None, layer_role: Role |
     return None
 
 
-def diagnose(level: Attribution, support: SupportVerdict | None) -> str | None:
+def diagnose(level: Attribution, support: SupportVerdictModel | None) -> str | None:
     """The §9 cell for one source; None for a silent source, a missing span check or no information."""
     if support is None or support.no_information:
         return None
     return _TABLE[(level, support.verdict)]
 
 
-def claim_diagnosis(verdict: Verdict, supports: Iterable[SupportVerdict | None]) -> str | None:
+def claim_diagnosis(verdict: Verdict, supports: Iterable[SupportVerdictModel | None]) -> str | None:
     """The claim-level cell: internal knowledge with every span check silent (and informative)."""
     checked = list(supports)
     if verdict != "internal_knowledge" or not checked:

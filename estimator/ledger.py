@@ -41,7 +41,7 @@ from typing import Literal, TypeVar
 import anyio
 
 from .llm import LLM, LLMError, LLMRequest, LLMResponse, Message, Usage
-from .result import CallAccount
+from .result_models import CallAccountModel
 from .scorer import ScoredTarget, Scorer, ScorerError
 
 __all__ = [
@@ -232,9 +232,9 @@ class CallLedger:
             return usage
         return replace(usage, cost_usd=usage.input_tokens * self.price[0] + usage.output_tokens * self.price[1])
 
-    def account(self) -> CallAccount:
+    def account(self) -> CallAccountModel:
         """The trace's calls so far, as the result reports them."""
-        return CallAccount(
+        return CallAccountModel(
             planned=self.planned or 0,
             made=self.made,
             saved=self.saved,

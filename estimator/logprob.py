@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -45,8 +45,8 @@ from .llm import LLM, Message
 from .loo import plan_redundancy, run_loo, windowed_texts
 from .measure import Measured
 from .params import DEFAULT_PARAMS, Params
-from .result import ProgressEvent, SupportVerdict, TraceResult
-from .result_models import LogprobThresholdsModel, LogprobTraceResultModel
+from .result import ProgressEvent
+from .result_models import LogprobThresholdsModel, LogprobTraceResultModel, SupportVerdictModel, TraceResultModel
 from .scorer import ScoredTarget, Scorer, ScorerError
 from .tokens import ApproxTokenizer, Tokenizer
 from .units import Corpus, Layer
@@ -54,7 +54,6 @@ from .units import Corpus, Layer
 __all__ = [
     "LogprobParams",
     "LogprobScalar",
-    "LogprobTraceResult",
     "Thresholds",
     "build_messages",
     "scored_claim",
@@ -137,27 +136,6 @@ def scored_claim(claim: str) -> str:
     return neutralise(claim)
 
 
-@dataclass(frozen=True)
-class LogprobTraceResult(TraceResult):
-    """A TraceResult whose scores are log-probabilities in nats (``estimator == "logprob"``)."""
-
-    tau_nats: float = math.nan
-    tau_gamma_nats: float = math.nan
-    claim_tokens: int = 0
-    claim_token_logprobs: tuple[float, ...] = ()
-    scorer_model: str = ""
-
-    def to_model(self) -> LogprobTraceResultModel:
-        return LogprobTraceResultModel(
-            **dict(super().to_model()),
-            units="nats",
-            thresholds=LogprobThresholdsModel(tau_nats=self.tau_nats, tau_gamma_nats=self.tau_gamma_nats),
-            claim_tokens=self.claim_tokens,
-            claim_token_logprobs=list(self.claim_token_logprobs),
-            scorer_model=self.scorer_model,
-        )
-
-
 @dataclass
 class LogprobScalar:
     """The scalar protocol (``measure.Scalar``) for log p(claim | query, ABLATE(C, v)) in nats."""
@@ -203,15 +181,12 @@ class LogprobScalar:
     def extra_params(self) -> dict[str, Any]:
         return {"logprob": self.lp.model_dump()}
 
-    def finish(self, result: TraceResult) -> TraceResult:
-        base = {f.name: getattr(result, f.name) for f in fields(TraceResult)}
-        base["prompt_versions"] = {**base["prompt_versions"], **versions(SYSTEM_PROMPT)}
+    def finish(self, result: TraceResultModel) -> TraceResultModel:
         tau, tau_gamma = self.thresholds(result.gamma, DEFAULT_PARAMS)
         full = self.full
-        return LogprobTraceResult(
-            **base,
-            tau_nats=tau,
-            tau_gamma_nats=tau_gamma,
+        return LogprobTraceResultModel(
+            **{**dict(result), "prompt_versions": {**result.prompt_versions, **versions(SYSTEM_PROMPT)}},
+            thresholds=LogprobThresholdsModel(tau_nats=tau, tau_gamma_nats=tau_gamma),
             claim_tokens=full.n_tokens if full is not None else 0,
             claim_token_logprobs=full.token_logprobs if full is not None else (),
             scorer_model=self.scorer.model,
@@ -229,9 +204,9 @@ async def trace_logprob(
     lp: LogprobParams = DEFAULT_LOGPROB_PARAMS,
     tokenizer: Tokenizer | None = None,
     on_progress: Callable[[ProgressEvent], None] | None = None,
-    supports: Mapping[str, SupportVerdict] | None = None,
+    supports: Mapping[str, SupportVerdictModel] | None = None,
     ledger: CallLedger | None = None,
-) -> LogprobTraceResult:
+) -> LogprobTraceResultModel:
     """Algorithm 4 with the log-probability scalar: the same driver as the judged digit.
 
     ``llm`` runs the span checks (unconditional as in the judged estimator); pass ``supports`` to reuse
@@ -259,11 +234,11 @@ async def trace_logprob(
         supports=supports,
         redundancy=plan_redundancy(plan),
     )
-    assert isinstance(result, LogprobTraceResult)
+    assert isinstance(result, LogprobTraceResultModel)
     return result
 
 
-def ranked_sources(result: TraceResult) -> list[tuple[str, float]]:
+def ranked_sources(result: TraceResultModel) -> list[tuple[str, float]]:
     """(source id, drop) for every tested source, largest drop first (ties by ordinal order)."""
     tested = [(s.source_id, s.delta) for s in result.sources if s.delta is not None]
     return sorted(((sid, d) for sid, d in tested if not math.isnan(d)), key=lambda x: -x[1])

@@ -25,7 +25,8 @@ from .ledger import CallLedger, CallStage, labelled
 from .llm import LLM
 from .measure import Scalar
 from .params import Params
-from .result import LayerScore, ProgressEvent, Role, Round, SupportVerdict, TraceResult
+from .result import ProgressEvent, Role, Round
+from .result_models import LayerScoreModel, SupportVerdictModel, TraceResultModel
 from .support import check_support, support_body
 from .tokens import Tokenizer
 from .units import PROVENANCE_LAYER_ORDER, Corpus, Layer, Unit
@@ -146,7 +147,7 @@ class LooRun:
     memo: dict[Mask, _Entry] = field(default_factory=dict)
     scores: dict[Mask, float] = field(default_factory=dict)
     failures: list[Failure] = field(default_factory=list)
-    supports: dict[str, SupportVerdict] = field(default_factory=dict)
+    supports: dict[str, SupportVerdictModel] = field(default_factory=dict)
 
     def layer_drops(self) -> dict[str, float]:
         full = self.scores.get(frozenset())
@@ -211,7 +212,7 @@ class Ablation:
     s0: float
     tau: float
     tau_gamma: float
-    layers: tuple[LayerScore, ...]
+    layers: tuple[LayerScoreModel, ...]
     contributing: tuple[Layer, ...]
     tested: tuple[Unit, ...] = ()
     omitted: tuple[Unit, ...] = ()
@@ -236,7 +237,15 @@ async def _round1(run: LooRun) -> Ablation:
     for layer in layers:
         without = s[f"1-{layer.value}"]
         delta = drop(s1, without)
-        scores.append(LayerScore(layer, delta, role_of(delta, tau), without, math.isnan(s1) or math.isnan(without)))
+        scores.append(
+            LayerScoreModel(
+                layer=layer,
+                delta=delta,
+                role=role_of(delta, tau),
+                s_without=without,
+                no_information=math.isnan(s1) or math.isnan(without),
+            )
+        )
     ranked = sorted((x for x in scores if x.role in ("grounds", "distractor")), key=lambda x: -abs(x.delta))
     return Ablation(s1, s0, tau, tau_gamma, tuple(scores), tuple(x.layer for x in ranked))
 
@@ -287,9 +296,9 @@ async def run_loo(
     truncated: tuple[str, ...],
     on_progress: Callable[[ProgressEvent], None] | None = None,
     dedupe: bool = True,
-    supports: Mapping[str, SupportVerdict] | None = None,
+    supports: Mapping[str, SupportVerdictModel] | None = None,
     redundancy: Redundancy | None = None,
-) -> TraceResult:
+) -> TraceResultModel:
     """Algorithm 4 for one claim with ``scalar``. ``llm`` runs the span checks (unconditional); pass
     ``supports`` to reuse span checks already made for this claim, or ``llm=None`` to skip them.
     ``truncated``: ids of the sources the scalar sees cut to the scoring window; ``redundancy``: what

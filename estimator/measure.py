@@ -24,7 +24,7 @@ from .judge import Mask, build_judge_request, parse_digit
 from .ledger import CallLedger
 from .llm import LLM, LLMError, LLMRequest, LLMResponse
 from .params import Params
-from .result import TraceResult
+from .result_models import TraceResultModel
 from .units import Corpus
 
 __all__ = ["TOP_LOGPROBS", "ExpectedDigit", "JudgedDigit", "Measured", "Scalar", "present_texts"]
@@ -59,7 +59,7 @@ class Scalar(Protocol):
 
     def extra_params(self) -> dict[str, Any]: ...
 
-    def finish(self, result: TraceResult) -> TraceResult:
+    def finish(self, result: TraceResultModel) -> TraceResultModel:
         """The assembled result, with whatever this scalar adds to it."""
         ...
 
@@ -111,7 +111,7 @@ class JudgedDigit:
     def extra_params(self) -> dict[str, Any]:
         return {}
 
-    def finish(self, result: TraceResult) -> TraceResult:
+    def finish(self, result: TraceResultModel) -> TraceResultModel:
         return result
 
 

@@ -16,8 +16,6 @@ partial data, and the calls not yet sent are not sent.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import anyio
 
 from prompts import render, template
@@ -26,57 +24,22 @@ from .anchors import anchors, cov, discriminative
 from .fence import Fence, data_only_rule_version
 from .judge import NO_QUERY, NO_SOURCES, CallLedger, cut_to_budget
 from .ledger import CallAbandoned
-from .llm import LLM, LLMError, LLMRequest, Message, Usage
+from .llm import LLM, LLMError, LLMRequest, Message
 from .params import DEFAULT_PARAMS, Params
-from .result_models import DumpsAsModel, ProbeCallsModel, ProbeResultModel, ProbeVerdict, UsageModel
+from .result_models import ProbeCallsModel, ProbeResultModel, ProbeVerdict, UsageModel
 from .tokens import ApproxTokenizer, Tokenizer
 from .units import Corpus
 
-__all__ = ["ProbeResult", "ProbeVerdict", "build_regenerate_request", "present", "probe_source"]
+__all__ = ["ProbeResultModel", "ProbeVerdict", "build_regenerate_request", "present", "probe_source"]
 
 PROMPT = "probe_regenerate"
 
 
-@dataclass(frozen=True)
-class ProbeResult(DumpsAsModel):
-    """The probe's verdict for one (claim, source) pair, with everything needed to read it.
-
-    ``baseline`` (B) and ``without`` (W) are None when they were not measured: the bail-out sent
-    nothing, and a failed call leaves only partial data, which is never reported as a count."""
-
-    verdict: ProbeVerdict
-    note: str | None
-    target_id: str
-    anchors: tuple[str, ...]
-    baseline: int | None
-    without: int | None
-    k: int
-    calls: int
-    failed: int
-    usage: Usage
-    cost_usd: float | None
-    prompt_version: str
-    model: str
-
-    @property
-    def required(self) -> bool:
-        return self.verdict == "required"
-
-    def to_model(self) -> ProbeResultModel:
-        return ProbeResultModel(
-            verdict=self.verdict,
-            note=self.note,
-            target_id=self.target_id,
-            anchors=list(self.anchors),
-            baseline=self.baseline,
-            without=self.without,
-            k=self.k,
-            calls=ProbeCallsModel(planned=2 * self.k, made=self.calls, failed=self.failed),
-            usage=UsageModel.model_validate(self.usage),
-            cost_usd=None if self.cost_usd is None else round(self.cost_usd, 6),
-            prompt_version=self.prompt_version,
-            model=self.model,
-        )
+def _cost(ledger: CallLedger | None) -> float | None:
+    """The probe's cost to the microdollar: 0 when nothing was sent, None when a call's price is unknown."""
+    if ledger is None:
+        return 0.0
+    return None if ledger.cost_usd is None else round(ledger.cost_usd, 6)
 
 
 def build_regenerate_request(query: str, sources: list[tuple[str, str, str]], params: Params) -> LLMRequest:
@@ -121,7 +84,7 @@ async def probe_source(
     params: Params = DEFAULT_PARAMS,
     tokenizer: Tokenizer | None = None,
     ledger: CallLedger | None = None,
-) -> ProbeResult:
+) -> ProbeResultModel:
     """Algorithm 6: k regenerations with every source present and k without ``target_id``.
 
     Raises KeyError when ``target_id`` is not a source of ``corpus`` (before any call)."""
@@ -137,8 +100,8 @@ async def probe_source(
         ledger: CallLedger | None,
         baseline: int | None = None,
         without: int | None = None,
-    ) -> ProbeResult:
-        return ProbeResult(
+    ) -> ProbeResultModel:
+        return ProbeResultModel(
             verdict=verdict,
             note=note,
             target_id=target_id,
@@ -146,10 +109,11 @@ async def probe_source(
             baseline=baseline,
             without=without,
             k=k,
-            calls=ledger.made if ledger else 0,
-            failed=ledger.failed if ledger else 0,
-            usage=ledger.usage if ledger else Usage(),
-            cost_usd=ledger.cost_usd if ledger else 0.0,
+            calls=ProbeCallsModel(
+                planned=2 * k, made=ledger.made if ledger else 0, failed=ledger.failed if ledger else 0
+            ),
+            usage=ledger.usage if ledger else UsageModel(),
+            cost_usd=_cost(ledger),
             prompt_version=version,
             model=llm.model,
         )

@@ -22,29 +22,29 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 import anyio
 
 from .cost import plan_calls
 from .ledger import CallLedger, labelled
 from .llm import LLM
-from .logprob import DEFAULT_LOGPROB_PARAMS, LogprobParams, LogprobTraceResult
+from .logprob import DEFAULT_LOGPROB_PARAMS, LogprobParams
 from .loo import plan_redundancy, run_loo, select_units, windowed_texts
 from .measure import JudgedDigit
 from .params import DEFAULT_PARAMS, Params
 from .proxy_confirm import DEFAULT_PROXY_PARAMS, Confirmation, ProxyParams, Seeded, confirm, disagreements, targets
-from .proxy_models import ProxyReportModel
+from .proxy_models import CONFIRMED_LINE, FALLBACK_LINE, ProxyReportModel
 from .proxy_prefix import OrderedLogprobScalar, PrefixOrderedScorer, block_order
 from .proxy_result import (
-    ProxyCallAccount,
-    ProxyTraceResult,
+    ProxyTraceResultModel,
     hosted_check,
     layer_ranking,
     source_ranking,
     with_supports,
 )
-from .result import ProgressEvent, SupportVerdict, TraceResult
+from .result import ProgressEvent
+from .result_models import LogprobTraceResultModel, SupportVerdictModel, TraceResultModel, UsageModel
 from .scorer import Scorer
 from .support import check_support, support_body
 from .tokens import ApproxTokenizer, Tokenizer
@@ -96,8 +96,8 @@ def _relabelled(on_progress: Callable[[ProgressEvent], None] | None) -> Callable
 
 async def _span_checks(
     llm: LLM, ledger: CallLedger, claim: str, corpus: Corpus, ids: list[str], *, params: Params, tokenizer: Tokenizer
-) -> dict[str, SupportVerdict]:
-    out: dict[str, SupportVerdict] = {}
+) -> dict[str, SupportVerdictModel]:
+    out: dict[str, SupportVerdictModel] = {}
 
     async def one(unit_id: str) -> None:
         unit = corpus.by_id(unit_id)
@@ -127,7 +127,7 @@ def _evaluated(scorer: Scorer) -> int | None:
 class Ranking:
     """The proxy's ranking: the log-probability trace, its local passes, seconds and evaluated tokens."""
 
-    result: LogprobTraceResult
+    result: LogprobTraceResultModel
     passes: int
     seconds: float
     evaluated_tokens: int | None
@@ -172,7 +172,7 @@ async def rank(
         redundancy=plan_redundancy(plan),
     )
     seconds = time.perf_counter() - started
-    assert isinstance(result, LogprobTraceResult)
+    assert isinstance(result, LogprobTraceResultModel)
     after = _evaluated(ordered.inner)
     return Ranking(result, local.made, seconds, None if before is None or after is None else after - before)
 
@@ -191,7 +191,7 @@ async def trace_proxy(
     on_progress: Callable[[ProgressEvent], None] | None = None,
     ledger: CallLedger | None = None,
     ranking: Ranking | None = None,
-) -> ProxyTraceResult:
+) -> ProxyTraceResultModel:
     """Rank on ``scorer``, confirm with ``llm``; ``ledger`` meters the hosted calls (a fresh one capped at
     ``planned_proxy_calls`` when None). ``ranking``: the proxy's ranking of this claim, already made (the
     benchmark confirms one ranking with several judges)."""
@@ -265,7 +265,7 @@ async def _fallback_spans(
     *,
     params: Params,
     tokenizer: Tokenizer,
-) -> dict[str, SupportVerdict]:
+) -> dict[str, SupportVerdictModel]:
     """The span checks the full search needs, reusing the confirmation's."""
     span_targets, _ = select_units(corpus.units, params.max_sources)
     missing = [u.id for u in span_targets if u.id not in conf.supports]
@@ -274,18 +274,17 @@ async def _fallback_spans(
 
 
 def _finish(
-    body: TraceResult,
-    ranked: LogprobTraceResult,
+    body: TraceResultModel,
+    ranked: LogprobTraceResultModel,
     hosted: CallLedger,
     passes: int,
     report: ProxyReportModel,
     extra: Mapping[str, object],
     *,
     confirmed: bool,
-) -> ProxyTraceResult:
-    base = {f.name: getattr(body, f.name) for f in fields(TraceResult)}
-    account = hosted.account()
-    calls = ProxyCallAccount(**{f.name: getattr(account, f.name) for f in fields(account)}, scored=passes)
+) -> ProxyTraceResultModel:
+    base: dict[str, object] = {name: getattr(body, name) for name in TraceResultModel.model_fields}
+    calls = hosted.account().model_copy(update={"scored": passes})
     line = (
         f"proxy: ranked by {ranked.scorer_model} (log-probability leave-one-out, {passes} local scoring "
         f"passes), {'confirmed by the hosted judge' if confirmed else 'the hosted judge disagreed'} "
@@ -294,7 +293,7 @@ def _finish(
     base.update(
         estimator="proxy",
         calls=calls,
-        usage=hosted.usage,
+        usage=UsageModel.model_validate(hosted.usage),
         cost_usd=hosted.cost_usd,
         params={**body.params, **extra},
         notes=(*body.notes, line),
@@ -303,14 +302,20 @@ def _finish(
         warned = f"{hosted.refused} call(s) refused: the plan of {hosted.planned} calls was reached."
         if warned not in body.warnings:
             base["warnings"] = (*body.warnings, warned)
-    return ProxyTraceResult(
-        **base,
-        tau_nats=ranked.tau_nats,
-        tau_gamma_nats=ranked.tau_gamma_nats,
-        claim_tokens=ranked.claim_tokens,
-        claim_token_logprobs=ranked.claim_token_logprobs,
-        scorer_model=ranked.scorer_model,
-        proxy_model=ranked.scorer_model,
-        confirmed=confirmed,
-        report=report,
+    if confirmed:  # the scores shown are the proxy's: its log-probability fields with them
+        base.update(
+            units=ranked.units,
+            thresholds=ranked.thresholds,
+            claim_tokens=ranked.claim_tokens,
+            claim_token_logprobs=ranked.claim_token_logprobs,
+            scorer_model=ranked.scorer_model,
+        )
+    return ProxyTraceResultModel.model_validate(
+        {
+            **base,
+            "proxy_model": ranked.scorer_model,
+            "confirmed": confirmed,
+            "confirmation": CONFIRMED_LINE if confirmed else FALLBACK_LINE,
+            "proxy": report,
+        }
     )

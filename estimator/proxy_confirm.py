@@ -41,7 +41,7 @@ from .loo import drop, layer_mask, mask_words, role_of
 from .measure import JudgedDigit, Measured
 from .params import Params
 from .proxy_prefix import BlockOrder
-from .result import SourceScore, SupportVerdict, TraceResult
+from .result_models import SourceScoreModel, SupportVerdictModel, TraceResultModel
 from .support import check_support, support_body
 from .tokens import Tokenizer
 from .units import Corpus, Layer
@@ -113,11 +113,11 @@ class Targets:
     """Under a *redundant* ranking: the judge measures the removal of every layer, not only the top one."""
 
 
-def _likeliest(proxy: TraceResult, layer: Layer) -> str | None:
+def _likeliest(proxy: TraceResultModel, layer: Layer) -> str | None:
     """In a grounding layer where the proxy found no source that grounds or carries the claim alone: the
     source that keeps the most of it alone (else whose removal moves it most)."""
 
-    def key(score: SourceScore) -> tuple[float, float]:
+    def key(score: SourceScoreModel) -> tuple[float, float]:
         alone = score.alone if score.alone is not None and not math.isnan(score.alone) else -math.inf
         delta = score.delta if score.delta is not None and not math.isnan(score.delta) else -math.inf
         return alone, delta
@@ -126,7 +126,7 @@ def _likeliest(proxy: TraceResult, layer: Layer) -> str | None:
     return max(tested, key=key).source_id if tested else None
 
 
-def targets(proxy: TraceResult, corpus: Corpus, pp: ProxyParams) -> Targets:
+def targets(proxy: TraceResultModel, corpus: Corpus, pp: ProxyParams) -> Targets:
     """The proxy's top layer (its first contributing layer; under *redundant*, the layer it found carrying
     the claim alone with the largest drop), its top source (the largest grounding drop, else the source it
     found carrying the claim alone with the highest score, else under *attributed* the likeliest source of
@@ -169,7 +169,7 @@ class Confirmation:
 
     targets: Targets
     scores: dict[Mask, Measured] = field(default_factory=dict)
-    supports: dict[str, SupportVerdict] = field(default_factory=dict)
+    supports: dict[str, SupportVerdictModel] = field(default_factory=dict)
 
     def value(self, mask: Mask) -> float:
         measured = self.scores.get(mask)
@@ -221,7 +221,9 @@ def _share(delta: float, gamma: float) -> float:
     return 0.0 if gamma <= 0 else min(1.0, max(0.0, delta / gamma))
 
 
-def disagreements(proxy: TraceResult, conf: Confirmation, corpus: Corpus, params: Params, pp: ProxyParams) -> list[str]:
+def disagreements(
+    proxy: TraceResultModel, conf: Confirmation, corpus: Corpus, params: Params, pp: ProxyParams
+) -> list[str]:
     """Why the hosted judge's measurements disagree with the proxy's ranking (empty: confirmed)."""
     tg = conf.targets
     if proxy.verdict == "no_information":
@@ -326,5 +328,5 @@ class Seeded:
     def extra_params(self) -> dict[str, Any]:
         return self.inner.extra_params()
 
-    def finish(self, result: TraceResult) -> TraceResult:
+    def finish(self, result: TraceResultModel) -> TraceResultModel:
         return self.inner.finish(result)

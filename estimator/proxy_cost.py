@@ -177,7 +177,7 @@ def quote_proxy(
     confirm_in = judges * per_judge + sum(per_span)
     confirm_out = judges * JUDGE_OUTPUT_TOKENS + 2 * len(per_span) * SUPPORT_OUTPUT_TOKENS
     worst = planned_proxy_calls(corpus, params, pp)
-    unreused = worst - judged.plan.total  # calls of the confirmation the fallback may not reuse
+    unreused = worst - judged.planned_calls  # calls of the confirmation the fallback may not reuse
     spans_unreused = max(unreused - 1, 0)
     worst_in = judged.input_tokens + min(unreused, 1) * per_judge + (sum(per_span) if spans_unreused else 0)
     worst_out = judged.output_tokens + min(unreused, 1) * JUDGE_OUTPUT_TOKENS + spans_unreused * SUPPORT_OUTPUT_TOKENS
@@ -188,11 +188,11 @@ def quote_proxy(
         confirm_calls(pp, corpus),
         confirm_in,
         confirm_out,
-        judged.plan.total,
+        judged.planned_calls,
         worst,
         worst_in,
         worst_out,
-        judged.plan.ablation,
+        judged.calls.ablation,
         evaluated_tokens,
         without,
         pp,

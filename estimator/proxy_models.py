@@ -2,15 +2,14 @@
 judge measured to confirm it, and what the quote prices on each side.
 
 Leaf models only (no import of ``result_models``, which imports these): a score without information is
-null, as everywhere in the results.
+NaN in memory and null in JSON (``score.Score``), as everywhere in the results.
 """
 
 from __future__ import annotations
 
-import math
-from typing import Annotated, Any
+from pydantic import BaseModel, Field
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from .score import RESULT_CONFIG, Score
 
 __all__ = ["CONFIRMED_LINE", "FALLBACK_LINE", "HostedCheckModel", "ProxyQuoteModel", "ProxyReportModel", "RankedModel"]
 
@@ -18,37 +17,28 @@ CONFIRMED_LINE = "confirmed by the hosted judge"
 FALLBACK_LINE = "proxy only — the hosted judge disagreed, full search ran"
 
 
-def _null(value: Any) -> Any:
-    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-        return None
-    return value
-
-
-_Score = Annotated[float | None, BeforeValidator(_null)]
-
-
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, from_attributes=True)
+    model_config = RESULT_CONFIG
 
 
 class RankedModel(_Model):
     """One layer or source of a ranking: its drop (nats for the proxy, digits for the judge) and role."""
 
     id: str = Field(description="a source id, or a layer name")
-    drop: _Score
+    drop: Score
     role: str | None = None
 
 
 class HostedCheckModel(_Model):
     """What the hosted judge measured to confirm the proxy (digits 1–9), and its span checks."""
 
-    s_all: _Score
-    s_none: _Score
-    gamma: _Score
+    s_all: Score
+    s_none: Score
+    gamma: Score
     top_layer: str | None = Field(description="the proxy's top layer, whose removal the judge measured")
-    top_layer_drop: _Score = None
+    top_layer_drop: Score | None = None
     top_source: str | None = Field(description="the proxy's top source, whose removal the judge measured")
-    top_source_drop: _Score = None
+    top_source_drop: Score | None = None
     span_checked: list[str] = Field([], description="sources whose span check the hosted judge made")
 
 

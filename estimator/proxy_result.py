@@ -11,27 +11,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import Literal
-
-from pydantic import Field
 
 from .assembly import describe_mask
 from .diagnosis import attribution_level, claim_diagnosis, diagnose
 from .proxy_confirm import Confirmation
-from .proxy_models import CONFIRMED_LINE, FALLBACK_LINE, HostedCheckModel, ProxyReportModel, RankedModel
-from .result import CallAccount, SourceScore, SupportVerdict, TraceResult
-from .result_models import (
-    CallAccountModel,
-    LogprobThresholdsModel,
-    Score,
-    TraceResultModel,
-)
+from .proxy_models import HostedCheckModel, ProxyReportModel, RankedModel
+from .result_models import SourceScoreModel, SupportVerdictModel, TraceJobResultModel, TraceResultModel
 from .units import Corpus
 
 __all__ = [
-    "ProxyCallAccount",
-    "ProxyTraceResult",
     "ProxyTraceResultModel",
     "hosted_check",
     "layer_ranking",
@@ -42,80 +30,21 @@ __all__ = [
 NO_SPANS = "No span checks were made"
 
 
-def _absent(value: object) -> bool:
-    return value is None
+class ProxyTraceResultModel(TraceJobResultModel):
+    """A proxy trace (``estimator`` proxy): the trace's fields, its log-probability fields when the proxy's
+    scores are shown (confirmed; absent after a fallback), and the proxy's own, here always present."""
 
-
-class ProxyTraceResultModel(TraceResultModel):
-    """A proxy trace: the trace's fields, its log-probability fields when the proxy's scores are shown
-    (confirmed), and the proxy's own."""
-
-    units: Literal["nats"] | None = Field(None, exclude_if=_absent)
-    thresholds: LogprobThresholdsModel | None = Field(None, exclude_if=_absent)
-    claim_tokens: int | None = Field(None, exclude_if=_absent)
-    claim_token_logprobs: list[Score] | None = Field(None, exclude_if=_absent)
-    scorer_model: str | None = Field(None, exclude_if=_absent)
     proxy_model: str
     confirmed: bool
     confirmation: str
     proxy: ProxyReportModel
 
 
-@dataclass(frozen=True)
-class ProxyCallAccount(CallAccount):
-    """Hosted model calls, and ``scored``: the local scoring passes of the proxy's ranking."""
-
-    scored: int = 0
-
-    def to_model(self) -> CallAccountModel:
-        return CallAccountModel.model_validate(self)
-
-
-@dataclass(frozen=True)
-class ProxyTraceResult(TraceResult):
-    """A TraceResult with ``estimator == "proxy"``; see the module docstring. The log-probability fields are
-    the proxy's (shown when it was confirmed)."""
-
-    tau_nats: float = math.nan
-    tau_gamma_nats: float = math.nan
-    claim_tokens: int = 0
-    claim_token_logprobs: tuple[float, ...] = ()
-    scorer_model: str = ""
-    proxy_model: str = ""
-    confirmed: bool = False
-    report: ProxyReportModel | None = None
-
-    @property
-    def confirmation(self) -> str:
-        return CONFIRMED_LINE if self.confirmed else FALLBACK_LINE
-
-    def to_model(self) -> ProxyTraceResultModel:
-        base = dict(TraceResultModel.model_validate(self))
-        nats: dict[str, object] = {}
-        if self.confirmed:
-            nats = {
-                "units": "nats",
-                "scorer_model": self.scorer_model,
-                "claim_tokens": self.claim_tokens,
-                "claim_token_logprobs": list(self.claim_token_logprobs),
-                "thresholds": LogprobThresholdsModel(tau_nats=self.tau_nats, tau_gamma_nats=self.tau_gamma_nats),
-            }
-        assert self.report is not None
-        return ProxyTraceResultModel(
-            **base,
-            **nats,
-            proxy_model=self.proxy_model,
-            confirmed=self.confirmed,
-            confirmation=self.confirmation,
-            proxy=self.report,
-        )
-
-
 def _finite(value: float | None) -> bool:
     return value is not None and not math.isnan(value)
 
 
-def source_ranking(result: TraceResult) -> list[RankedModel]:
+def source_ranking(result: TraceResultModel) -> list[RankedModel]:
     """Every tested source's drop, largest first (ties in ordinal order)."""
     tested = [s for s in result.sources if _finite(s.delta)]
     return [
@@ -123,7 +52,7 @@ def source_ranking(result: TraceResult) -> list[RankedModel]:
     ]
 
 
-def layer_ranking(result: TraceResult) -> list[RankedModel]:
+def layer_ranking(result: TraceResultModel) -> list[RankedModel]:
     """Every layer's drop, largest |drop| first."""
     return [
         RankedModel(id=x.layer.value, drop=x.delta, role=x.role)
@@ -152,11 +81,11 @@ def hosted_check(conf: Confirmation, corpus: Corpus) -> HostedCheckModel:
 
 
 def _with_support(
-    result: TraceResult,
-    score: SourceScore,
-    support: SupportVerdict,
+    result: TraceResultModel,
+    score: SourceScoreModel,
+    support: SupportVerdictModel,
     overall: str | None,
-) -> SourceScore:
+) -> SourceScoreModel:
     """One source with its span check and its §9 diagnosis, decided as ``assembly.score_sources`` does."""
     layer_role = next((x.role for x in result.layers if x.layer == score.layer), None)
     standing = score.role if score.role is not None or score.alone is None else "irrelevant"
@@ -164,12 +93,12 @@ def _with_support(
     diagnosis = None if level is None else diagnose(level, support)
     if overall is not None and support.verdict == "silent":
         diagnosis = overall
-    return replace(score, support=support, diagnosis=diagnosis)
+    return score.model_copy(update={"support": support, "diagnosis": diagnosis})
 
 
 def with_supports(
-    result: TraceResult, supports: Mapping[str, SupportVerdict], corpus: Corpus, conf: Confirmation
-) -> TraceResult:
+    result: TraceResultModel, supports: Mapping[str, SupportVerdictModel], corpus: Corpus, conf: Confirmation
+) -> TraceResultModel:
     """The proxy's result with the hosted judge's span checks of its top source(s) and their disclosures."""
     overall = claim_diagnosis(result.verdict, supports.values())
     sources = tuple(
@@ -196,9 +125,10 @@ def with_supports(
             warnings.append(
                 f"No information from the hosted judge {describe_mask(mask, corpus, layers)}: {measured.failure}."
             )
-    return replace(
-        result,
-        sources=sources,
-        warnings=tuple(warnings),
-        diagnosis=overall if overall is not None else result.diagnosis,
+    return result.model_copy(
+        update={
+            "sources": sources,
+            "warnings": tuple(warnings),
+            "diagnosis": overall if overall is not None else result.diagnosis,
+        }
     )

@@ -91,7 +91,8 @@ async def across_layers(run: LooRun, ab: Ablation) -> Ablation:
     layer_alone = {x.layer: s[f"only {x.layer.value}"] for x in ab.layers}
     carrying = [layer for layer, value in layer_alone.items() if carries_alone(ab.s1, value, ab.tau)]
     layers = tuple(
-        replace(x, role="redundant" if x.layer in carrying else x.role, alone=layer_alone[x.layer]) for x in ab.layers
+        x.model_copy(update={"role": "redundant" if x.layer in carrying else x.role, "alone": layer_alone[x.layer]})
+        for x in ab.layers
     )
     candidates = [u for u in corpus.units if u.layer in carrying]
     tested, omitted = select_units(candidates, run.params.max_sources)

@@ -1,41 +1,45 @@
-"""The JSON contract of the method's results, as frozen pydantic models: one definition per shape.
+"""Every result shape of the method, declared once, as frozen pydantic models: the estimator builds these
+very objects, and the service, its storage and the CLI read and write them.
 
 A trace result, its layers, sources and span checks, the call account, the log-probability variant,
-the agreement of two estimators, the declared-attribution audit, and the probe's verdict. The
-estimator's in-memory results (``result.TraceResult``, ``probe.ProbeResult``, …) keep ``NaN`` for a
-score that carries no information; here that score is ``None`` (``null`` in JSON), never a number.
-Each in-memory result's ``to_dict()`` is its model's ``model_dump(mode="json")``, and the service,
-its storage and the CLI read and write results through these models.
+the agreement of two estimators, the declared-attribution audit, and the probe's verdict. A score that
+carries no information is ``NaN`` in memory, where the estimator does arithmetic on it, and ``null`` in
+JSON (``score.Score``); ``model_dump(mode="json")`` is the JSON contract, and validating it gives the
+result back.
+
+Why models rather than dataclasses with one ``TypeAdapter`` each: the JSON contract was already these
+models' (field order, the computed ``unspent``, members that are absent rather than null, every field's
+description in ``/openapi.json`` under the same component names), so making them the results keeps the
+JSON and the OpenAPI document as they were, while the estimator's code changes only in how it builds and
+copies a result (keywords, ``model_copy``).
+
+The estimator-specific parts stay subclasses and optional members (``LogprobTraceResultModel`` adds the
+log-probability fields, ``proxy_result.ProxyTraceResultModel`` the proxy's, ``TraceJobResultModel``
+holds any of them, absent when not produced), not a union keyed on ``estimator``: a trace under
+``both`` is stored with ``estimator`` judged (the judged trace, with the log-probability trace and the
+agreement beside it), so a union keyed on it would change that JSON, and it would turn ``TraceOut.result``
+in the OpenAPI document into a union of new components.
 
 Results stored by earlier versions validate: fields added since (``alone``, ``redundancy``, the
-``billed``/``refused`` call counts, ``declared``, ``kind``) have defaults. A job result says its
-``kind`` (``trace`` or ``probe``); one stored without it is told apart by its fields
+``billed``/``refused`` call counts, ``declared``, ``kind``, ``usage.estimated``) have defaults. A job
+result says its ``kind`` (``trace`` or ``probe``); one stored without it is told apart by its fields
 (``JobResult``).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Discriminator,
-    Field,
-    Tag,
-    computed_field,
-)
+from pydantic import BaseModel, Discriminator, Field, Tag, computed_field
 
 from .proxy_models import ProxyReportModel
+from .score import RESULT_CONFIG, Score, json_number
 from .units import Layer
 
 __all__ = [
     "AgreementModel",
     "AgreementSummaryModel",
     "CallAccountModel",
-    "CostQuoteModel",
     "DeclaredAuditModel",
     "DeclaredOutcome",
     "DeclaredRefModel",
@@ -50,6 +54,7 @@ __all__ = [
     "QuoteCallsModel",
     "RefKind",
     "Role",
+    "Score",
     "ScoringQuoteModel",
     "SourceScoreModel",
     "SupportLabel",
@@ -70,27 +75,16 @@ DeclaredOutcome = Literal["consistent", "conflated", "unsupported_citation", "no
 RefKind = Literal["phrase", "history", "citation_marker", "url", "path", "file_name", "tool_name"]
 
 
-def json_number(value: float | None) -> float | None:
-    """A float for JSON: NaN and infinities become null (no information), never a number."""
-    if value is None or math.isnan(value) or math.isinf(value):
-        return None
-    return value
-
-
-def _no_information_is_null(value: Any) -> Any:
-    return json_number(value) if isinstance(value, float) else value
-
-
-Score = Annotated[float | None, BeforeValidator(_no_information_is_null)]
-"""A measured score: null when the measurement carries no information (NaN in memory)."""
-
-
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, from_attributes=True)
+    model_config = RESULT_CONFIG
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract: ``model_dump(mode="json")`` (a score without information is null)."""
+        return self.model_dump(mode="json")
 
 
 class DumpsAsModel:
-    """An in-memory result whose JSON is its model's: ``to_dict()`` is ``to_model().model_dump(mode="json")``."""
+    """An object whose JSON is a model's: ``to_dict()`` is ``to_model().model_dump(mode="json")``."""
 
     def to_model(self) -> BaseModel:
         raise NotImplementedError
@@ -110,7 +104,7 @@ class SupportVerdictModel(_Model):
     downgraded: bool
     reason: str
     calls: int
-    no_information: bool = False
+    no_information: bool = False  # the verdict carries none: the call failed or its answer could not be read
 
 
 class LayerScoreModel(_Model):
@@ -121,7 +115,8 @@ class LayerScoreModel(_Model):
     role: Role
     s_without: Score
     no_information: bool
-    alone: Score = None
+    alone: Score | None = None
+    """The scalar with only this layer kept (measured when the claim is carried by several layers)."""
 
 
 class SourceScoreModel(_Model):
@@ -131,13 +126,14 @@ class SourceScoreModel(_Model):
     layer: Layer
     label: str
     kind: str
-    delta: Score
+    delta: Score | None
     role: Role | None
-    s_without: Score = None
+    s_without: Score | None = None
     no_information: bool = False
     support: SupportVerdictModel | None
     diagnosis: str | None
-    alone: Score = None
+    alone: Score | None = None
+    """The scalar with only this source kept of its layer; None when that was not measured."""
 
 
 class CallAccountModel(_Model):
@@ -186,21 +182,43 @@ class TraceResultModel(_Model):
     verdict: Verdict
     verdict_text: str
     diagnosis: str | None = None
-    contributing_layers: list[Layer] = []
-    layers: list[LayerScoreModel]
-    sources: list[SourceScoreModel]
-    omitted: list[str]
-    unscorable: list[str]
+    contributing_layers: tuple[Layer, ...] = ()
+    layers: tuple[LayerScoreModel, ...]
+    sources: tuple[SourceScoreModel, ...]
+    omitted: tuple[str, ...]
+    unscorable: tuple[str, ...]
     round2_skipped_reason: str | None
-    redundancy: list[str] = Field([], description="which sources or layers carry the claim alone, in words")
-    warnings: list[str]
+    redundancy: tuple[str, ...] = Field((), description="which sources or layers carry the claim alone, in words")
+    warnings: tuple[str, ...]
     calls: CallAccountModel
     usage: UsageModel
-    cost_usd: Score
+    cost_usd: Score | None
     prompt_versions: dict[str, str]
     params: dict[str, Any]
     model: str
     corpus_digest: str
+    notes: tuple[str, ...] = Field((), exclude=True)
+    """How the scalar and the thresholds were read (in memory only, not in the JSON)."""
+
+    @property
+    def internal_knowledge(self) -> bool:
+        return self.verdict == "internal_knowledge"
+
+    @property
+    def redundant(self) -> bool:
+        return self.verdict == "redundant"
+
+    def layer(self, layer: Layer) -> LayerScoreModel:
+        for score in self.layers:
+            if score.layer == layer:
+                return score
+        raise KeyError(layer)
+
+    def source(self, source_id: str) -> SourceScoreModel:
+        for score in self.sources:
+            if score.source_id == source_id:
+                return score
+        raise KeyError(source_id)
 
 
 class LogprobThresholdsModel(_Model):
@@ -214,7 +232,7 @@ class LogprobTraceResultModel(TraceResultModel):
     units: Literal["nats"] = "nats"
     thresholds: LogprobThresholdsModel
     claim_tokens: int
-    claim_token_logprobs: list[Score]
+    claim_token_logprobs: tuple[Score, ...]
     scorer_model: str
 
 
@@ -231,7 +249,7 @@ class AgreementModel(_Model):
     same_top_layer: bool
     same_top_source: bool
     spearman: float | None = Field(description="Spearman ρ of the source drops both rounds 2 tested")
-    compared_sources: list[str]
+    compared_sources: tuple[str, ...]
     judged: AgreementSummaryModel
     logprob: AgreementSummaryModel
 
@@ -241,18 +259,18 @@ class DeclaredRefModel(_Model):
 
     text: str
     span: tuple[int, int]
-    source_ids: list[str]
+    source_ids: tuple[str, ...]
     kind: RefKind
-    families: list[str] = []
+    families: tuple[str, ...] = ()
 
 
 class DeclaredAuditModel(_Model):
     """The declared source(s) of a sentence compared with the source(s) that verifiably ground it."""
 
     outcome: DeclaredOutcome
-    declared: list[DeclaredRefModel]
-    credited: list[str]
-    grounding: list[str]
+    declared: tuple[DeclaredRefModel, ...]
+    credited: tuple[str, ...]
+    grounding: tuple[str, ...]
     explanation: str
 
 
@@ -269,7 +287,7 @@ class TraceJobResultModel(TraceResultModel):
     units: Literal["nats"] | None = Field(None, exclude_if=_absent)
     thresholds: LogprobThresholdsModel | None = Field(None, exclude_if=_absent)
     claim_tokens: int | None = Field(None, exclude_if=_absent)
-    claim_token_logprobs: list[Score] | None = Field(None, exclude_if=_absent)
+    claim_token_logprobs: tuple[Score, ...] | None = Field(None, exclude_if=_absent)
     scorer_model: str | None = Field(None, exclude_if=_absent)
 
     logprob: LogprobTraceResultModel | None = Field(
@@ -309,7 +327,9 @@ class ProbeResultModel(_Model):
     verdict: ProbeVerdict
     note: str | None
     target_id: str = Field(description="the source removed")
-    anchors: list[str]
+    anchors: tuple[str, ...]
+    # B and W are None when not measured: the bail-out sent nothing, and a failed call leaves only partial
+    # data, which is never reported as a count.
     baseline: int | None = Field(description="B: full-context runs that repeat the claim; null when not measured")
     without: int | None = Field(description="W: runs without the source that repeat it; null when not measured")
     k: int
@@ -318,6 +338,10 @@ class ProbeResultModel(_Model):
     cost_usd: float | None
     prompt_version: str
     model: str
+
+    @property
+    def required(self) -> bool:
+        return self.verdict == "required"
 
 
 class QuoteCallsModel(_Model):
@@ -329,21 +353,10 @@ class QuoteCallsModel(_Model):
     spans: int
     probe: int
 
-
-class CostQuoteModel(_Model):
-    """The cost gate's quote of one trace (or of the probe alone), before anything is spent."""
-
-    model: str
-    sources: int
-    planned_calls: int = Field(description="worst case; a trace never makes more")
-    calls: QuoteCallsModel
-    input_tokens: int
-    output_tokens: int
-    untruncated_corpus_tokens: int
-    cost_usd: float | None = Field(description="null when the model's price is unknown")
-    warnings: list[str]
-    truncated_sources: list[str] = []
-    refused: str | None = Field(description="why the cost gate refuses this trace; null when it may run")
+    @property
+    def ablation(self) -> int:
+        """Calls of the scalar (judge or scorer): rounds 1 and 2 and redundancy resolution."""
+        return self.round1 + self.round2 + self.redundancy
 
 
 class ScoringQuoteModel(_Model):

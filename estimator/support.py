@@ -24,7 +24,8 @@ from .fence import Fence
 from .judge import CallBudgetExceeded, CallLedger, cut_to_budget
 from .llm import LLM, LLMError, LLMRequest, Message
 from .params import DEFAULT_PARAMS, Params
-from .result import SupportLabel, SupportVerdict
+from .result import SupportLabel
+from .result_models import SupportVerdictModel
 from .tokens import ApproxTokenizer, Tokenizer
 from .units import Layer, Unit
 from .verify import QuoteCheck, verify_quote
@@ -174,8 +175,8 @@ async def _ask(
     return answer, "", True
 
 
-def _no_information(why: str, calls: int) -> SupportVerdict:
-    return SupportVerdict(
+def _no_information(why: str, calls: int) -> SupportVerdictModel:
+    return SupportVerdictModel(
         verdict="silent",
         quote=None,
         line_start=None,
@@ -197,7 +198,7 @@ async def check_support(
     tokenizer: Tokenizer | None = None,
     ledger: CallLedger | None = None,
     body: str | None = None,
-) -> SupportVerdict:
+) -> SupportVerdictModel:
     """Algorithm 5 for one source. ``ledger`` carries the trace's cap and accounting (private if None);
     ``body`` is the unit's support_body when the caller has already cut it."""
     ledger = ledger or CallLedger(planned=None, concurrency=params.concurrency)
@@ -230,7 +231,7 @@ async def check_support(
     return _finish(answer, check, calls, notes)
 
 
-def _finish(answer: SupportAnswer, check: QuoteCheck, calls: int, notes: list[str]) -> SupportVerdict:
+def _finish(answer: SupportAnswer, check: QuoteCheck, calls: int, notes: list[str]) -> SupportVerdictModel:
     verdict: SupportLabel = answer.verdict
     confidence = min(1.0, max(0.0, answer.confidence))
     downgraded = False
@@ -242,7 +243,7 @@ def _finish(answer: SupportAnswer, check: QuoteCheck, calls: int, notes: list[st
             "cannot be shown" + "".join(f"; {n}" for n in notes) + said
         )
         verdict, downgraded, confidence = "silent", True, min(confidence, DOWNGRADED_CONFIDENCE)
-    return SupportVerdict(
+    return SupportVerdictModel(
         verdict=verdict,
         quote=answer.quote if check.verified else None,
         line_start=check.line_start if check.verified else None,

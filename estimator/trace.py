@@ -13,19 +13,26 @@ plan are worked out here once. Every call of the trace, scoring included, goes t
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import get_args
 
-from .agreement import Agreement, agreement
+from .agreement import agreement
 from .attribution import trace_claim
 from .cost import plan_calls
 from .ledger import CallLedger
 from .llm import LLM
-from .logprob import LogprobTraceResult, trace_logprob
+from .logprob import trace_logprob
 from .params import DEFAULT_PARAMS, Params
 from .proxy import planned_proxy_calls, trace_proxy
-from .result import ProgressEvent, TraceResult
-from .result_models import DeclaredAuditModel, DumpsAsModel, TraceJobResultModel
+from .result import ProgressEvent
+from .result_models import (
+    AgreementModel,
+    DeclaredAuditModel,
+    DumpsAsModel,
+    LogprobTraceResultModel,
+    TraceJobResultModel,
+    TraceResultModel,
+)
 from .scorer import Scorer
 from .scoring_cost import EstimatorChoice
 from .tokens import ApproxTokenizer, Tokenizer
@@ -55,18 +62,15 @@ class TraceOutcome(DumpsAsModel):
     """What one trace produced: the result, and under ``both`` the log-probability result and agreement.
     ``result.calls`` counts every call of the trace (under ``both``, both estimators' calls)."""
 
-    result: TraceResult
-    logprob: LogprobTraceResult | None = None
-    agreement: Agreement | None = None
+    result: TraceResultModel
+    logprob: LogprobTraceResultModel | None = None
+    agreement: AgreementModel | None = None
 
     def to_model(self, declared: DeclaredAuditModel | None = None) -> TraceJobResultModel:
         """The job result: the trace (with its log-probability fields under ``logprob``), under ``both``
         the log-probability trace and the agreement, and the sentence's ``declared`` audit when given."""
-        return TraceJobResultModel(
-            **dict(self.result.to_model()),
-            logprob=None if self.logprob is None else self.logprob.to_model(),
-            agreement=None if self.agreement is None else self.agreement.to_model(),
-            declared=declared,
+        return TraceJobResultModel.model_validate(
+            {**dict(self.result), "logprob": self.logprob, "agreement": self.agreement, "declared": declared}
         )
 
 
@@ -117,7 +121,7 @@ async def run_trace(
             supports=supports,
             ledger=ledger,
         )
-        return TraceOutcome(replace(judged, calls=ledger.account()), logprob, agreement(judged, logprob))
+        return TraceOutcome(judged.model_copy(update={"calls": ledger.account()}), logprob, agreement(judged, logprob))
     assert scorer is not None
     if choice == "proxy":
         return TraceOutcome(

@@ -116,6 +116,8 @@ def _module_helpers(module: ModuleType) -> dict[str, str]:
 
 
 def _needs(item: pytest.Item) -> set[str]:
+    callspec = getattr(item, "callspec", None)
+    backend = callspec.params.get("db_backend") if callspec is not None else None
     texts: list[str] = []
     func = getattr(item, "function", None)
     if func is not None:
@@ -123,6 +125,8 @@ def _needs(item: pytest.Item) -> set[str]:
     fixtureinfo = getattr(item, "_fixtureinfo", None)
     for name in item.fixturenames:  # type: ignore[attr-defined]
         texts.append(name)
+        if name == "db_backend" and backend == "sqlite":
+            continue  # its Postgres branch is the other parameter's
         for fixturedef in fixtureinfo.name2fixturedefs.get(name, ()) if fixtureinfo else ():
             texts.append(_source(fixturedef.func))
     module = getattr(item, "module", None)
@@ -132,10 +136,11 @@ def _needs(item: pytest.Item) -> set[str]:
         texts.extend(src for name, src in helpers.items() if f"{name}(" in joined or f"{name}." in joined)
         marks = getattr(module, "pytestmark", ())
         texts.append(" ".join(str(m) for m in (marks if isinstance(marks, list | tuple) else [marks])))
-    callspec = getattr(item, "callspec", None)
-    if callspec is not None and callspec.params.get("db_backend") == "postgres":
+    if backend == "postgres":
         texts.append("postgres_url")
     joined = "\n".join(texts)
+    if backend == "sqlite":
+        joined = joined.replace("fresh_url(", "")  # None there: the service's own SQLite file, no Postgres
     return {kind for kind, patterns in _PATTERNS.items() if any(p in joined for p in patterns)}
 
 

@@ -19,7 +19,8 @@ from estimator.answer_gate import (
 from estimator.corpus import build_corpus
 from estimator.declared import SourceEvidence, audit_declared
 from estimator.llm import Usage
-from estimator.result import CallAccount, Role, SourceScore, SupportLabel, SupportVerdict, TraceResult, Verdict
+from estimator.result import Role, SupportLabel, Verdict
+from estimator.result_models import CallAccountModel, SourceScoreModel, SupportVerdictModel, TraceResultModel
 from estimator.turn import StoredTurn
 from estimator.units import Layer
 
@@ -178,15 +179,34 @@ def test_an_empty_answer_blocks_and_duplicate_ids_are_rejected() -> None:
         decide((ORDER, ORDER), {})
 
 
-def _support(verdict: SupportLabel, quote: str | None, downgraded: bool = False) -> SupportVerdict:
-    return SupportVerdict(verdict, quote, 1, 1, 0.9, downgraded, "", 1)
-
-
-def _trace(verdict: Verdict, sources: list[tuple[str, Role | None, SupportVerdict | None]]) -> TraceResult:
-    scores = tuple(
-        SourceScore(sid, Layer.TOOLS, sid, "user_tool", 1.0, role, support, None) for sid, role, support in sources
+def _support(verdict: SupportLabel, quote: str | None, downgraded: bool = False) -> SupportVerdictModel:
+    return SupportVerdictModel(
+        verdict=verdict,
+        quote=quote,
+        line_start=1,
+        line_end=1,
+        confidence=0.9,
+        downgraded=downgraded,
+        reason="",
+        calls=1,
     )
-    return TraceResult(
+
+
+def _trace(verdict: Verdict, sources: list[tuple[str, Role | None, SupportVerdictModel | None]]) -> TraceResultModel:
+    scores = tuple(
+        SourceScoreModel(
+            source_id=sid,
+            layer=Layer.TOOLS,
+            label=sid,
+            kind="user_tool",
+            delta=1.0,
+            role=role,
+            support=support,
+            diagnosis=None,
+        )
+        for sid, role, support in sources
+    )
+    return TraceResultModel(
         gamma=6.0,
         s_all=8.0,
         s_none=2.0,
@@ -198,7 +218,7 @@ def _trace(verdict: Verdict, sources: list[tuple[str, Role | None, SupportVerdic
         unscorable=(),
         round2_skipped_reason=None,
         warnings=(),
-        calls=CallAccount(9, 9, 0, 0, 0),
+        calls=CallAccountModel(planned=9, made=9, saved=0, cached=0, failed=0),
         usage=Usage(),
         cost_usd=None,
         prompt_versions={},

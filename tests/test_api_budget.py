@@ -1,5 +1,6 @@
-"""The per-user model-call budget over real HTTP: quoted calls are reserved before a trace starts,
-a trace that does not fit is 429 with Retry-After, and the unused part comes back at the end."""
+"""The per-user model-call budget through the whole app (in process, over ASGI): quoted calls are reserved
+before a trace starts, a trace that does not fit is 429 with Retry-After, and the unused part comes back at
+the end."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support.api_server import SMALL_CLAIM, ApiServer, scripted_factory, small_turn
+from support.api_server import SMALL_CLAIM, InProcessApi, scripted_factory, small_turn
 from support.services import DbBackend
 
 from estimator.llm import ScriptedLLM
@@ -19,10 +20,10 @@ BUDGET = 2 * PLANNED - 1  # one running trace fits; a second one only after the 
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, db_backend: DbBackend) -> Iterator[ApiServer]:
+def server(tmp_path_factory: pytest.TempPathFactory, db_backend: DbBackend) -> Iterator[InProcessApi]:
     params = {"rate_max_calls": BUDGET, "rate_window_seconds": 3600}
     # a slow judge keeps the first trace running while the second asks
-    with ApiServer(
+    with InProcessApi(
         tmp_path_factory.mktemp("budget"),
         llm_factory=scripted_factory(latency=0.25),
         params=params,
@@ -39,7 +40,7 @@ def quote(api: httpx.Client) -> str:
     return quote_id
 
 
-def test_reservation_refusal_and_release(server: ApiServer) -> None:
+def test_reservation_refusal_and_release(server: InProcessApi) -> None:
     with server.client(server.key("acme", "alice")) as alice, server.client(server.key("acme", "bob")) as bob:
         alice.post("/v1/turns", json=small_turn())
         first = alice.post("/v1/traces", json={"quote_id": quote(alice)})
@@ -80,7 +81,7 @@ def test_reservation_refusal_and_release(server: ApiServer) -> None:
 def test_a_trace_larger_than_the_whole_budget_is_refused(tmp_path: Path, db_backend: DbBackend) -> None:
     params = {"rate_max_calls": PLANNED - 1, "rate_window_seconds": 60}
     with (
-        ApiServer(
+        InProcessApi(
             tmp_path,
             llm_factory=scripted_factory(),
             params=params,
@@ -125,7 +126,7 @@ def test_per_trace_concurrency_is_capped_and_overrides_cannot_raise_it(tmp_path:
         return llm
 
     with (
-        ApiServer(tmp_path, llm_factory=factory, params={"concurrency": 3}, warm_up=False) as srv,
+        InProcessApi(tmp_path, llm_factory=factory, params={"concurrency": 3}, warm_up=False) as srv,
         srv.client(srv.admin_key) as api,
     ):
         api.post("/v1/turns", json=small_turn())

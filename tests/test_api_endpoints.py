@@ -1,4 +1,4 @@
-"""Every endpoint over real HTTP: the service runs under uvicorn on loopback, the tests talk httpx.
+"""Every endpoint through the whole app, in process over ASGI (no socket: nothing here is about the server).
 
 The judge is a ScriptedLLM behind the service's llm_factory seam (the litellm path over HTTP has
 its own end-to-end test); everything else — storage, auth, routing, errors — is the real thing.
@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from support.api_server import SMALL_CLAIM, ApiServer, load_fixture, scripted_factory, small_turn
+from support.api_server import SMALL_CLAIM, InProcessApi, load_fixture, scripted_factory, small_turn
 from support.services import DbBackend
 
 from estimator.turn import StoredTurn
@@ -40,8 +40,8 @@ def _counting_factory() -> LLMFactory:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, db_backend: DbBackend) -> Iterator[ApiServer]:
-    with ApiServer(
+def server(tmp_path_factory: pytest.TempPathFactory, db_backend: DbBackend) -> Iterator[InProcessApi]:
+    with InProcessApi(
         tmp_path_factory.mktemp("api"),
         llm_factory=_counting_factory(),
         max_body_bytes=200_000,
@@ -52,7 +52,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, db_backend: DbBackend) -> I
 
 
 @pytest.fixture(scope="module")
-def api(server: ApiServer) -> Iterator[httpx.Client]:
+def api(server: InProcessApi) -> Iterator[httpx.Client]:
     with server.client(server.admin_key) as client:
         assert client.post("/v1/turns", json=EO).status_code in (200, 201)
         assert client.post("/v1/turns", json=small_turn()).status_code in (200, 201)
@@ -98,7 +98,7 @@ def test_store_is_idempotent_on_tenant_and_turn_id_and_never_overwrites(api: htt
     assert stored["turn"]["response"] == turn["response"] and stored["digest"] == first.json()["digest"]
 
 
-def test_list_turns_pages_with_a_cursor(server: ApiServer) -> None:
+def test_list_turns_pages_with_a_cursor(server: InProcessApi) -> None:
     with server.client(server.key("lister", "u1")) as client:
         for i in range(5):
             assert client.post("/v1/turns", json=small_turn(f"page-{i}")).status_code == 201
@@ -286,7 +286,7 @@ def test_a_failed_job_carries_its_reason_and_never_a_result(tmp_path: Path, db_b
         raise RuntimeError("provider exploded; api_key=sk-live-abcdefghijklmnop")
 
     with (
-        ApiServer(tmp_path, llm_factory=broken, warm_up=False, database_url=db_backend.fresh_url()) as srv,
+        InProcessApi(tmp_path, llm_factory=broken, warm_up=False, database_url=db_backend.fresh_url()) as srv,
         srv.client(srv.admin_key) as api,
     ):
         api.post("/v1/turns", json=small_turn())
@@ -298,7 +298,7 @@ def test_a_failed_job_carries_its_reason_and_never_a_result(tmp_path: Path, db_b
 
 def test_an_expired_quote_is_gone(tmp_path: Path) -> None:
     with (
-        ApiServer(tmp_path, llm_factory=scripted_factory(), quote_ttl_seconds=1, warm_up=False) as srv,
+        InProcessApi(tmp_path, llm_factory=scripted_factory(), quote_ttl_seconds=1, warm_up=False) as srv,
         srv.client(srv.admin_key) as api,
     ):
         api.post("/v1/turns", json=small_turn())
@@ -310,7 +310,7 @@ def test_an_expired_quote_is_gone(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- errors, limits, operations
 
 
-def test_problem_json_for_auth_routing_and_validation(server: ApiServer, api: httpx.Client) -> None:
+def test_problem_json_for_auth_routing_and_validation(server: InProcessApi, api: httpx.Client) -> None:
     with server.client() as anon:
         r = anon.get("/v1/turns")
         assert_problem(r, 401, field="Authorization")
@@ -343,7 +343,7 @@ def test_request_bodies_over_the_limit_are_413(api: httpx.Client) -> None:
     assert api.get("/v1/turns/too-big").status_code == 404
 
 
-def test_health_readiness_metrics_and_request_ids(server: ApiServer, api: httpx.Client) -> None:
+def test_health_readiness_metrics_and_request_ids(server: InProcessApi, api: httpx.Client) -> None:
     with server.client() as anon:
         assert anon.get("/healthz").json() == {"status": "ok"}
         ready = anon.get("/readyz").json()

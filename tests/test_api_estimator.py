@@ -1,4 +1,4 @@
-"""``estimator: judged | expected | logprob | both`` on the quote and trace endpoints, over real HTTP: the scripted
+"""``estimator: judged | expected | logprob | both`` on the quote and trace endpoints, through the app: the scripted
 judge through ``llm_factory`` and a scripted scorer (log p of the claim rises by 40 nats when the tool
 return is shown) through ``scorer_factory``."""
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from support.api_server import SMALL_CLAIM, SMALL_KEY, ApiServer, KeyedJudge, scripted_factory, small_turn
+from support.api_server import SMALL_CLAIM, SMALL_KEY, InProcessApi, KeyedJudge, scripted_factory, small_turn
 from support.fake_openai import FakeOpenAI, FakeReply
 
 from estimator.llm import Message
@@ -33,7 +33,7 @@ def scorer() -> ScriptedScorer:
 @pytest.fixture
 def api(tmp_path: Path, scorer: ScriptedScorer) -> Iterator[httpx.Client]:
     with (
-        ApiServer(
+        InProcessApi(
             tmp_path,
             llm_factory=scripted_factory(),
             scorer_factory=lambda model: scorer,
@@ -92,7 +92,9 @@ def test_both_stores_the_judged_result_with_logprob_and_agreement(api: httpx.Cli
 
 def test_a_model_that_cannot_score_is_refused_naming_estimator(tmp_path: Path, scorer: ScriptedScorer) -> None:
     with (
-        ApiServer(tmp_path, llm_factory=scripted_factory(), scorer_factory=lambda model: scorer, warm_up=False) as srv,
+        InProcessApi(
+            tmp_path, llm_factory=scripted_factory(), scorer_factory=lambda model: scorer, warm_up=False
+        ) as srv,
         srv.client(srv.admin_key) as api,
     ):
         assert api.post("/v1/turns", json=small_turn()).status_code == 201
@@ -137,7 +139,7 @@ def test_an_expected_digit_trace_reads_the_judges_top_logprobs_over_litellm(
     with FakeOpenAI(reply, api_key="sk-expected") as provider:
         monkeypatch.setenv("OPENAI_API_KEY", "sk-expected")
         monkeypatch.setenv("OPENAI_API_BASE", provider.base_url)
-        with ApiServer(tmp_path, warm_up=False) as srv, srv.client(srv.admin_key, timeout=60) as api:
+        with InProcessApi(tmp_path, warm_up=False) as srv, srv.client(srv.admin_key, timeout=60) as api:
             assert api.post("/v1/turns", json=small_turn()).status_code == 201
             quote = api.post(
                 "/v1/quotes", json={"turn_id": "t-small-1", "sentence": SMALL_CLAIM, "estimator": "expected"}

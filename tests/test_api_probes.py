@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.api_server import ApiServer, small_turn
+from support.api_server import InProcessApi, small_turn
 from support.fake_openai import FakeOpenAI
 
 from estimator.params import DEFAULT_PARAMS
@@ -58,7 +58,7 @@ def test_a_probe_job_end_to_end_with_a_stable_baseline_is_required(
     k = DEFAULT_PARAMS.causal_samples
     with FakeOpenAI(Regenerator(), api_key=PROVIDER_KEY) as provider:
         provider_env.setenv("OPENAI_API_BASE", provider.base_url)
-        with ApiServer(tmp_path, warm_up=False) as srv, srv.client(srv.admin_key) as api:
+        with InProcessApi(tmp_path, warm_up=False) as srv, srv.client(srv.admin_key) as api:
             assert api.post("/v1/turns", json=small_turn()).status_code == 201
             quote = api.post(
                 "/v1/quotes", json={"turn_id": "t-small-1", "sentence": "r0", "model": MODEL, "probe": True}
@@ -116,7 +116,7 @@ def test_a_probe_job_end_to_end_with_a_stable_baseline_is_required(
 def test_an_unstable_baseline_is_inconclusive_with_b_over_k(tmp_path: Path, provider_env: pytest.MonkeyPatch) -> None:
     with FakeOpenAI(Regenerator(drop_full=(1,)), api_key=PROVIDER_KEY) as provider:
         provider_env.setenv("OPENAI_API_BASE", provider.base_url)
-        with ApiServer(tmp_path, warm_up=False) as srv, srv.client(srv.admin_key) as api:
+        with InProcessApi(tmp_path, warm_up=False) as srv, srv.client(srv.admin_key) as api:
             api.post("/v1/turns", json=small_turn())
             body = {"turn_id": "t-small-1", "sentence": WITH, "source_id": "s0", "k": 2, "model": MODEL}
             refused = api.post("/v1/probes", json={**body, "max_cost_usd": 0.0})

@@ -23,7 +23,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from fastapi import FastAPI
 from sqlalchemy import Connection, select, text
-from support.api_server import SMALL_CLAIM, ApiServer, scripted_factory, small_turn
+from support.api_server import SMALL_CLAIM, ApiServer, InProcessApi, scripted_factory, small_turn
 from support.services import DbBackend
 
 from provenance_api.cli.main import main as cli_main
@@ -64,14 +64,14 @@ def test_the_shipped_migrations_build_exactly_the_models_schema(tmp_path: Path, 
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
-    with ApiServer(tmp_path_factory.mktemp("storage"), llm_factory=scripted_factory(), warm_up=False) as srv:
+def sqlite_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessApi]:
+    with InProcessApi(tmp_path_factory.mktemp("storage"), llm_factory=scripted_factory(), warm_up=False) as srv:
         yield srv
 
 
-def test_sqlite_runs_in_wal_mode_with_full_sync(served: ApiServer) -> None:
+def test_sqlite_runs_in_wal_mode_with_full_sync(sqlite_server: InProcessApi) -> None:
     async def pragmas() -> tuple[str, int]:
-        db = Database(served.settings.effective_database_url)
+        db = Database(sqlite_server.settings.effective_database_url)
         async with db.engine.connect() as conn:
             mode = (await conn.execute(text("PRAGMA journal_mode"))).scalar_one()
             sync = (await conn.execute(text("PRAGMA synchronous"))).scalar_one()
@@ -79,12 +79,12 @@ def test_sqlite_runs_in_wal_mode_with_full_sync(served: ApiServer) -> None:
         return str(mode), int(sync)
 
     assert run(pragmas()) == ("wal", 2)
-    assert (served.data_dir / "provenance.db-wal").exists()
+    assert (sqlite_server.data_dir / "provenance.db-wal").exists()
 
 
 def test_a_result_is_an_append_only_audit_record(tmp_path: Path, db_backend: DbBackend) -> None:
     with (
-        ApiServer(
+        InProcessApi(
             tmp_path, llm_factory=scripted_factory(), warm_up=False, database_url=db_backend.fresh_url()
         ) as served,
         served.client(served.admin_key) as api,
@@ -133,7 +133,7 @@ def test_keys_are_hashed_the_admin_key_is_printed_once_and_owner_only(
     url = db_backend.fresh_url()
     if url is not None:
         monkeypatch.setenv("PROVENANCE_DATABASE_URL", url)
-    with ApiServer(tmp_path, warm_up=False, database_url=url) as srv:
+    with InProcessApi(tmp_path, warm_up=False, database_url=url) as srv:
         admin = srv.admin_key
     first = capsys.readouterr().out
     assert admin in first and "shown once" in first
@@ -145,7 +145,7 @@ def test_keys_are_hashed_the_admin_key_is_printed_once_and_owner_only(
     alice = capsys.readouterr().out.strip()
     assert alice.startswith("pvk_") and alice != admin
 
-    with ApiServer(tmp_path, warm_up=False, database_url=url) as srv:
+    with InProcessApi(tmp_path, warm_up=False, database_url=url) as srv:
         with srv.client(alice) as api:
             assert api.post("/v1/turns", json=small_turn("alice-turn")).status_code == 201
         with srv.client(admin) as api:
@@ -177,7 +177,7 @@ def sqlite_bytes_lack(data_dir: Path, secret: str) -> bool:
 def test_database_url_setting_is_used(tmp_path: Path) -> None:
     other = tmp_path / "elsewhere" / "custom.db"
     with (
-        ApiServer(tmp_path / "data", warm_up=False, database_url=f"sqlite+aiosqlite:///{other}") as srv,
+        InProcessApi(tmp_path / "data", warm_up=False, database_url=f"sqlite+aiosqlite:///{other}") as srv,
         srv.client(srv.admin_key) as api,
     ):
         assert api.post("/v1/turns", json=small_turn()).status_code == 201

@@ -1,5 +1,6 @@
-"""Tenant isolation over real HTTP: two tenants, every endpoint that takes an id, every id of the
-other tenant → 404 exactly like an id that does not exist; lists never show the other tenant."""
+"""Tenant isolation through the whole app (in process, over ASGI): two tenants, every endpoint that takes an
+id, every id of the other tenant → 404 exactly like an id that does not exist; lists never show the other
+tenant."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
-from support.api_server import SMALL_CLAIM, ApiServer, scripted_factory, small_turn
+from support.api_server import SMALL_CLAIM, InProcessApi, scripted_factory, small_turn
 from support.services import DbBackend
 
 
@@ -23,7 +24,7 @@ class Tenant:
 
 @pytest.fixture(scope="module")
 def tenants(tmp_path_factory: pytest.TempPathFactory, db_backend: DbBackend) -> Iterator[dict[str, Tenant]]:
-    with ApiServer(
+    with InProcessApi(
         tmp_path_factory.mktemp("tenancy"),
         llm_factory=scripted_factory(),
         warm_up=False,

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.api_server import TEST_PRICES, ApiServer, KeyedJudge, load_fixture, small_turn
+from support.api_server import TEST_PRICES, InProcessApi, KeyedJudge, load_fixture, small_turn
 from support.fake_openai import FakeOpenAI, FakeReply
 
 from estimator.attribution import trace_claim
@@ -55,7 +55,7 @@ def test_quote_trace_events_result_through_litellm_and_a_local_server(
     with FakeOpenAI(lambda req: FakeReply(text=judge.openai(req), delay=0.03), api_key=PROVIDER_KEY) as provider:
         monkeypatch.setenv("OPENAI_API_KEY", PROVIDER_KEY)
         monkeypatch.setenv("OPENAI_API_BASE", provider.base_url)
-        with ApiServer(tmp_path, warm_up=False) as srv, srv.client(srv.admin_key, timeout=120) as api:
+        with InProcessApi(tmp_path, warm_up=False) as srv, srv.client(srv.admin_key, timeout=120) as api:
             assert api.post("/v1/turns", json=EO).status_code == 201
             quote = api.post("/v1/quotes", json={"turn_id": EO["turn_id"], "sentence": CLAIM, "model": JUDGE_MODEL})
             assert quote.status_code == 201 and quote.json()["planned_calls"] == 31 + 8  # the paper's 31 + redundancy
@@ -107,7 +107,7 @@ def test_a_trace_whose_every_call_fails_is_failed_and_never_repeats_the_key(
     with FakeOpenAI(KeyedJudge().openai, api_key=PROVIDER_KEY) as provider:  # answers 401 echoing the key sent
         monkeypatch.setenv("OPENAI_API_KEY", wrong)
         monkeypatch.setenv("OPENAI_API_BASE", provider.base_url)
-        with ApiServer(tmp_path, warm_up=False) as srv, srv.client(srv.admin_key, timeout=120) as api:
+        with InProcessApi(tmp_path, warm_up=False) as srv, srv.client(srv.admin_key, timeout=120) as api:
             api.post("/v1/turns", json=small_turn())
             quote = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": "r0", "model": JUDGE_MODEL})
             started = api.post("/v1/traces", json={"quote_id": quote.json()["quote_id"]})

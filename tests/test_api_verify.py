@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.api_server import ApiServer, small_turn
+from support.api_server import InProcessApi, small_turn
 from support.fake_openai import FakeOpenAI, FakeReply
 
 MODEL = "openai/gpt-4o-mini"  # priced in litellm's bundled map; served here by FakeOpenAI
@@ -64,13 +64,13 @@ def serve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     def start(judge: Judge, stored: dict[str, Any]) -> Any:
         provider = FakeOpenAI(judge, api_key=PROVIDER_KEY).__enter__()
         monkeypatch.setenv("OPENAI_API_BASE", provider.base_url)
-        srv = ApiServer(tmp_path / str(len(started)), warm_up=False).__enter__()
+        srv = InProcessApi(tmp_path / str(len(started)), warm_up=False).__enter__()
         api = srv.client(srv.admin_key, timeout=120)
         started.append((provider, srv, api))
         assert api.post("/v1/turns", json=stored).status_code == 201
         return provider, api
 
-    started: list[tuple[FakeOpenAI, ApiServer, Any]] = []
+    started: list[tuple[FakeOpenAI, InProcessApi, Any]] = []
     yield start
     for provider, srv, api in started:
         api.close()

@@ -298,7 +298,7 @@ async def test_a_redundant_claim_skips_round_2_says_why_and_still_quotes() -> No
 async def test_internal_knowledge_with_every_source_silent_is_unverifiable() -> None:
     result = await trace_claim(ScriptedLLM(script(lambda s: "7")), CLAIM, QUERY, standard_corpus())
     assert (result.gamma, result.verdict) == (0.0, "internal_knowledge")
-    assert result.verdict_text == "answered from the model's own knowledge"
+    assert result.verdict_text == "model's own knowledge"
     assert result.diagnosis == "unverifiable model knowledge"
     assert result.round2_skipped_reason and "survives the removal" in result.round2_skipped_reason
     assert {s.diagnosis for s in result.sources} == {"unverifiable model knowledge"}

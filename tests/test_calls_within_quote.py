@@ -105,14 +105,14 @@ def test_calls_stay_within_the_plan_and_none_is_refused(path: Path, choice: Esti
     d = min(len(corpus.units), 12)
     if choice != "logprob":  # the span checks are the chat model's (shared under both)
         assert sum(1 for c in llm.calls if c.purpose == "support") == 2 * d  # every one retried
-    if holds is one_per_layer and quote.plan.redundancy:
+    if holds is one_per_layer and quote.calls.redundancy:
         multi = [layer for layer in corpus.layers_present() if len(corpus.in_layer(layer)) >= 2]
         tested = set(select_units(corpus.units, 12)[0])
         # the worst case was exercised: every source of a multi-source layer was kept alone, as many as
         # the plan has room for (the rest named)
         candidates = {u.id for layer in multi for u in corpus.in_layer(layer) if u in tested}
         measured = {s.source_id for s in result.sources if s.alone is not None}
-        assert measured <= candidates and len(measured) == min(len(candidates), quote.plan.redundancy)
+        assert measured <= candidates and len(measured) == min(len(candidates), quote.calls.redundancy)
         if len(measured) < len(candidates):
             assert any("was not measured" in text for text in result.redundancy)
         assert {s.role for s in result.sources if s.alone is not None} <= {"redundant"}

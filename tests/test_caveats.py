@@ -15,13 +15,13 @@ from test_redundancy import judged, load, scored
 from estimator.caveats import REWORDED_FRACTION, caveats
 from estimator.llm import ScriptedLLM
 from estimator.params import DEFAULT_PARAMS, Params
-from estimator.result import TraceResult
+from estimator.result_models import TraceResultModel
 from estimator.scorer import ScriptedScorer
 from estimator.trace import EstimatorChoice, run_trace
 from provenance_api.providers.free_tier import tokenizer
 
 
-def trace(choice: EstimatorChoice, params: Params = DEFAULT_PARAMS) -> TraceResult:
+def trace(choice: EstimatorChoice, params: Params = DEFAULT_PARAMS) -> TraceResultModel:
     claim, query, corpus = load()
     outcome = anyio.run(
         lambda: run_trace(
@@ -38,7 +38,7 @@ def trace(choice: EstimatorChoice, params: Params = DEFAULT_PARAMS) -> TraceResu
     return outcome.result
 
 
-def kinds(result: TraceResult) -> list[str]:
+def kinds(result: TraceResultModel) -> list[str]:
     heads = {
         "No single source of": "shared_carriers",
         "Part of this context was cut": "cut_context",

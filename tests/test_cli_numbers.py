@@ -17,7 +17,7 @@ import httpx
 import pytest
 from alembic import command
 from sqlalchemy import Connection, MetaData, Table, text
-from support.api_server import SMALL_CLAIM, ApiServer, KeyedJudge, small_turn
+from support.api_server import SMALL_CLAIM, InProcessApi, KeyedJudge, small_turn
 from support.fake_openai import FakeOpenAI, FakeReply
 from support.services import DbBackend
 
@@ -80,7 +80,7 @@ def test_a_rerun_from_the_judgement_cache_reads_the_same_everywhere(
     judge = KeyedJudge()
     with FakeOpenAI(lambda req: FakeReply(text=judge.openai(req)), api_key=KEY) as provider:
         monkeypatch.setenv("OPENAI_API_BASE", provider.base_url)
-        with ApiServer(tmp_path, warm_up=False) as srv, srv.client(srv.admin_key, timeout=60) as api:
+        with InProcessApi(tmp_path, warm_up=False) as srv, srv.client(srv.admin_key, timeout=60) as api:
             api.post("/v1/turns", json=small_turn())
             first = _api_trace(api)
             sent = provider.answered
@@ -140,7 +140,7 @@ def test_failed_calls_are_counted_alike_everywhere(
 ) -> None:
     with FakeOpenAI(_failing_span_checks(KeyedJudge()), api_key=KEY) as provider:
         monkeypatch.setenv("OPENAI_API_BASE", provider.base_url)
-        with ApiServer(tmp_path, warm_up=False) as srv, srv.client(srv.admin_key, timeout=60) as api:
+        with InProcessApi(tmp_path, warm_up=False) as srv, srv.client(srv.admin_key, timeout=60) as api:
             api.post("/v1/turns", json=small_turn())
             done = _api_trace(api)
             events = _events(api, done["trace_id"])

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
-from support.api_server import ApiServer
+from support.api_server import InProcessApi
 from support.services import create_database
 from test_agent_libraries import CITIES, ToolLog, call, langchain_tool, react_graph, run_agent, scripted
 
@@ -299,7 +299,7 @@ def test_api_imports_a_configured_source_per_tenant_and_never_takes_a_url(tmp_pa
         "gone": {"url": f"sqlite:///{tmp_path / 'gone.db'}", "format": "openai-agents-session", "tenants": tenants},
         "typo": {"url": f"sqlite:///{db}", "format": "langgraph", "tenants": tenants},
     }
-    with ApiServer(tmp_path / "data", warm_up=False, history_sources=sources) as srv:
+    with InProcessApi(tmp_path / "data", warm_up=False, history_sources=sources) as srv:
         acme, beta = srv.client(srv.key("acme", "ann")), srv.client(srv.key("beta", "bo"))
         with acme, beta:
             first = acme.post("/v1/imports/sources/desk").json()

@@ -39,7 +39,7 @@ def test_fixture_a_quotes_the_papers_31_calls_plus_8_for_redundancy_and_warns_ab
     # The paper's tally (§8.2: "8 sources, 31 calls") is (|L|+2) + (d'+2) + 2d''. This project adds one
     # term the paper does not have: redundancy resolution keeps each candidate alone once (d' = 8), so
     # the worst case is 39, still inside MAX_CALLS = 48.
-    plan = quote.plan
+    plan = quote.calls
     assert (plan.round1, plan.round2, plan.spans) == (3 + 2, 8 + 2, 2 * 8)
     assert plan.round1 + plan.round2 + plan.spans == 31  # the paper's figure, term by term
     assert plan.redundancy == 8 and quote.planned_calls == 31 + 8 == 39
@@ -62,7 +62,7 @@ def test_fixture_b_quotes_the_papers_39_calls_plus_what_fits_of_redundancy() -> 
     # The paper's tally is 39 (§8.3: "(2+2) + (11+2) + 2 × 11 = 39 — exactly the figure the cost gate
     # reported"). Redundancy resolution for all 11 sources would need 50 calls, over MAX_CALLS = 48, so
     # only what fits (9) is planned and the quote says so, rather than refusing a trace the paper runs.
-    plan = quote.plan
+    plan = quote.calls
     assert plan.round1 + plan.round2 + plan.spans == (2 + 2) + (11 + 2) + 2 * 11 == 39
     assert plan.redundancy == 9 and quote.planned_calls == 39 + 9 == DEFAULT_PARAMS.max_calls
     assert any("planned for 9 of 11 sources" in w and "50 calls" in w for w in quote.warnings)
@@ -101,7 +101,7 @@ def test_evidence_ceiling_is_measured_on_the_untruncated_corpus() -> None:
     trimmed = sum(tok.count(u.text) for u in corpus.units)
     assert trimmed < DEFAULT_PARAMS.max_evidence_tokens
     quote = quote_cost(corpus, "It says so.", model="m", tokenizer=tok)
-    assert quote.untruncated_tokens > DEFAULT_PARAMS.max_evidence_tokens
+    assert quote.untruncated_corpus_tokens > DEFAULT_PARAMS.max_evidence_tokens
     assert quote.refused is not None and "untruncated" in quote.refused
 
 
@@ -127,8 +127,8 @@ def test_selection_length_multiplies_by_call_count() -> None:
     longer_claim = "It says so. " + "word " * 100
     long = quote_cost(corpus, longer_claim, model="m", tokenizer=tok)
     extra = tok.count(longer_claim) - tok.count("It says so.")
-    judge_calls = short.plan.round1 + short.plan.round2 + short.plan.redundancy
-    span_calls = short.plan.spans
+    judge_calls = short.calls.round1 + short.calls.round2 + short.calls.redundancy
+    span_calls = short.calls.spans
     calls = judge_calls + span_calls
     # every call carries the selection once (the rendered prompt counts a few tokens more around it)
     assert extra * calls <= long.input_tokens - short.input_tokens < 1.2 * extra * calls
@@ -152,7 +152,7 @@ def test_the_probe_alone_plans_2k_calls_at_the_output_cap() -> None:
     corpus = build_corpus(_turn_with_tool_text("the file text"))
     alone = quote_cost(corpus, "c", model="m", trace=False, pricing=FixedPricing({"m": (1e-6, 2e-6)}))
     k = DEFAULT_PARAMS.causal_samples
-    assert alone.planned_calls == alone.plan.probe == 2 * k
+    assert alone.planned_calls == alone.calls.probe == 2 * k
     assert alone.to_dict()["calls"] == {"round1": 0, "round2": 0, "redundancy": 0, "spans": 0, "probe": 2 * k}
     assert alone.output_tokens == 2 * k * DEFAULT_PARAMS.causal_max_output
     assert alone.cost_usd == alone.input_tokens * 1e-6 + alone.output_tokens * 2e-6

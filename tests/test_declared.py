@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from estimator.corpus import build_corpus
 from estimator.declared import (
-    DeclaredRef,
     SourceEvidence,
     audit_declared,
     audit_trace,
@@ -21,7 +20,14 @@ from estimator.declared import (
     read_trace_sources,
 )
 from estimator.llm import Usage
-from estimator.result import CallAccount, Role, SourceScore, SupportLabel, SupportVerdict, TraceResult
+from estimator.result import Role, SupportLabel
+from estimator.result_models import (
+    CallAccountModel,
+    DeclaredRefModel,
+    SourceScoreModel,
+    SupportVerdictModel,
+    TraceResultModel,
+)
 from estimator.turn import StoredTurn
 from estimator.units import Corpus, Layer
 
@@ -102,7 +108,7 @@ def test_the_best_matching_source_wins_and_ties_keep_every_candidate() -> None:
 
 def test_a_strong_cue_to_a_source_outside_the_context_is_still_a_credit() -> None:
     refs = declared_refs("According to Wikipedia, sessile oak is native to Britain.", WOODS)
-    assert refs == (DeclaredRef("According to Wikipedia", (0, 22), (), "phrase", ()),)
+    assert refs == (DeclaredRefModel(text="According to Wikipedia", span=(0, 22), source_ids=(), kind="phrase"),)
     sentence = "According to Wikipedia, sessile oak is native."
     assert audit_declared(sentence, WOODS, ["s1"]).outcome == "conflated"
     assert audit_declared(sentence, WOODS, []).outcome == "unsupported_citation"
@@ -177,22 +183,22 @@ def test_one_right_credit_among_several_is_consistent() -> None:
 
 def _support(
     verdict: SupportLabel, quote: str | None, *, downgraded: bool = False, no_info: bool = False
-) -> SupportVerdict:
-    return SupportVerdict(
-        verdict,
-        quote,
-        1 if quote else None,
-        1 if quote else None,
-        0.9,
-        downgraded,
-        "",
-        1,
-        no_info,
+) -> SupportVerdictModel:
+    return SupportVerdictModel(
+        verdict=verdict,
+        quote=quote,
+        line_start=1 if quote else None,
+        line_end=1 if quote else None,
+        confidence=0.9,
+        downgraded=downgraded,
+        reason="",
+        calls=1,
+        no_information=no_info,
     )
 
 
-def _trace(sources: list[SourceScore]) -> TraceResult:
-    return TraceResult(
+def _trace(sources: list[SourceScoreModel]) -> TraceResultModel:
+    return TraceResultModel(
         gamma=6.0,
         s_all=8.0,
         s_none=2.0,
@@ -204,7 +210,7 @@ def _trace(sources: list[SourceScore]) -> TraceResult:
         unscorable=(),
         round2_skipped_reason=None,
         warnings=(),
-        calls=CallAccount(10, 10, 0, 0, 0),
+        calls=CallAccountModel(planned=10, made=10, saved=0, cached=0, failed=0),
         usage=Usage(),
         cost_usd=None,
         prompt_versions={},
@@ -214,8 +220,17 @@ def _trace(sources: list[SourceScore]) -> TraceResult:
     )
 
 
-def _source(sid: str, role: Role | None, support: SupportVerdict | None) -> SourceScore:
-    return SourceScore(sid, Layer.TOOLS, sid, "user_tool", 1.0, role, support, None)
+def _source(sid: str, role: Role | None, support: SupportVerdictModel | None) -> SourceScoreModel:
+    return SourceScoreModel(
+        source_id=sid,
+        layer=Layer.TOOLS,
+        label=sid,
+        kind="user_tool",
+        delta=1.0,
+        role=role,
+        support=support,
+        diagnosis=None,
+    )
 
 
 def test_grounding_ids_from_a_trace_object_or_its_dict() -> None:

@@ -41,7 +41,7 @@ from support.fault_provider import FaultInjector, FaultRates, FencedJudge, by_ta
 from estimator.attribution import trace_claim
 from estimator.llm import ScriptedLLM
 from estimator.params import DEFAULT_PARAMS
-from estimator.result import TraceResult
+from estimator.result_models import TraceResultModel
 from estimator.segment import segment_response
 from estimator.turn import StoredTurn
 from estimator.units import Corpus, Unit
@@ -99,7 +99,7 @@ def scenarios() -> list[Scenario]:
 # ----------------------------------------------------------------------------- comparing with the clean run
 
 
-def verdicts(result: TraceResult) -> dict[str, str]:
+def verdicts(result: TraceResultModel) -> dict[str, str]:
     """Every verdict of a result, by what it is about."""
     out: dict[str, str] = {"verdict": result.verdict}
     out.update({f"layer:{s.layer.value}": s.role for s in result.layers})
@@ -108,7 +108,7 @@ def verdicts(result: TraceResult) -> dict[str, str]:
     return out
 
 
-def disclosed(result: TraceResult, what: str) -> bool:
+def disclosed(result: TraceResultModel, what: str) -> bool:
     """Whether a difference in ``what`` is disclosed as coming from a failed measurement."""
     kind, _, ident = what.partition(":")
     if kind == "verdict":  # the claim's verdict may only fall back to "no information", never to another one
@@ -133,7 +133,7 @@ def disclosed(result: TraceResult, what: str) -> bool:
     )
 
 
-def undisclosed_differences(clean: TraceResult, faulty: TraceResult) -> list[str]:
+def undisclosed_differences(clean: TraceResultModel, faulty: TraceResultModel) -> list[str]:
     ours, theirs = verdicts(faulty), verdicts(clean)
     out: list[str] = []
     for what in sorted(set(ours) | set(theirs)):
@@ -142,7 +142,7 @@ def undisclosed_differences(clean: TraceResult, faulty: TraceResult) -> list[str
     return out
 
 
-def check_disclosures(result: TraceResult) -> None:
+def check_disclosures(result: TraceResultModel) -> None:
     """A drop computed from a failed measurement is marked no-information and explained."""
     for ls in result.layers:
         if math.isnan(ls.s_without) or math.isnan(result.s_all):
@@ -158,7 +158,7 @@ def check_disclosures(result: TraceResult) -> None:
     json.dumps(result.to_dict(), allow_nan=False)  # NaN is never shown as a number
 
 
-def check_quotes(result: TraceResult, corpus: Corpus) -> None:
+def check_quotes(result: TraceResultModel, corpus: Corpus) -> None:
     for s in result.sources:
         if s.support is None or s.support.quote is None:
             continue
@@ -174,9 +174,9 @@ def check_quotes(result: TraceResult, corpus: Corpus) -> None:
 # ----------------------------------------------------------------------------- estimator level, 200 traces
 
 
-def clean_results(items: list[Scenario]) -> dict[str, TraceResult]:
-    async def run() -> dict[str, TraceResult]:
-        out: dict[str, TraceResult] = {}
+def clean_results(items: list[Scenario]) -> dict[str, TraceResultModel]:
+    async def run() -> dict[str, TraceResultModel]:
+        out: dict[str, TraceResultModel] = {}
         for sc in items:
             llm = ScriptedLLM(FencedJudge(sc.keys).scripted, model=MODEL)
             out[sc.name] = await trace_claim(
@@ -191,11 +191,12 @@ def clean_results(items: list[Scenario]) -> dict[str, TraceResult]:
 class Outcome:
     scenario: Scenario
     tag: str
-    result: TraceResult | None
+    result: TraceResultModel | None
     client: LiteLLMClient
     error: BaseException | None = None
 
 
+@pytest.mark.slow  # scale: 200 traces under injected faults, each against its clean run
 def test_two_hundred_traces_under_faults_answer_correctly_or_disclose(tmp_path: Path) -> None:
     items = scenarios()
     assert len({sc.corpus.digest for sc in items}) == len(FIXTURES) and len(items) >= 12
@@ -315,7 +316,7 @@ def claim_tag(headers: Any, payload: dict[str, Any] | None) -> str | None:
 SERVICE_KEY = "with carrier DHL"
 
 
-async def clean_trace(judge: FencedJudge, claim: str, query: str, corpus: Corpus) -> TraceResult:
+async def clean_trace(judge: FencedJudge, claim: str, query: str, corpus: Corpus) -> TraceResultModel:
     return await trace_claim(
         ScriptedLLM(judge.scripted, model=MODEL),
         claim,

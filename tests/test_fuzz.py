@@ -187,6 +187,7 @@ def stored_turns(draw: st.DrawFn) -> dict[str, Any]:
     return turn
 
 
+@pytest.mark.slow  # property-test volume: generated turns through the corpus and the gate
 @FUZZ
 @given(stored_turns())
 def test_corpus_and_gating_never_raise_and_account_for_every_sentence(raw: dict[str, Any]) -> None:

@@ -9,9 +9,8 @@ import json
 from pathlib import Path
 from typing import get_args
 
-import httpx
 import pytest
-from support.api_server import ApiServer
+from support.api_server import InProcessApi
 
 from estimator.result_models import Role, SupportLabel, TraceResultModel, Verdict
 from estimator.scoring_cost import EstimatorChoice
@@ -101,9 +100,9 @@ def test_find_by_key_last_part_or_symbol() -> None:
 
 
 def test_the_api_serves_the_glossary_without_a_key(tmp_path: Path) -> None:
-    with ApiServer(tmp_path, warm_up=False) as srv:
-        answer = httpx.get(srv.base_url + "/v1/glossary", timeout=30)
-        schema = httpx.get(srv.base_url + "/openapi.json", timeout=30).json()
+    with InProcessApi(tmp_path, warm_up=False) as srv, srv.client() as anonymous:
+        answer = anonymous.get("/v1/glossary")
+        schema = anonymous.get("/openapi.json").json()
     assert answer.status_code == 200
     assert "max-age" in answer.headers["cache-control"]
     terms = answer.json()["terms"]

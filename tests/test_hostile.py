@@ -24,7 +24,7 @@ from estimator.corpus import build_corpus
 from estimator.fence import FENCE
 from estimator.gating import gate_turn
 from estimator.llm import ScriptedLLM
-from estimator.result import TraceResult
+from estimator.result_models import TraceResultModel
 from estimator.segment import segment_response
 from estimator.turn import StoredTurn
 
@@ -63,17 +63,17 @@ def injected(where: str, payload: str) -> dict[str, Any]:
     return turn
 
 
-def trace(turn: dict[str, Any], judge: FencedJudge) -> TraceResult:
+def trace(turn: dict[str, Any], judge: FencedJudge) -> TraceResultModel:
     stored = StoredTurn.model_validate(turn)
     corpus = build_corpus(stored)
 
-    async def run() -> TraceResult:
+    async def run() -> TraceResultModel:
         return await trace_claim(ScriptedLLM(judge.scripted), SMALL_CLAIM, stored.effective_query(), corpus)
 
     return anyio.run(run)
 
 
-def verdicts(result: TraceResult) -> dict[str, Any]:
+def verdicts(result: TraceResultModel) -> dict[str, Any]:
     return {
         "verdict": result.verdict,
         "gamma": result.gamma,

@@ -1,5 +1,5 @@
 """Bulk import and the gating report: ``provenance import`` / ``gate --all`` in-process, and
-``POST /v1/imports`` / ``GET /v1/reports/gating`` over real HTTP."""
+``POST /v1/imports`` / ``GET /v1/reports/gating`` through the whole app (in process, over ASGI)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from support.api_server import ApiServer
+from support.api_server import InProcessApi
 
 from provenance_api.cli.main import main
 
@@ -165,8 +164,8 @@ def test_cli_gate_needs_a_file_or_all_and_import_an_existing_path(
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
-    with ApiServer(tmp_path_factory.mktemp("imports"), max_body_bytes=4_000_000, warm_up=False) as srv:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessApi]:
+    with InProcessApi(tmp_path_factory.mktemp("imports"), max_body_bytes=4_000_000, warm_up=False) as srv:
         yield srv
 
 
@@ -177,7 +176,7 @@ def jsonl_chunks(lines: list[str]) -> Iterator[bytes]:
         yield data[len(data) // 2 :]
 
 
-def test_api_imports_tau_bench_idempotently_and_reports_gating(server: ApiServer) -> None:
+def test_api_imports_tau_bench_idempotently_and_reports_gating(server: InProcessApi) -> None:
     lines = [json.dumps(c) for c in json.loads(tau_path().read_text(encoding="utf-8"))]
     with server.client(server.key("tau", "importer"), timeout=60.0) as api:
         first = api.post("/v1/imports", content=jsonl_chunks(lines), params={"name": "airline"})
@@ -193,7 +192,7 @@ def test_api_imports_tau_bench_idempotently_and_reports_gating(server: ApiServer
         assert len(report.json()["top_quoted_sources"]) > 0
 
 
-def test_api_reports_bad_lines_by_number_and_scopes_to_the_tenant(server: ApiServer) -> None:
+def test_api_reports_bad_lines_by_number_and_scopes_to_the_tenant(server: InProcessApi) -> None:
     with server.client(server.key("mixed", "importer")) as api:
         r = api.post("/v1/imports", content="\n".join(MIXED_LINES).encode(), params={"format": "openai_chat"})
         assert r.status_code == 200, r.text
@@ -201,11 +200,12 @@ def test_api_reports_bad_lines_by_number_and_scopes_to_the_tenant(server: ApiSer
         report = api.get("/v1/reports/gating").json()
         assert_report_consistent(report, 3)  # only this tenant's turns
         assert api.post("/v1/imports", content=b"{}", params={"format": "nope"}).status_code == 422
-    assert httpx.post(f"{server.base_url}/v1/imports", content=b"").status_code == 401
-    assert httpx.get(f"{server.base_url}/v1/reports/gating").status_code == 401
+    with server.client() as anonymous:
+        assert anonymous.post("/v1/imports", content=b"").status_code == 401
+        assert anonymous.get("/v1/reports/gating").status_code == 401
 
 
-def test_api_import_respects_the_body_limit(server: ApiServer) -> None:
+def test_api_import_respects_the_body_limit(server: InProcessApi) -> None:
     big = ("x" * 1000 + "\n").encode() * 5000  # 5 MB, streamed without a length
     with server.client(server.admin_key) as api:
         r = api.post("/v1/imports", content=iter([big[i : i + 65536] for i in range(0, len(big), 65536)]))
@@ -347,7 +347,7 @@ def test_cli_conversations_without_a_turn_are_noted_in_the_summary_and_json(
     assert [n["where"].split(":")[-1] for n in json.loads(out)["notes"]] == [" message 1", " notes.jsonl#quiet"]
 
 
-def test_api_uploads_without_a_name_do_not_collide_and_a_deep_line_is_rejected_alone(server: ApiServer) -> None:
+def test_api_uploads_without_a_name_do_not_collide_and_a_deep_line_is_rejected_alone(server: InProcessApi) -> None:
     with server.client(server.key("noname", "importer")) as api:
         one = {"messages": chat("x", "First upload's answer.")["messages"]}
         two = {"messages": chat("x", "Second upload's answer.")["messages"]}
@@ -363,7 +363,7 @@ def test_api_uploads_without_a_name_do_not_collide_and_a_deep_line_is_rejected_a
         assert all("nested too deeply" in e["reason"] for e in r["errors"])
 
 
-def test_api_reads_a_pretty_printed_body_a_bom_and_rejects_only_a_latin1_line(server: ApiServer) -> None:
+def test_api_reads_a_pretty_printed_body_a_bom_and_rejects_only_a_latin1_line(server: InProcessApi) -> None:
     with server.client(server.key("pretty", "importer")) as api:
         pretty = json.dumps(chat("p1", "Order p1 is on its way."), indent=2).encode()
         r = api.post("/v1/imports", content=b"\xef\xbb\xbf" + pretty)
@@ -378,6 +378,7 @@ def test_api_reads_a_pretty_printed_body_a_bom_and_rejects_only_a_latin1_line(se
         assert mixed["imported"] == 1 and mixed["rejected"] == 1 and mixed["errors"][0]["where"] == "line 2", mixed
 
 
+@pytest.mark.slow  # scale: gates a store of many turns in batches
 def test_gate_all_streams_in_batches_and_keeps_no_per_turn_list(
     data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from redis.asyncio import Redis
-from support.api_server import SMALL_CLAIM, ApiServer, KeyedJudge, small_turn
+from support.api_server import SMALL_CLAIM, InProcessApi, KeyedJudge, small_turn
 from support.fake_openai import FakeOpenAI, FakeReply
 from support.judgement_stores import open_store
 
@@ -144,7 +144,7 @@ def test_a_repeated_trace_costs_no_model_call_and_gives_the_same_result(
     with FakeOpenAI(lambda req: FakeReply(text=judge.openai(req)), api_key="sk-cache") as provider:
         monkeypatch.setenv("OPENAI_API_KEY", "sk-cache")
         monkeypatch.setenv("OPENAI_API_BASE", provider.base_url)
-        with ApiServer(tmp_path, warm_up=False) as srv, srv.client(srv.admin_key, timeout=60) as api:
+        with InProcessApi(tmp_path, warm_up=False) as srv, srv.client(srv.admin_key, timeout=60) as api:
             api.post("/v1/turns", json=small_turn())
             done = []
             for _ in range(2):

@@ -1,4 +1,4 @@
-"""The turn list and the trace list users expect, and a trace's export — over real HTTP, on SQLite and PostgreSQL.
+"""The turn list and the trace list users expect, and a trace's export — in process, on SQLite and PostgreSQL.
 
 - ``GET /v1/turns``: each filter (model, agent, since, until, min_traceable, q) narrows the list to exactly the
   turns that match, ``total`` says how many on every page, every sort orders as documented, and the cursor visits
@@ -33,7 +33,7 @@ import httpx
 import pytest
 from alembic import command
 from sqlalchemy import text, update
-from support.api_server import ApiServer, KeyedJudge, small_turn
+from support.api_server import InProcessApi, KeyedJudge, small_turn
 from support.fake_openai import FakeOpenAI, FakeReply
 from support.services import DbBackend
 
@@ -92,7 +92,7 @@ def generated_turns(seed: int = 16) -> list[dict[str, Any]]:
     return turns
 
 
-def db_run(server: ApiServer, work: Callable[[Database], Any]) -> Any:
+def db_run(server: InProcessApi, work: Callable[[Database], Any]) -> Any:
     """Run ``work(db)`` on the server's database through a second engine, as another process would."""
 
     async def run() -> Any:
@@ -105,7 +105,7 @@ def db_run(server: ApiServer, work: Callable[[Database], Any]) -> Any:
     return asyncio.run(run())
 
 
-def plant_unreadable(server: ApiServer, tenant: str, turn_id: str) -> None:
+def plant_unreadable(server: InProcessApi, tenant: str, turn_id: str) -> None:
     """A turn stored by an older version beyond today's nesting limit: listed, never readable."""
     turn = small_turn(
         turn_id=turn_id, response="Order D-1 shipped with DHL.", model="openai/gpt-4o", agent="support bot"
@@ -137,7 +137,7 @@ def plant_unreadable(server: ApiServer, tenant: str, turn_id: str) -> None:
     db_run(server, work)
 
 
-def forget_counts(server: ApiServer, tenant: str, turn_ids: list[str]) -> None:
+def forget_counts(server: InProcessApi, tenant: str, turn_ids: list[str]) -> None:
     """As a turn stored before the count existed: its traceable column empty."""
 
     async def work(db: Database) -> None:
@@ -151,7 +151,7 @@ def forget_counts(server: ApiServer, tenant: str, turn_ids: list[str]) -> None:
     db_run(server, work)
 
 
-def plant_probe(server: ApiServer, tenant: str, turn_id: str) -> None:
+def plant_probe(server: InProcessApi, tenant: str, turn_id: str) -> None:
     """A probe job of ``turn_id``: a job, but not a trace."""
 
     async def work(db: Database) -> None:
@@ -192,7 +192,7 @@ def plant_probe(server: ApiServer, tenant: str, turn_id: str) -> None:
 
 @dataclass
 class World:
-    server: ApiServer
+    server: InProcessApi
     acme: str
     other: str
     turns: dict[str, dict[str, Any]]  # acme's turns as read back one by one (the reference)
@@ -254,7 +254,7 @@ def world(tmp_path_factory: pytest.TempPathFactory, db_backend: DbBackend) -> It
     with pytest.MonkeyPatch.context() as env, FakeOpenAI(judge_script(judge), api_key=PROVIDER_KEY) as provider:
         env.setenv("OPENAI_API_KEY", PROVIDER_KEY)
         env.setenv("OPENAI_API_BASE", provider.base_url)
-        with ApiServer(tmp_path_factory.mktemp("lists"), warm_up=False, database_url=db_backend.fresh_url()) as srv:
+        with InProcessApi(tmp_path_factory.mktemp("lists"), warm_up=False, database_url=db_backend.fresh_url()) as srv:
             acme, other = srv.key("acme", "ann"), srv.key("other", "eve")
             with srv.client(acme, timeout=180) as api, srv.client(other, timeout=180) as eve:
                 for turn in generated_turns():
@@ -771,7 +771,7 @@ def test_turns_stored_before_the_count_existed_are_counted_and_listed(tmp_path: 
         await db.dispose()
 
     asyncio.run(store_as_0010_did())
-    with ApiServer(tmp_path, warm_up=False, database_url=url) as srv, srv.client(srv.admin_key) as api:
+    with InProcessApi(tmp_path, warm_up=False, database_url=url) as srv, srv.client(srv.admin_key) as api:
         assert api.post("/v1/turns", json=small_turn("after-0011")).status_code == 201
         listed = api.get("/v1/turns", params={"min_traceable": 1, "sort": "created_at", "q": "order a-1"}).json()
     assert [(t["turn_id"], t["traceable"], t["traces"]) for t in listed["items"]] == [

@@ -51,7 +51,7 @@ async def test_the_planted_cause_dominates_and_is_the_top_source() -> None:
     result = await trace_logprob(scorer, silent_llm(), CLAIM, QUERY, corpus)
     assert result.estimator == "logprob" and result.verdict == "attributed"
     assert result.gamma == pytest.approx(40.0 + 3.0 - 2.5 + 1.2)
-    assert result.tau_nats == pytest.approx(0.2 * result.gamma)
+    assert result.thresholds.tau_nats == pytest.approx(0.2 * result.gamma)
     assert top_layer(result) == "tools" and top_source(result) == "s1"
     s1 = result.source("s1")
     assert s1.role == "grounds" and s1.delta == pytest.approx(40.0)
@@ -68,7 +68,7 @@ async def test_an_absolute_one_nat_threshold_would_have_called_noise_grounds() -
     result = await trace_logprob(scorer, silent_llm(), CLAIM, QUERY, corpus)
     assert result.gamma == pytest.approx(1.7)
     assert result.verdict == "internal_knowledge"
-    assert result.tau_gamma_nats >= 2.0
+    assert result.thresholds.tau_gamma_nats >= 2.0
     assert result.round2_skipped_reason is not None and "τ_Γ" in result.round2_skipped_reason
     assert all(layer.role == "irrelevant" for layer in result.layers)
     # The same drops under a fixed 1-nat τ (no relative part, no Γ floor) are read as a grounding layer.

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import httpx
 import pytest
 from redis.asyncio import Redis
-from support.api_server import TEST_PRICES, ApiServer, KeyedJudge, small_turn
+from support.api_server import TEST_PRICES, InProcessApi, KeyedJudge, small_turn
 from support.services import create_database
 from test_network_blocked import GUARD
 
@@ -116,7 +116,7 @@ def budget_state(settings: Settings, user: str) -> BudgetState:
 
 def test_a_turn_naming_o1_pro_runs_the_default_and_the_quote_says_why(tmp_path: Path) -> None:
     judge = Judge()
-    with ApiServer(tmp_path, llm_factory=judge.factory, warm_up=False) as srv, srv.client(srv.admin_key) as api:
+    with InProcessApi(tmp_path, llm_factory=judge.factory, warm_up=False) as srv, srv.client(srv.admin_key) as api:
         api.post("/v1/turns", json=small_turn(model="openai/o1-pro"))
         q = quote(api)
         assert q.status_code == 201, q.text
@@ -139,7 +139,7 @@ def test_a_turn_naming_o1_pro_runs_the_default_and_the_quote_says_why(tmp_path: 
 
 def test_with_no_allow_list_only_the_default_runs(tmp_path: Path) -> None:
     with (
-        ApiServer(tmp_path, llm_factory=Judge().factory, warm_up=False, allowed_models=[], model_prices={}) as srv,
+        InProcessApi(tmp_path, llm_factory=Judge().factory, warm_up=False, allowed_models=[], model_prices={}) as srv,
         srv.client(srv.admin_key) as api,
     ):
         api.post("/v1/turns", json=small_turn(model="openai/gpt-4o"))  # priced, but not allowed
@@ -152,7 +152,7 @@ def test_with_no_allow_list_only_the_default_runs(tmp_path: Path) -> None:
 
 def test_an_explicit_model_not_on_the_allow_list_is_refused_naming_model_and_the_fix(tmp_path: Path) -> None:
     judge = Judge()
-    with ApiServer(tmp_path, llm_factory=judge.factory, warm_up=False) as srv, srv.client(srv.admin_key) as api:
+    with InProcessApi(tmp_path, llm_factory=judge.factory, warm_up=False) as srv, srv.client(srv.admin_key) as api:
         api.post("/v1/turns", json=small_turn())
         body = problem(quote(api, model="openai/o1-pro"), 422, field="model")
         assert "'openai/o1-pro' is not on this service's allow-list" in body["detail"]
@@ -166,7 +166,7 @@ def test_an_explicit_model_not_on_the_allow_list_is_refused_naming_model_and_the
 
 def test_a_tenants_own_list_is_honoured_and_not_another_tenants(tmp_path: Path) -> None:
     with (
-        ApiServer(
+        InProcessApi(
             tmp_path,
             llm_factory=Judge().factory,
             warm_up=False,
@@ -209,7 +209,7 @@ def test_the_allow_list_and_prices_are_read_from_the_environment(monkeypatch: py
 def test_an_unpriced_model_is_refused_even_on_the_allow_list(tmp_path: Path) -> None:
     judge = Judge()
     with (
-        ApiServer(
+        InProcessApi(
             tmp_path, llm_factory=judge.factory, warm_up=False, allowed_models=["house/judge"], model_prices={}
         ) as srv,
         srv.client(srv.admin_key) as api,
@@ -228,7 +228,7 @@ def test_an_operator_price_makes_a_model_accepted_and_priced(tmp_path: Path) -> 
     prices = {"house/judge": {"input_per_mtok": 2.0, "output_per_mtok": 8.0}}
     judge = Judge()
     with (
-        ApiServer(
+        InProcessApi(
             tmp_path, llm_factory=judge.factory, warm_up=False, allowed_models=["house/judge"], model_prices=prices
         ) as srv,
         srv.client(srv.admin_key) as api,
@@ -251,7 +251,7 @@ def test_an_operator_price_makes_a_model_accepted_and_priced(tmp_path: Path) -> 
 def small_quote_cost(tmp_path: Path) -> float:
     """The price of the small turn's quote under the test servers' policy."""
     with (
-        ApiServer(tmp_path / "probe-price", llm_factory=Judge().factory, warm_up=False) as srv,
+        InProcessApi(tmp_path / "probe-price", llm_factory=Judge().factory, warm_up=False) as srv,
         srv.client(srv.admin_key) as api,
     ):
         api.post("/v1/turns", json=small_turn())
@@ -264,7 +264,9 @@ def test_a_user_usd_budget_refuses_with_429_naming_the_user_budget(tmp_path: Pat
     cost = small_quote_cost(tmp_path)
     judge = Judge(latency=0.3)  # the first trace is still running, its quote reserved, when the second asks
     with (
-        ApiServer(tmp_path / "data", llm_factory=judge.factory, warm_up=False, budget_usd_per_user=cost * 1.5) as srv,
+        InProcessApi(
+            tmp_path / "data", llm_factory=judge.factory, warm_up=False, budget_usd_per_user=cost * 1.5
+        ) as srv,
         srv.client(srv.key("acme", "alice")) as alice,
         srv.client(srv.key("acme", "bob")) as bob,
     ):
@@ -280,7 +282,7 @@ def test_a_user_usd_budget_refuses_with_429_naming_the_user_budget(tmp_path: Pat
         assert bob.post("/v1/traces", json={"quote_id": quote(bob).json()["quote_id"]}).status_code == 202
         assert alice.get(first.headers["location"], params={"wait": "true"}).json()["status"] == "succeeded"
     with (
-        ApiServer(tmp_path / "whole", llm_factory=judge.factory, warm_up=False, budget_usd_per_user=cost / 2) as srv,
+        InProcessApi(tmp_path / "whole", llm_factory=judge.factory, warm_up=False, budget_usd_per_user=cost / 2) as srv,
         srv.client(srv.admin_key) as api,
     ):
         api.post("/v1/turns", json=small_turn())
@@ -293,7 +295,9 @@ def test_a_tenant_usd_budget_refuses_another_user_of_the_same_tenant(tmp_path: P
     cost = small_quote_cost(tmp_path)
     judge = Judge(latency=0.3)
     with (
-        ApiServer(tmp_path / "data", llm_factory=judge.factory, warm_up=False, budget_usd_per_tenant=cost * 1.5) as srv,
+        InProcessApi(
+            tmp_path / "data", llm_factory=judge.factory, warm_up=False, budget_usd_per_tenant=cost * 1.5
+        ) as srv,
         srv.client(srv.key("acme", "alice")) as alice,
         srv.client(srv.key("acme", "bob")) as bob,
         srv.client(srv.key("globex", "gary")) as gary,
@@ -314,7 +318,7 @@ def test_a_tenant_usd_budget_refuses_another_user_of_the_same_tenant(tmp_path: P
 def test_a_reservation_holds_the_quoted_price_then_settles_at_the_billed_price(tmp_path: Path) -> None:
     judge = Judge(latency=0.3)
     with (
-        ApiServer(
+        InProcessApi(
             tmp_path, llm_factory=judge.factory, warm_up=False, budget_usd_per_user=10.0, budget_usd_per_tenant=20.0
         ) as srv,
         srv.client(srv.key("acme", "alice")) as api,
@@ -343,7 +347,7 @@ def test_a_failed_trace_settles_what_was_billed(tmp_path: Path) -> None:
         return ScriptedLLM(billed_failure, model=model)
 
     with (
-        ApiServer(tmp_path, llm_factory=factory, warm_up=False, budget_usd_per_user=10.0) as srv,
+        InProcessApi(tmp_path, llm_factory=factory, warm_up=False, budget_usd_per_user=10.0) as srv,
         srv.client(srv.key("acme", "alice")) as api,
     ):
         api.post("/v1/turns", json=small_turn())
@@ -362,7 +366,7 @@ def test_a_restart_remembers_usd_spend(tmp_path: Path) -> None:
     data = tmp_path / "data"
     judge = Judge()
     with (
-        ApiServer(data, llm_factory=judge.factory, warm_up=False, budget_usd_per_user=10.0) as srv,
+        InProcessApi(data, llm_factory=judge.factory, warm_up=False, budget_usd_per_user=10.0) as srv,
         srv.client(srv.admin_key) as api,
     ):
         api.post("/v1/turns", json=small_turn())
@@ -372,7 +376,7 @@ def test_a_restart_remembers_usd_spend(tmp_path: Path) -> None:
     billed = judge.billed_usd(FAKE_PRICE)
     cap = q["cost_usd"] + billed / 2  # a fresh window would fit the next quote; the remembered spend does not
     with (
-        ApiServer(data, llm_factory=judge.factory, warm_up=False, budget_usd_per_user=cap) as srv,
+        InProcessApi(data, llm_factory=judge.factory, warm_up=False, budget_usd_per_user=cap) as srv,
         srv.client(srv.admin_key) as api,
     ):
         state = budget_state(srv.settings, f"{srv.settings.admin_tenant}/{srv.settings.admin_user}")

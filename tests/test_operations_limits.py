@@ -24,7 +24,7 @@ from redis import Redis as SyncRedis
 from redis.asyncio import Redis
 from support.api_server import (
     SMALL_CLAIM,
-    ApiServer,
+    InProcessApi,
     KeyedJudge,
     ServerProcess,
     make_key,
@@ -101,7 +101,7 @@ class _Stores:
         self.prefix = f"test-{secrets.token_hex(4)}"
         self.redis_url = request.getfixturevalue("redis_url") if backend == "redis" else ""
 
-    def server(self, tmp_path: Path, base_url: str, shared: bool) -> ApiServer:
+    def server(self, tmp_path: Path, base_url: str, shared: bool) -> InProcessApi:
         settings: dict[str, Any] = {
             "judge_api_base": base_url,
             "judge_api_key": PROVIDER_KEY,
@@ -109,11 +109,11 @@ class _Stores:
             "judgement_cache_shared": shared,
         }
         if self.backend == "sqlite":  # the service's own wiring: the SQLite file in the data directory
-            return ApiServer(tmp_path, **settings)
+            return InProcessApi(tmp_path, **settings)
         # the service's wiring of the judge, on a Redis store (the embedded service runs the traces)
         store = RedisJudgementCache(Redis.from_url(self.redis_url), 3600, prefix=self.prefix)
         factory = default_llm_factory(Settings(data_dir=tmp_path, **settings), store)
-        return ApiServer(tmp_path, llm_factory=factory, **settings)
+        return InProcessApi(tmp_path, llm_factory=factory, **settings)
 
     def entries(self, tmp_path: Path) -> set[str]:
         """The scopes holding entries."""
@@ -262,7 +262,7 @@ def test_each_free_tier_endpoint_is_rate_limited_per_caller_with_retry_after_and
     """The finding: the endpoints that call no model (segments, sources, search, the gating report, verify,
     the viewer's reads) had no rate limit, and each costs CPU; a caller could hammer them."""
     limit = 3
-    with ApiServer(
+    with InProcessApi(
         tmp_path,
         llm_factory=scripted_factory(),
         warm_up=False,
@@ -344,7 +344,7 @@ def test_a_service_with_redis_answers_429_once_the_callers_requests_in_redis_fil
     sync = SyncRedis.from_url(redis_url)
     try:
         with (
-            ApiServer(
+            InProcessApi(
                 tmp_path,
                 llm_factory=scripted_factory(),
                 warm_up=False,
@@ -408,7 +408,7 @@ def test_a_failed_scorer_reaches_the_tenant_without_the_scoring_servers_address(
     port = dead_port() if where == "dead port" else request.getfixturevalue("naming_server")
     base = f"http://127.0.0.1:{port}/v1"
     with (
-        ApiServer(
+        InProcessApi(
             tmp_path,
             llm_factory=scripted_factory(),
             warm_up=False,

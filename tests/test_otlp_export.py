@@ -35,7 +35,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from pydantic import ValidationError
-from support.api_server import SMALL_CLAIM, TEST_PRICES, ApiServer, KeyedJudge, free_port, small_turn
+from support.api_server import SMALL_CLAIM, TEST_PRICES, InProcessApi, KeyedJudge, free_port, small_turn
 from support.fake_openai import FakeOpenAI
 
 from provenance_api.core.settings import Settings
@@ -152,7 +152,7 @@ def service(tmp_path: Path, **settings: Any) -> Iterator[httpx.Client]:
     judge = KeyedJudge()
     with (
         FakeOpenAI(judge.openai, api_key=JUDGE_KEY) as provider,
-        ApiServer(
+        InProcessApi(
             tmp_path / "data", judge_api_base=provider.base_url, judge_api_key=JUDGE_KEY, warm_up=False, **settings
         ) as srv,
         srv.client(srv.admin_key, timeout=120) as api,

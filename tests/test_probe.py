@@ -12,7 +12,8 @@ from estimator.corpus import build_corpus
 from estimator.fence import MARKER_RE
 from estimator.llm import LLMError, LLMRequest, LLMResponse, ScriptedLLM, Usage
 from estimator.params import DEFAULT_PARAMS, Params
-from estimator.probe import ProbeResult, probe_source
+from estimator.probe import probe_source
+from estimator.result_models import ProbeResultModel, UsageModel
 from estimator.turn import StoredTurn
 from estimator.units import Corpus
 
@@ -45,7 +46,7 @@ def sides(full: list[str], without: list[str]) -> Callable[[LLMRequest], str]:
 
 async def probe(
     llm: ScriptedLLM, *, claim: str = CLAIM, corpus: Corpus = CORPUS, params: Params = DEFAULT_PARAMS
-) -> ProbeResult:
+) -> ProbeResultModel:
     return await probe_source(llm, claim, QUERY, corpus, TARGET, params=params, tokenizer=None)
 
 
@@ -55,7 +56,7 @@ async def test_required_when_the_claim_is_always_there_and_never_without_the_sou
     assert result.anchors == ("88.6", "30.1", "84.9", "35.1")
     assert (result.verdict, result.note) == ("required", None)
     assert (result.baseline, result.without, result.k) == (3, 0, 3)
-    assert result.calls == len(llm.calls) == 6 and result.failed == 0
+    assert result.calls.made == len(llm.calls) == 6 and result.calls.failed == 0
     assert result.usage.output_tokens > 0 and result.prompt_version.startswith("probe_regenerate@")
 
 
@@ -95,7 +96,7 @@ async def test_too_few_anchors_bails_out_before_any_call() -> None:
     llm = ScriptedLLM(sides([WITH_CLAIM], [WITHOUT_CLAIM]))
     result = await probe(llm, claim="Layer: MODIS Annual Land Cover Type.")
     assert (result.verdict, result.note) == ("inconclusive", "claim carries only 1 distinctive anchor(s)")
-    assert result.calls == 0 and llm.calls == [] and result.usage == Usage()
+    assert result.calls.made == 0 and llm.calls == [] and result.usage == UsageModel()
     assert (result.baseline, result.without) == (None, None)
 
 
@@ -140,10 +141,10 @@ async def test_a_failed_regeneration_makes_the_verdict_inconclusive_not_partial(
 
     llm = ScriptedLLM(script)
     result = await probe(llm)
-    assert result.verdict == "inconclusive" and result.failed == 1
+    assert result.verdict == "inconclusive" and result.calls.failed == 1
     assert result.note is not None and "failed" in result.note and "provider returned 500" in result.note
     assert (result.baseline, result.without) == (None, None)
-    assert result.calls == len(llm.calls) <= 6
+    assert result.calls.made == len(llm.calls) <= 6
 
 
 async def test_after_a_failure_no_further_call_is_sent() -> None:
@@ -152,7 +153,7 @@ async def test_after_a_failure_no_further_call_is_sent() -> None:
 
     llm = ScriptedLLM(script)
     result = await probe(llm, params=DEFAULT_PARAMS.override({"concurrency": 1}))
-    assert result.verdict == "inconclusive" and len(llm.calls) == result.calls == 1
+    assert result.verdict == "inconclusive" and len(llm.calls) == result.calls.made == 1
 
 
 async def test_the_regeneration_prompt_has_no_response_prefix_and_omits_exactly_the_target() -> None:
@@ -178,7 +179,7 @@ async def test_probe_calls_are_sampled_capped_and_never_more_than_2k() -> None:
     params = DEFAULT_PARAMS.override({"causal_samples": 5, "causal_max_output": 900})
     llm = ScriptedLLM(sides([WITH_CLAIM], [WITHOUT_CLAIM]))
     result = await probe(llm, params=params)
-    assert result.verdict == "required" and len(llm.calls) == result.calls == 10 == 2 * result.k
+    assert result.verdict == "required" and len(llm.calls) == result.calls.made == 10 == 2 * result.k
     for request in llm.calls:
         assert request.temperature is None and not request.deterministic
         assert (request.purpose, request.max_tokens) == ("probe", 900)
@@ -207,7 +208,7 @@ async def test_usage_and_cost_are_summed_over_the_calls() -> None:
     )
     result = await probe(llm)
     assert (result.usage.input_tokens, result.usage.output_tokens) == (600, 120)
-    assert result.usage.cost_usd == pytest.approx(0.006) and result.cost_usd == pytest.approx(0.006)
+    assert result.cost_usd == pytest.approx(0.006)
     data = result.to_dict()
     assert data["calls"] == {"planned": 6, "made": 6, "failed": 0} and data["cost_usd"] == 0.006
     assert data["verdict"] == "required" and data["anchors"] == ["88.6", "30.1", "84.9", "35.1"]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event
-from support.api_server import ApiServer, KeyedJudge, small_turn
+from support.api_server import InProcessApi, KeyedJudge, small_turn
 
 from estimator.llm import LLMRequest, LLMResponse
 
@@ -44,7 +44,7 @@ def test_calls_sent_together_share_one_write_of_the_job_row_and_each_is_stored_b
 
     database = tmp_path / "provenance.db"  # the service's SQLite file in its data directory
     with (
-        ApiServer(
+        InProcessApi(
             tmp_path,
             llm_factory=lambda model, base: RowReadingJudge(database),
             params={"concurrency": 6},

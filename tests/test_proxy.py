@@ -29,7 +29,6 @@ from estimator.proxy_confirm import ProxyParams
 from estimator.proxy_cost import local_prompt_tokens, proxy_capability, quote_proxy
 from estimator.proxy_models import CONFIRMED_LINE, FALLBACK_LINE
 from estimator.proxy_prefix import PrefixOrderedScorer, block_order, evaluated, next_index
-from estimator.proxy_result import ProxyCallAccount
 from estimator.scorer import ScoredTarget, ScriptedScorer
 from estimator.tokens import ApproxTokenizer
 from estimator.trace import needs_scorer, planned_calls, run_trace
@@ -116,8 +115,8 @@ async def test_the_stated_margin_decides_between_confirming_and_widening(margin:
         planted_scorer(), share_judge("7"), CLAIM, QUERY, standard_corpus(), pp=ProxyParams(share_margin=margin)
     )
     assert result.confirmed is confirmed
-    assert result.report is not None
-    reasons = result.report.disagreements
+    assert result.proxy is not None
+    reasons = result.proxy.disagreements
     assert (not reasons) if confirmed else any("margin" in r for r in reasons)
     assert result.params["proxy"]["share_margin"] == margin
 
@@ -130,9 +129,9 @@ async def test_a_source_the_proxy_could_not_single_out_is_checked_by_the_judge()
     scorer = ScriptedScorer(lambda m, t: -70.0 + (40.0 if len(set(messages) & shown_ids(m)) >= 2 else 0.0))
     llm = judge_of(lambda shown: "9" if messages[0] in shown else "2")
     result = await trace_proxy(scorer, llm, CLAIM, QUERY, corpus)
-    assert result.report is not None and result.report.proxy_verdict == "attributed"
-    assert result.report.hosted.top_source == messages[0] and result.report.hosted.top_source_drop == 7.0
-    assert not result.confirmed and any("no single source" in r for r in result.report.disagreements)
+    assert result.proxy is not None and result.proxy.proxy_verdict == "attributed"
+    assert result.proxy.hosted.top_source == messages[0] and result.proxy.hosted.top_source_drop == 7.0
+    assert not result.confirmed and any("no single source" in r for r in result.proxy.disagreements)
     assert top_source(result) == messages[0]
 
 
@@ -142,8 +141,8 @@ async def test_a_source_the_proxy_found_redundant_is_checked_by_the_judge() -> N
     scorer = ScriptedScorer(lambda m, t: -70.0 + (40.0 if {"s0", "s1"} & shown_ids(m) else 0.0))
     llm = judge_of(lambda shown: "9" if "s0" in shown else "2")
     result = await trace_proxy(scorer, llm, CLAIM, QUERY, corpus)
-    assert result.report is not None and result.report.proxy_verdict == "attributed"
-    assert {s.role for s in result.report.proxy_ranking} == {"redundant"}
+    assert result.proxy is not None and result.proxy.proxy_verdict == "attributed"
+    assert {s.role for s in result.proxy.proxy_ranking} == {"redundant"}
     assert not result.confirmed and top_source(result) == "s0"
 
 
@@ -161,7 +160,7 @@ async def test_a_redundant_ranking_is_checked_on_every_layer_not_only_its_top_on
 
     llm = judge_of(lambda shown: "9" if tool in shown else "2")
     result = await trace_proxy(ScriptedScorer(logp), llm, CLAIM, QUERY, corpus)
-    report = result.report
+    report = result.proxy
     assert report is not None and report.proxy_verdict == "redundant" and report.hosted.top_layer == "history"
     assert not result.confirmed and result.verdict == "attributed" and top_source(result) == tool
     assert any("removing the tools layer moves the hosted judge" in d for d in report.disagreements)
@@ -181,8 +180,8 @@ async def test_a_judge_that_cannot_answer_never_confirms() -> None:
 
     llm = ScriptedLLM(failing)
     result = await trace_proxy(planted_scorer(), llm, CLAIM, QUERY, standard_corpus())
-    assert not result.confirmed and result.report is not None
-    assert "no information" in result.report.disagreements[0]
+    assert not result.confirmed and result.proxy is not None
+    assert "no information" in result.proxy.disagreements[0]
     assert result.calls.made == len(llm.calls) <= result.calls.planned
 
 
@@ -239,7 +238,7 @@ def test_the_gates_worst_case_covers_what_either_path_makes(
         params=params,
     ).to_model()
     assert quote.worst_case_calls == planned >= quote.fallback_calls == plan_calls(corpus, params).total
-    assert isinstance(result.calls, ProxyCallAccount)  # trace_proxy's account carries the scoring passes
+    assert result.calls.scored is not None  # trace_proxy's account carries the scoring passes
     assert quote.local_passes == plan_calls(corpus, params).ablation >= result.calls.scored
 
 
@@ -266,7 +265,7 @@ async def test_the_plan_covers_a_fallback_that_cannot_reuse_the_confirmation() -
     fabricate = '{"verdict": "supported", "evidence_quote": "words that are nowhere at all", "confidence": 1}'
     llm = ScriptedLLM(script(digit, lambda r: fabricate))
     result = await trace_proxy(scorer, llm, CLAIM, QUERY, corpus, params=params)
-    assert result.report is not None and result.report.hosted.top_source == oldest
+    assert result.proxy is not None and result.proxy.hosted.top_source == oldest
     assert not result.confirmed and result.calls.refused == 0
     assert plan_calls(corpus, params).total < result.calls.made <= planned_proxy_calls(corpus, params)
 
@@ -351,4 +350,4 @@ async def test_a_scorer_that_fails_is_no_information_and_the_judge_decides() -> 
 
     result = await trace_proxy(ScriptedScorer(broken), agreeing(), CLAIM, QUERY, standard_corpus())
     assert not result.confirmed and result.verdict == "attributed" and top_source(result) == "s1"
-    assert result.report is not None and math.isnan(result.report.proxy_layers[0].drop or math.nan)
+    assert result.proxy is not None and math.isnan(result.proxy.proxy_layers[0].drop or math.nan)

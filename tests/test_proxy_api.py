@@ -1,4 +1,4 @@
-"""``estimator: proxy`` through the API over real HTTP: the scripted judge (``llm_factory``) confirms what a
+"""``estimator: proxy`` through the whole app: the scripted judge (``llm_factory``) confirms what a
 scripted scorer ranked (``scorer_factory``, standing in for the configured scoring endpoint); the quote prices
 both sides and reserves the fallback's worst case; without a scorer the quote is a problem naming the field
 and the setting."""
@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from support.api_server import SMALL_CLAIM, SMALL_KEY, ApiServer, KeyedJudge, scripted_factory, small_turn
+from support.api_server import SMALL_CLAIM, SMALL_KEY, InProcessApi, KeyedJudge, scripted_factory, small_turn
 
 from estimator.llm import Message
 from estimator.proxy_models import CONFIRMED_LINE, FALLBACK_LINE
@@ -29,8 +29,8 @@ def scorer() -> ScriptedScorer:
     return ScriptedScorer(planted, model_name="local/proxy-1.5b")
 
 
-def serve(tmp_path: Path, scorer: ScriptedScorer, judge: KeyedJudge, **settings: Any) -> ApiServer:
-    return ApiServer(
+def serve(tmp_path: Path, scorer: ScriptedScorer, judge: KeyedJudge, **settings: Any) -> InProcessApi:
+    return InProcessApi(
         tmp_path, llm_factory=scripted_factory(judge), scorer_factory=lambda model: scorer, warm_up=False, **settings
     )
 

@@ -25,7 +25,6 @@ from estimator.loo import windowed_texts
 from estimator.params import DEFAULT_PARAMS
 from estimator.proxy import planned_proxy_calls, trace_proxy
 from estimator.proxy_prefix import OrderedLogprobScalar, block_order
-from estimator.proxy_result import ProxyCallAccount
 from estimator.tokens import ApproxTokenizer
 from estimator.turn import StoredTurn
 from provenance_api.cli.main import main
@@ -108,14 +107,14 @@ async def test_a_proxy_trace_on_the_real_model_keeps_its_numbers(local: Any) -> 
     result = await trace_proxy(scorer, llm, SMALL_CLAIM, "Where is my order A-1?", corpus)
     assert result.estimator == "proxy" and result.proxy_model == scorer.model
     assert result.calls.made == len(llm.calls) <= planned_proxy_calls(corpus) == result.calls.planned
-    assert isinstance(result.calls, ProxyCallAccount)  # trace_proxy's account carries the scoring passes
-    assert result.report is not None and result.calls.scored > 0
-    assert result.report.evaluated_tokens == scorer.evaluated_tokens < scorer.scored_tokens
+    assert result.calls.scored is not None  # trace_proxy's account carries the scoring passes
+    assert result.proxy is not None and result.calls.scored > 0
+    assert result.proxy.evaluated_tokens == scorer.evaluated_tokens < scorer.scored_tokens
     cause = next(u.id for u in corpus.units if SMALL_KEY in u.text)
     if result.confirmed:  # the judge knows the cause: it confirms no other top source
         assert top_source(result) == cause and result.calls.made <= 6
     else:  # the full judged search ran with the knowing judge: it finds the cause
-        assert top_source(result) == cause and result.report.disagreements
+        assert top_source(result) == cause and result.proxy.disagreements
 
 
 def _hosted(request: dict[str, Any]) -> str:

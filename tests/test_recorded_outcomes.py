@@ -18,7 +18,7 @@ from estimator.corpus import build_corpus
 from estimator.cost import plan_calls
 from estimator.fence import split_fenced
 from estimator.llm import LLMRequest, ScriptedLLM
-from estimator.result import TraceResult
+from estimator.result_models import TraceResultModel
 from estimator.support import DIRECTIVE_HEADING
 from estimator.turn import StoredTurn
 from estimator.units import Corpus, Layer
@@ -97,7 +97,7 @@ def hedge_support(corpus: Corpus) -> Callable[[str], str]:
     )
 
 
-async def trace_hedge(*, dedupe: bool = True) -> tuple[TraceResult, Corpus]:
+async def trace_hedge(*, dedupe: bool = True) -> tuple[TraceResultModel, Corpus]:
     turn, corpus = load("eo_worldview_turn.json")
     llm = scripted(hedge_judge(corpus), hedge_support(corpus))
     return await trace_claim(llm, HEDGE, turn.effective_query(), corpus, dedupe=dedupe), corpus
@@ -200,7 +200,7 @@ async def test_8_3_the_acronym_is_internal_knowledge(digit: str) -> None:
         scripted(lambda s: digit, lambda p: reply("silent")), turn.response, turn.effective_query(), corpus
     )
     assert (result.gamma, result.verdict) == (0.0, "internal_knowledge")
-    assert result.verdict_text == "answered from the model's own knowledge"
+    assert result.verdict_text == "model's own knowledge"
     assert [x.delta for x in result.layers] == [0.0, 0.0]
     assert result.diagnosis == "unverifiable model knowledge" and result.round2_skipped_reason
     # §8.3: "(2+2) + (11+2) + 2 × 11 = 39 — exactly the figure the cost gate reported". The gate here adds

@@ -19,7 +19,7 @@ import pytest
 
 from estimator.fence import split_fenced
 from estimator.llm import LLMRequest, LLMResponse, Message, ScriptedLLM
-from estimator.result import TraceResult
+from estimator.result_models import TraceResultModel
 from estimator.scorer import ScriptedScorer
 from estimator.trace import EstimatorChoice, planned_calls, run_trace
 from estimator.units import Corpus, Layer
@@ -81,7 +81,7 @@ def load() -> tuple[str, str, Corpus]:
     return claim, turn.effective_query(), view.corpus
 
 
-def trace(choice: EstimatorChoice) -> tuple[TraceResult, Corpus]:
+def trace(choice: EstimatorChoice) -> tuple[TraceResultModel, Corpus]:
     claim, query, corpus = load()
     llm = ScriptedLLM(expected if choice == "expected" else judged)
     outcome = anyio.run(

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import text
-from support.api_server import ApiServer, scripted_factory, small_turn
+from support.api_server import InProcessApi, scripted_factory, small_turn
 from support.services import DbBackend
 
 from provenance_api.storage.session import Database
@@ -55,8 +55,8 @@ def _reference(turns: list[dict[str, Any]], needle: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, db_backend: DbBackend) -> Iterator[ApiServer]:
-    with ApiServer(
+def server(tmp_path_factory: pytest.TempPathFactory, db_backend: DbBackend) -> Iterator[InProcessApi]:
+    with InProcessApi(
         tmp_path_factory.mktemp("search"),
         llm_factory=scripted_factory(),
         warm_up=False,
@@ -111,20 +111,20 @@ def _search(client: httpx.Client, path: str, q: str, limit: int = 7) -> list[str
 )
 @pytest.mark.parametrize("path", ["/v1/turns", "/ui/api/turns"])
 def test_search_answers_exactly_the_substring_matches_in_storage_order(
-    server: ApiServer, needle: str, path: str
+    server: InProcessApi, needle: str, path: str
 ) -> None:
     with server.client(server.admin_key) as client:
         assert _search(client, path, needle) == _reference(_turns(), needle)
 
 
-def test_search_never_returns_another_tenants_turns(server: ApiServer) -> None:
+def test_search_never_returns_another_tenants_turns(server: InProcessApi) -> None:
     with server.client(server.admin_key) as client:
         assert "eve-secret" not in _search(client, "/v1/turns", "refund")
     with server.client(server.key("other", "eve2")) as eve:
         assert _search(eve, "/v1/turns", "refund") == ["eve-secret"]
 
 
-def test_list_cursor_is_per_tenant_and_reveals_no_global_sequence(server: ApiServer) -> None:
+def test_list_cursor_is_per_tenant_and_reveals_no_global_sequence(server: InProcessApi) -> None:
     with server.client(server.admin_key) as client:
         first = client.get("/v1/turns", params={"limit": 3}).json()
         cursor = first["next_cursor"]
@@ -138,7 +138,7 @@ def test_list_cursor_is_per_tenant_and_reveals_no_global_sequence(server: ApiSer
 
 
 def test_turns_stored_before_the_index_existed_are_indexed_at_startup(tmp_path: Path) -> None:
-    with ApiServer(tmp_path, llm_factory=scripted_factory(), warm_up=False) as srv, srv.client(srv.admin_key) as c:
+    with InProcessApi(tmp_path, llm_factory=scripted_factory(), warm_up=False) as srv, srv.client(srv.admin_key) as c:
         for turn in _turns()[:5]:
             assert c.post("/v1/turns", json=turn).status_code == 201
 
@@ -149,5 +149,5 @@ def test_turns_stored_before_the_index_existed_are_indexed_at_startup(tmp_path: 
         await db.dispose()
 
     asyncio.run(forget())
-    with ApiServer(tmp_path, llm_factory=scripted_factory(), warm_up=False) as srv, srv.client(srv.admin_key) as c:
+    with InProcessApi(tmp_path, llm_factory=scripted_factory(), warm_up=False) as srv, srv.client(srv.admin_key) as c:
         assert _search(c, "/v1/turns", "refund") == _reference(_turns()[:5], "refund")

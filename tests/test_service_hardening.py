@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support.api_server import ApiServer, scripted_factory, small_turn
+from support.api_server import InProcessApi, scripted_factory, small_turn
 
 from estimator.llm import LLMRequest, LLMResponse
 from provenance_api.cli.service import _bind
@@ -34,13 +34,13 @@ PROBLEM = "application/problem+json"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
-    with ApiServer(tmp_path_factory.mktemp("hardening"), llm_factory=scripted_factory(), warm_up=False) as srv:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessApi]:
+    with InProcessApi(tmp_path_factory.mktemp("hardening"), llm_factory=scripted_factory(), warm_up=False) as srv:
         yield srv
 
 
-def test_metrics_method_label_set_is_fixed_whatever_methods_clients_invent(server: ApiServer) -> None:
-    with httpx.Client(base_url=server.base_url, timeout=10) as client:
+def test_metrics_method_label_set_is_fixed_whatever_methods_clients_invent(server: InProcessApi) -> None:
+    with server.client() as client:
         for i in range(40):
             client.request(f"INVENTED{i}", "/healthz")
         text = client.get("/metrics").text
@@ -50,7 +50,7 @@ def test_metrics_method_label_set_is_fixed_whatever_methods_clients_invent(serve
 
 
 def test_readyz_is_not_ready_when_the_database_file_was_removed(tmp_path: Path) -> None:
-    with ApiServer(tmp_path, llm_factory=scripted_factory(), warm_up=False) as srv, srv.client() as client:
+    with InProcessApi(tmp_path, llm_factory=scripted_factory(), warm_up=False) as srv, srv.client() as client:
         assert client.get("/readyz").status_code == 200
         db_file = tmp_path / "provenance.db"
         assert db_file.is_file()
@@ -91,7 +91,7 @@ def test_data_dir_and_database_are_owner_only_whatever_existed_before(tmp_path: 
     os.chmod(data, 0o755)
     (data / "provenance.db").touch()
     os.chmod(data / "provenance.db", 0o644)
-    with ApiServer(data, llm_factory=scripted_factory(), warm_up=False) as srv, srv.client(srv.admin_key) as client:
+    with InProcessApi(data, llm_factory=scripted_factory(), warm_up=False) as srv, srv.client(srv.admin_key) as client:
         assert client.post("/v1/turns", json=small_turn()).status_code == 201
     assert stat.S_IMODE(data.stat().st_mode) == 0o700
     for path in data.iterdir():
@@ -108,7 +108,7 @@ def test_fresh_data_dir_files_are_never_world_readable(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("bad", ["a\u0000b", "line\nbreak", "tab\there", "esc\u001b[31m", "del\u007f"])
-def test_turn_id_with_control_characters_is_refused(server: ApiServer, bad: str) -> None:
+def test_turn_id_with_control_characters_is_refused(server: InProcessApi, bad: str) -> None:
     with server.client(server.admin_key) as client:
         answer = client.post("/v1/turns", json=small_turn(turn_id=bad))
         assert answer.status_code == 422
@@ -144,7 +144,9 @@ def test_accepted_connections_have_tcp_nodelay() -> None:
     assert asyncio.run(run()) != 0
 
 
-def test_turn_nested_200_levels_deep_is_refused_with_its_path_and_the_tenant_keeps_working(server: ApiServer) -> None:
+def test_turn_nested_200_levels_deep_is_refused_with_its_path_and_the_tenant_keeps_working(
+    server: InProcessApi,
+) -> None:
     """The finding: a turn whose tool arguments nested 200 levels deep was stored (201), and from then on
     reading it, its segments, quoting it, the turn list and search answered 500 for every user of the tenant."""
     deep: dict[str, object] = {"leaf": 1}
@@ -174,7 +176,7 @@ def test_quotes_are_purged_after_their_ttl_instead_of_keeping_the_claim_forever(
     """The finding: quotes kept the full claim forever (20 quotes of a 1 MB sentence: +15 MiB)."""
     big = "Order A-1 shipped on 2025-03-03 with DHL. " + "x" * 200_000 + "."
     with (
-        ApiServer(
+        InProcessApi(
             tmp_path, llm_factory=scripted_factory(), quote_ttl_seconds=1, warm_up=False, max_body_bytes=2_000_000
         ) as srv,
         srv.client(srv.admin_key) as api,
@@ -202,7 +204,7 @@ def test_budget_spent_before_a_restart_is_remembered_after_it(tmp_path: Path) ->
     forgotten. The embedded limiter now keeps the window in the database."""
     params = {"rate_max_calls": 100, "rate_window_seconds": 3600}
 
-    def start_trace(srv: ApiServer, client: httpx.Client) -> tuple[int, str]:
+    def start_trace(srv: InProcessApi, client: httpx.Client) -> tuple[int, str]:
         quoted = client.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": "r0"})
         assert quoted.status_code == 201, quoted.text
         started = client.post("/v1/traces", json={"quote_id": quoted.json()["quote_id"]})
@@ -210,7 +212,7 @@ def test_budget_spent_before_a_restart_is_remembered_after_it(tmp_path: Path) ->
         return int(started.headers["x-ratelimit-remaining"]), started.headers["location"]
 
     with (
-        ApiServer(tmp_path, llm_factory=scripted_factory(), params=params, warm_up=False) as srv,
+        InProcessApi(tmp_path, llm_factory=scripted_factory(), params=params, warm_up=False) as srv,
         srv.client(srv.admin_key) as client,
     ):
         assert client.post("/v1/turns", json=small_turn()).status_code == 201
@@ -222,7 +224,7 @@ def test_budget_spent_before_a_restart_is_remembered_after_it(tmp_path: Path) ->
         assert done["calls"]["planned"] == planned and 0 < made < planned
 
     with (
-        ApiServer(tmp_path, llm_factory=scripted_factory(), params=params, warm_up=False) as srv,
+        InProcessApi(tmp_path, llm_factory=scripted_factory(), params=params, warm_up=False) as srv,
         srv.client(srv.admin_key) as client,
     ):
         remaining, _ = start_trace(srv, client)
@@ -245,7 +247,7 @@ def test_made_is_persisted_before_the_provider_answers(tmp_path: Path) -> None:
 
     params = {"concurrency": 3}
     with (
-        ApiServer(tmp_path, llm_factory=lambda model, base: HeldOpen(), params=params, warm_up=False) as srv,
+        InProcessApi(tmp_path, llm_factory=lambda model, base: HeldOpen(), params=params, warm_up=False) as srv,
         srv.client(srv.admin_key) as client,
     ):
         assert client.post("/v1/turns", json=small_turn()).status_code == 201
@@ -276,7 +278,7 @@ def test_provider_errors_reach_tenants_without_the_operators_provider_url(tmp_pa
         port = s.getsockname()[1]  # closed again below: nothing listens there
     base = f"http://127.0.0.1:{port}/v1"
     with (
-        ApiServer(
+        InProcessApi(
             tmp_path,
             judge_api_base=base,
             judge_api_key="sk-operator-secret",

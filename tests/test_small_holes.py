@@ -1,6 +1,6 @@
 """Small holes a red-team pass found, one test per finding (the viewer's link check: tests/test_ui_small_holes.py).
 
-Real parts throughout: the service over real HTTP (uvicorn in a thread, SQLite), the Markdown export read back
+Real parts throughout: the whole service in process over ASGI (SQLite), the Markdown export read back
 by a CommonMark parser, the log-probability estimator driven by a scripted scorer."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from markdown_it import MarkdownIt
-from support.api_server import ApiServer, scripted_factory, small_turn
+from support.api_server import InProcessApi, scripted_factory, small_turn
 
 from estimator.corpus import build_corpus
 from estimator.fence import FENCE_REMOVED, MARKER_RE, Fence, neutralise, split_fenced
@@ -31,8 +31,8 @@ COMMONMARK = MarkdownIt("commonmark")  # raw HTML on, as GitHub, GitLab and most
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
-    with ApiServer(tmp_path_factory.mktemp("small-holes"), llm_factory=scripted_factory(), warm_up=False) as srv:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessApi]:
+    with InProcessApi(tmp_path_factory.mktemp("small-holes"), llm_factory=scripted_factory(), warm_up=False) as srv:
         with srv.client(srv.admin_key) as api:
             assert api.post("/v1/turns", json=small_turn()).status_code == 201
         yield srv
@@ -109,7 +109,9 @@ def test_quotes_count_against_the_free_tier_request_rate(tmp_path: Path) -> None
     """The finding: POST /v1/quotes tokenizes and prices the whole turn but was not counted, so a caller at
     its free-tier limit could go on sending quotes (40 of 40 → 201)."""
     limit = 3
-    with ApiServer(tmp_path, llm_factory=scripted_factory(), warm_up=False, free_tier_rate_max_requests=limit) as srv:
+    with InProcessApi(
+        tmp_path, llm_factory=scripted_factory(), warm_up=False, free_tier_rate_max_requests=limit
+    ) as srv:
         with srv.client(srv.admin_key) as admin:
             assert admin.post("/v1/turns", json=small_turn()).status_code == 201
         with srv.client(srv.key("acme", "quoter")) as api:
@@ -136,7 +138,7 @@ def _large_turn(turn_id: str) -> dict[str, Any]:
     return turn
 
 
-def test_concurrent_quotes_of_a_large_turn_build_it_once_per_tenant(server: ApiServer) -> None:
+def test_concurrent_quotes_of_a_large_turn_build_it_once_per_tenant(server: InProcessApi) -> None:
     """The finding: 20 concurrent quotes of a 1.5 MB turn took 11.5 s — each built the corpus, tokenized every
     source and gated every sentence again. Now the tenant's quotes of the same content share one build (the
     others wait for it), skip gating, and give exactly the figures a quote priced on its own gives."""
@@ -177,13 +179,13 @@ def test_concurrent_quotes_of_a_large_turn_build_it_once_per_tenant(server: ApiS
 # --------------------------------------------------------------------------- 5. strict JSON bodies
 
 
-def _raw(server: ApiServer, path: str, body: str) -> Any:
+def _raw(server: InProcessApi, path: str, body: str) -> Any:
     with server.client(server.admin_key) as api:
         return api.post(path, content=body.encode(), headers={"Content-Type": "application/json"})
 
 
 @pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity", "1e999", "-2.5E+400"])
-def test_nan_and_infinity_in_a_request_body_are_refused_naming_the_field(server: ApiServer, token: str) -> None:
+def test_nan_and_infinity_in_a_request_body_are_refused_naming_the_field(server: InProcessApi, token: str) -> None:
     """The finding: NaN and Infinity are not JSON, yet a body holding one was accepted and the value stored
     came back as null."""
     turn = json.dumps(small_turn("t-nan-" + token.strip("-+.")))
@@ -202,7 +204,7 @@ def test_nan_and_infinity_in_a_request_body_are_refused_naming_the_field(server:
     assert listed.status_code == 422 and listed.json()["field"] == "body.z.1", listed.text
 
 
-def test_the_words_nan_and_infinity_inside_strings_are_only_text(server: ApiServer) -> None:
+def test_the_words_nan_and_infinity_inside_strings_are_only_text(server: InProcessApi) -> None:
     turn = small_turn("t-nan-text", response="NaN values and Infinity are spelled out here, 1e999 too.")
     turn["request_payload"] = {"note": "NaN", "e": 1e300}
     with server.client(server.admin_key) as api:
@@ -213,7 +215,7 @@ def test_the_words_nan_and_infinity_inside_strings_are_only_text(server: ApiServ
 
 
 @pytest.mark.parametrize("value", ['"yes"', '"true"', "1", '"1"'])
-def test_a_boolean_field_takes_only_true_or_false(server: ApiServer, value: str) -> None:
+def test_a_boolean_field_takes_only_true_or_false(server: InProcessApi, value: str) -> None:
     """The finding: "yes" was read as true (pydantic's lax booleans) in a request body."""
     quote = _raw(server, "/v1/quotes", '{"turn_id": "t-small-1", "sentence": "r0", "probe": ' + value + "}")
     assert quote.status_code == 422 and quote.json()["field"] == "body.probe", quote.text

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import ValidationError
-from support.api_server import ApiServer
+from support.api_server import InProcessApi
 from test_agent_libraries import ToolLog, run_agent
 
 from provenance_api.core.settings import Settings
@@ -40,18 +40,18 @@ def source(db: Path, **extra: Any) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def srv(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+def srv(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessApi]:
     sources = {
         "acme-desk": source(store, tenants=["acme"]),
         "shared": source(store, tenants=["acme", "beta"]),
         "everyone": source(store, tenants=["*"]),
         "legacy": source(store),  # no tenants: the admin tenant's only
     }
-    with ApiServer(tmp_path_factory.mktemp("data"), warm_up=False, history_sources=sources) as server:
+    with InProcessApi(tmp_path_factory.mktemp("data"), warm_up=False, history_sources=sources) as server:
         yield server
 
 
-def client(srv: ApiServer, tenant: str, user: str) -> httpx.Client:
+def client(srv: InProcessApi, tenant: str, user: str) -> httpx.Client:
     return srv.client(srv.key(tenant, user))
 
 
@@ -69,7 +69,7 @@ def listed(api: httpx.Client) -> list[str]:
     return [s["name"] for s in r.json()["sources"]]
 
 
-def test_a_tenant_not_named_gets_404_as_for_a_name_nobody_configured_and_nothing_is_stored(srv: ApiServer) -> None:
+def test_a_tenant_not_named_gets_404_as_for_a_name_nobody_configured_and_nothing_is_stored(srv: InProcessApi) -> None:
     with client(srv, "delta", "dee") as delta:
         refused = not_found(delta.post("/v1/imports/sources/acme-desk"))
         unknown = not_found(delta.post("/v1/imports/sources/acme-desk-x"))
@@ -80,7 +80,7 @@ def test_a_tenant_not_named_gets_404_as_for_a_name_nobody_configured_and_nothing
         assert not_found(delta.post("/v1/imports/sources/legacy"))  # no tenants list: not delta's either
 
 
-def test_a_named_tenant_imports_and_each_tenant_lists_only_its_own_sources(srv: ApiServer) -> None:
+def test_a_named_tenant_imports_and_each_tenant_lists_only_its_own_sources(srv: InProcessApi) -> None:
     with client(srv, "acme", "ann") as acme, client(srv, "beta", "bo") as beta, client(srv, "gamma", "gil") as gamma:
         first = acme.post("/v1/imports/sources/acme-desk")
         assert first.status_code == 200, first.text
@@ -102,7 +102,7 @@ def test_a_named_tenant_imports_and_each_tenant_lists_only_its_own_sources(srv: 
         assert "sqlite" not in text and "agent.db" not in text  # never where a store lives
 
 
-def test_a_source_without_tenants_belongs_to_the_admin_tenant_only(srv: ApiServer) -> None:
+def test_a_source_without_tenants_belongs_to_the_admin_tenant_only(srv: InProcessApi) -> None:
     admin_tenant = srv.settings.admin_tenant
     with srv.client(srv.admin_key) as admin, client(srv, admin_tenant, "operator-colleague") as colleague:
         assert admin.post("/v1/imports/sources/legacy").json()["imported"] == 1
@@ -118,7 +118,7 @@ def test_a_source_configured_before_sources_had_tenants_is_not_opened_to_every_t
     store: Path, tmp_path: Path
 ) -> None:
     """The finding as configured today: a source with no tenants list, which any tenant's key could import."""
-    with ApiServer(tmp_path / "data", warm_up=False, history_sources={"desk": source(store)}) as server:
+    with InProcessApi(tmp_path / "data", warm_up=False, history_sources={"desk": source(store)}) as server:
         with client(server, "acme", "ann") as acme:
             not_found(acme.post("/v1/imports/sources/desk"))
             assert acme.get("/v1/turns").json()["total"] == 0
@@ -127,7 +127,7 @@ def test_a_source_configured_before_sources_had_tenants_is_not_opened_to_every_t
             assert admin.post("/v1/imports/sources/desk").json()["imported"] == 1
 
 
-def test_the_admin_key_lists_every_source_with_its_tenants_but_imports_only_its_own(srv: ApiServer) -> None:
+def test_the_admin_key_lists_every_source_with_its_tenants_but_imports_only_its_own(srv: InProcessApi) -> None:
     with srv.client(srv.admin_key) as admin:
         sources = {s["name"]: s for s in admin.get("/v1/imports/sources").json()["sources"]}
         assert {n: (s["tenants"], s["importable"]) for n, s in sources.items()} == {

@@ -29,7 +29,7 @@ import pytest
 from support.api_server import (
     SMALL_CLAIM,
     TEST_PRICES,
-    ApiServer,
+    InProcessApi,
     KeyedJudge,
     ServerProcess,
     make_key,
@@ -94,10 +94,10 @@ def run_trace(api: httpx.Client, turn_id: str = "t-small-1") -> dict[str, Any]:
     return state
 
 
-def service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, provider: FakeOpenAI, **settings: Any) -> ApiServer:
+def service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, provider: FakeOpenAI, **settings: Any) -> InProcessApi:
     monkeypatch.setenv("OPENAI_API_KEY", PROVIDER_KEY)
     monkeypatch.setenv("OPENAI_API_BASE", provider.base_url)
-    return ApiServer(
+    return InProcessApi(
         tmp_path,
         warm_up=False,
         judge_timeout_seconds=5.0,

@@ -7,8 +7,8 @@
 - There was no way to delete a turn, nor what one import stored.
 - Trace results are an append-only audit record: only deleting their turn may remove them.
 
-Every test runs the service over real HTTP (``ApiServer``) with a scripted judge; those that touch SQL that
-differs between engines (the search index, the deletes) run on SQLite and on a real PostgreSQL.
+Every test runs the whole service in process over ASGI (``InProcessApi``) with a scripted judge; those that
+touch SQL that differs between engines (the search index, the deletes) run on SQLite and on a real PostgreSQL.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import delete, func, select, text
-from support.api_server import SMALL_CLAIM, ApiServer, scripted_factory, small_turn
+from support.api_server import SMALL_CLAIM, InProcessApi, scripted_factory, small_turn
 from support.services import DbBackend
 
 from estimator.turn import StoredTurn
@@ -68,7 +68,7 @@ def deep_dict(levels: int) -> dict[str, Any]:
     return value
 
 
-def db_run(server: ApiServer, work: Any) -> Any:
+def db_run(server: InProcessApi, work: Any) -> Any:
     """Run ``work(db)`` on the server's own database through a second engine (as another process would)."""
 
     async def run() -> Any:
@@ -81,7 +81,7 @@ def db_run(server: ApiServer, work: Any) -> Any:
     return asyncio.run(run())
 
 
-def store_as_an_older_version_did(server: ApiServer, tenant: str, turn_id: str) -> None:
+def store_as_an_older_version_did(server: InProcessApi, tenant: str, turn_id: str) -> None:
     """A turn whose tool arguments nest 200 levels deep, stored as the service did before the nesting cap: the
     raw row and its search-index row, without today's validation (which refuses it)."""
     turn = small_turn(turn_id=turn_id, response="Order D-1 shipped with DHL.", query="Where is order D-1?")
@@ -109,7 +109,7 @@ def store_as_an_older_version_did(server: ApiServer, tenant: str, turn_id: str) 
     db_run(server, work)
 
 
-def row_counts(server: ApiServer, tenant: str, turn_ids: list[str]) -> dict[str, int]:
+def row_counts(server: InProcessApi, tenant: str, turn_ids: list[str]) -> dict[str, int]:
     """How many rows of each kind the tenant still holds for ``turn_ids`` (search rows by the turns' text)."""
 
     async def work(db: Database) -> dict[str, int]:
@@ -155,8 +155,8 @@ def assert_problem(response: httpx.Response, status: int) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def server(db_backend: DbBackend, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
-    with ApiServer(
+def server(db_backend: DbBackend, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessApi]:
+    with InProcessApi(
         tmp_path_factory.mktemp(f"damage-{db_backend.name}"),
         llm_factory=scripted_factory(),
         warm_up=False,
@@ -168,7 +168,7 @@ def server(db_backend: DbBackend, tmp_path_factory: pytest.TempPathFactory) -> I
 # --- imports: every bad line is reported and the rest imported -------------------------------------------
 
 
-def test_a_1000_deep_jsonl_line_is_reported_and_the_rest_imported(server: ApiServer) -> None:
+def test_a_1000_deep_jsonl_line_is_reported_and_the_rest_imported(server: InProcessApi) -> None:
     body = jsonl(
         json.dumps(chat("deep-a", "Order deep-a shipped with DHL.")),
         '{"id": "deep-x", "messages": ' + deep_json(1000) + "}",
@@ -184,7 +184,7 @@ def test_a_1000_deep_jsonl_line_is_reported_and_the_rest_imported(server: ApiSer
         assert api.get("/v1/turns/upload%23deep-b:0").status_code == 200
 
 
-def test_a_lone_surrogate_line_is_reported_and_the_rest_imported(server: ApiServer) -> None:
+def test_a_lone_surrogate_line_is_reported_and_the_rest_imported(server: InProcessApi) -> None:
     lone = chat("sur-x", "Order sur-x shipped.")
     body = jsonl(
         json.dumps(chat("sur-a", "Order sur-a shipped with DHL.")),
@@ -204,7 +204,7 @@ def test_a_lone_surrogate_line_is_reported_and_the_rest_imported(server: ApiServ
         ]
 
 
-def test_a_line_nesting_past_the_cap_is_rejected_naming_its_line_and_path(server: ApiServer) -> None:
+def test_a_line_nesting_past_the_cap_is_rejected_naming_its_line_and_path(server: InProcessApi) -> None:
     call = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": json.dumps(deep_dict(80))}}
     deep = {
         "id": "cap-x",
@@ -225,7 +225,7 @@ def test_a_line_nesting_past_the_cap_is_rejected_naming_its_line_and_path(server
         assert "64 levels" in error["reason"] and "input_value" not in error["reason"]
 
 
-def test_deep_request_bodies_of_quotes_probes_and_traces_are_refused_with_422(server: ApiServer) -> None:
+def test_deep_request_bodies_of_quotes_probes_and_traces_are_refused_with_422(server: InProcessApi) -> None:
     with server.client(server.key("deep-bodies", "ann")) as api:
         assert api.post("/v1/turns", json=small_turn(turn_id="deep-bodies")).status_code == 201
         for path, body in [
@@ -241,10 +241,10 @@ def test_deep_request_bodies_of_quotes_probes_and_traces_are_refused_with_422(se
 # --- reads survive a turn that cannot be read ---------------------------------------------------------------
 
 
-def test_every_read_path_survives_an_unrenderable_turn(server: ApiServer) -> None:
+def test_every_read_path_survives_an_unrenderable_turn(server: InProcessApi) -> None:
     tenant = "reads"
     key = server.key(tenant, "ann")
-    with server.client(key) as api, httpx.Client(base_url=server.base_url, timeout=30) as viewer:
+    with server.client(key) as api, server.client() as viewer:
         assert viewer.post("/ui/session", json={"api_key": key}).status_code == 200
         assert api.post("/v1/turns", json=small_turn(turn_id="fine-1")).status_code == 201
         store_as_an_older_version_did(server, tenant, "old-deep")
@@ -293,7 +293,7 @@ def test_every_read_path_survives_an_unrenderable_turn(server: ApiServer) -> Non
 # --- deleting a turn ------------------------------------------------------------------------------------------
 
 
-def test_deleting_a_turn_removes_its_quotes_traces_and_results(server: ApiServer) -> None:
+def test_deleting_a_turn_removes_its_quotes_traces_and_results(server: InProcessApi) -> None:
     tenant = "del"
     with server.client(server.key(tenant, "ann")) as api:
         assert api.post("/v1/turns", json=small_turn(turn_id="del/1")).status_code == 201
@@ -325,7 +325,7 @@ def test_deleting_a_turn_removes_its_quotes_traces_and_results(server: ApiServer
         assert api.post("/v1/turns", json=small_turn(turn_id="del/1")).status_code == 201
 
 
-def test_another_tenants_turn_cannot_be_deleted(server: ApiServer) -> None:
+def test_another_tenants_turn_cannot_be_deleted(server: InProcessApi) -> None:
     with server.client(server.key("owner", "ann")) as owner, server.client(server.key("stranger", "bo")) as stranger:
         assert owner.post("/v1/turns", json=small_turn(turn_id="mine")).status_code == 201
         problem = assert_problem(stranger.delete("/v1/turns/mine"), 404)
@@ -336,7 +336,7 @@ def test_another_tenants_turn_cannot_be_deleted(server: ApiServer) -> None:
 
 def test_a_turn_being_traced_is_not_deleted_and_the_trace_is_named(tmp_path: Path) -> None:
     with (
-        ApiServer(tmp_path, llm_factory=scripted_factory(latency=0.5), warm_up=False) as srv,
+        InProcessApi(tmp_path, llm_factory=scripted_factory(latency=0.5), warm_up=False) as srv,
         srv.client(srv.key("busy", "ann")) as api,
     ):
         assert api.post("/v1/turns", json=small_turn(turn_id="busy-1")).status_code == 201
@@ -351,7 +351,7 @@ def test_a_turn_being_traced_is_not_deleted_and_the_trace_is_named(tmp_path: Pat
         assert api.delete("/v1/turns/busy-1").status_code == 204
 
 
-def test_trace_results_stay_append_only_outside_turn_deletion(server: ApiServer) -> None:
+def test_trace_results_stay_append_only_outside_turn_deletion(server: InProcessApi) -> None:
     with server.client(server.key("audit", "ann")) as api:
         assert api.post("/v1/turns", json=small_turn(turn_id="audit-1")).status_code == 201
         quote = api.post("/v1/quotes", json={"turn_id": "audit-1", "sentence": SMALL_CLAIM}).json()
@@ -388,7 +388,7 @@ def test_trace_results_stay_append_only_outside_turn_deletion(server: ApiServer)
 # --- import batches -------------------------------------------------------------------------------------------
 
 
-def test_an_import_batch_is_deleted_for_its_tenant_only(server: ApiServer) -> None:
+def test_an_import_batch_is_deleted_for_its_tenant_only(server: InProcessApi) -> None:
     upload = jsonl(json.dumps(chat("b1", "Order b1 shipped with DHL.")), json.dumps(chat("b2", "Order b2 is late.")))
     with server.client(server.key("batch-a", "ann")) as a, server.client(server.key("batch-b", "bo")) as b:
         assert a.post("/v1/turns", json=small_turn(turn_id="a-own")).status_code == 201
@@ -427,7 +427,7 @@ def test_a_history_source_turn_over_the_size_limit_is_rejected_alone(tmp_path: P
     )
     sources = {"desk": {"url": f"sqlite:///{db}", "format": "openai-agents-session", "tenants": ["sized"]}}
     with (
-        ApiServer(tmp_path / "data", warm_up=False, history_sources=sources, max_body_bytes=3000) as srv,
+        InProcessApi(tmp_path / "data", warm_up=False, history_sources=sources, max_body_bytes=3000) as srv,
         srv.client(srv.key("sized", "ann")) as api,
     ):
         summary = api.post("/v1/imports/sources/desk").json()

@@ -30,7 +30,7 @@ from typing import Any
 
 import httpx
 import pytest
-from support.api_server import ApiServer, KeyedJudge, small_turn
+from support.api_server import InProcessApi, KeyedJudge, small_turn
 from support.fake_openai import FakeOpenAI, FakeReply
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -103,7 +103,7 @@ def end_event(lines: list[str]) -> dict[str, Any]:
 
 @dataclass
 class Service:
-    srv: ApiServer
+    srv: InProcessApi
     markers: list[str]
     refused: tuple[str, ...] = ()  # estimators whose quote this configuration refuses (422 naming estimator)
     provider: FakeOpenAI | None = None  # the judge's server, when there is one
@@ -125,7 +125,7 @@ def reachable(tmp_path: Path) -> Iterator[Service]:
     with FakeOpenAI(KeyedJudge().openai, api_key=JUDGE_KEY) as provider:
         judge = f"http://127.0.0.1:{provider.port}/{MARK}-judge-path/v1"
         scorer = f"http://{SCORER_USER}:{SCORER_PASSWORD}@127.0.0.1:{provider.port}/{MARK}-scorer-path/v1"
-        with ApiServer(
+        with InProcessApi(
             tmp_path / "data",
             warm_up=False,
             judgement_cache=False,
@@ -147,7 +147,7 @@ def environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Ser
         base = f"http://127.0.0.1:{provider.port}/{MARK}-env-path/v1"
         monkeypatch.setenv("OPENAI_API_BASE", base)
         monkeypatch.setenv("OPENAI_API_KEY", JUDGE_KEY)
-        with ApiServer(
+        with InProcessApi(
             tmp_path / "data",
             warm_up=False,
             judgement_cache=False,
@@ -162,7 +162,7 @@ def environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Ser
 def unreachable(tmp_path: Path) -> Iterator[Service]:
     port = closed_port()
     judge = f"http://{JUDGE_USER}:{JUDGE_PASSWORD}@127.0.0.1:{port}/{MARK}-down-path/v1"
-    with ApiServer(
+    with InProcessApi(
         tmp_path / "data",
         warm_up=False,
         judgement_cache=False,

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import func, select
-from support.api_server import TEST_PRICES, ApiServer, KeyedJudge, small_turn
+from support.api_server import TEST_PRICES, ApiServer, InProcessApi, KeyedJudge, small_turn
 from support.fake_openai import FakeOpenAI, FakeReply
 from support.services import DbBackend
 from test_attribution import CLAIM, QUERY, SILENT, make_corpus, script, shown
@@ -156,7 +156,7 @@ def test_a_prompt_over_the_cap_keeps_short_messages_whole_and_cuts_the_long_one(
 class Provider:
     """The local OpenAI-compatible server running the keyed judge, and the service judging through it."""
 
-    def __init__(self, srv: ApiServer, fake: FakeOpenAI, judge: KeyedJudge) -> None:
+    def __init__(self, srv: InProcessApi, fake: FakeOpenAI, judge: KeyedJudge) -> None:
         self.srv, self.fake, self.judge = srv, fake, judge
         self.api = srv.client(srv.admin_key, timeout=120)
 
@@ -177,7 +177,7 @@ class Provider:
         return body
 
 
-def kept_rows(srv: ApiServer, trace_ids: list[str]) -> int:
+def kept_rows(srv: InProcessApi, trace_ids: list[str]) -> int:
     """Rows of ``model_calls`` for these traces, read from the service's database itself."""
 
     async def work() -> int:
@@ -197,7 +197,7 @@ def provider(tmp_path_factory: pytest.TempPathFactory, db_backend: DbBackend) ->
     judge = KeyedJudge()
     with (
         FakeOpenAI(judge.openai, api_key=PROVIDER_KEY) as fake,
-        ApiServer(
+        InProcessApi(
             tmp_path_factory.mktemp("calls"),
             warm_up=False,
             database_url=db_backend.fresh_url(),
@@ -335,7 +335,7 @@ def test_a_failed_trace_keeps_its_failed_calls_without_the_server_address(tmp_pa
 
     with (
         FakeOpenAI(refuse, api_key=PROVIDER_KEY) as fake,
-        ApiServer(
+        InProcessApi(
             tmp_path, warm_up=False, judge_api_base=fake.base_url, judge_api_key=PROVIDER_KEY, judgement_cache=False
         ) as srv,
         srv.client(srv.admin_key, timeout=120) as api,

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support.api_server import SMALL_CLAIM, ApiServer, scripted_factory, small_turn
+from support.api_server import SMALL_CLAIM, InProcessApi, scripted_factory, small_turn
 from support.fake_openai import FakeOpenAI, FakeReply
 
 from estimator.llm import LLMError
@@ -83,7 +83,7 @@ def test_the_cli_and_the_service_refuse_the_same_request_by_the_one_decision(
     )
 
     with (
-        ApiServer(tmp_path / "service", llm_factory=scripted_factory(), warm_up=False) as srv,
+        InProcessApi(tmp_path / "service", llm_factory=scripted_factory(), warm_up=False) as srv,
         srv.client(srv.admin_key) as api,
     ):
         assert api.post("/v1/turns", json=small_turn()).status_code == 201
@@ -131,7 +131,7 @@ def test_only_the_operator_policy_refuses_a_model_the_users_own_key_runs(tmp_pat
         surface=trace_plan.cli_surface(local_model=False, api_base=None, scorer_api_base=None),
     )
     assert own.may_run and own.model == "openai/not-on-any-list" and own.choice.source == "explicit"
-    with ApiServer(tmp_path / "service", llm_factory=scripted_factory(), warm_up=False) as srv:
+    with InProcessApi(tmp_path / "service", llm_factory=scripted_factory(), warm_up=False) as srv:
         surface = trace_plan.service_surface(srv.settings, srv.settings.admin_tenant, local_model=False)
     with pytest.raises(InvalidInput) as refused:
         trace_plan.decide(turn, SMALL_CLAIM, "judged", "openai/not-on-any-list", surface=surface)

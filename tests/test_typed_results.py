@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import TypeAdapter
-from support.api_server import ApiServer, scripted_factory, small_turn
+from support.api_server import InProcessApi, scripted_factory, small_turn
 from support.fake_openai import FakeOpenAI
 
 from estimator.result_models import (
@@ -23,6 +24,7 @@ from estimator.result_models import (
     TraceJobResultModel,
     TraceResultModel,
 )
+from estimator.units import Layer
 from provenance_api.cli.main import main
 from provenance_api.storage import crud_traces
 from provenance_api.storage.crud_traces import Progress, ResultAudit
@@ -123,7 +125,7 @@ def _properties(doc: dict[str, Any], model: str, field: str) -> dict[str, Any]:
 def test_the_openapi_document_describes_the_trace_probe_and_verify_results_not_free_form_objects(
     tmp_path: Path,
 ) -> None:
-    with ApiServer(tmp_path, warm_up=False) as srv, srv.client() as api:
+    with InProcessApi(tmp_path, warm_up=False) as srv, srv.client() as api:
         doc = api.get("/openapi.json").json()
 
     trace = _properties(doc, "TraceOut", "result")
@@ -162,7 +164,7 @@ def test_the_openapi_document_describes_the_trace_probe_and_verify_results_not_f
 
 
 def test_a_real_trace_result_round_trips_through_storage_and_the_api_into_the_typed_model(tmp_path: Path) -> None:
-    with ApiServer(tmp_path, llm_factory=scripted_factory(), warm_up=False) as srv, srv.client(srv.admin_key) as api:
+    with InProcessApi(tmp_path, llm_factory=scripted_factory(), warm_up=False) as srv, srv.client(srv.admin_key) as api:
         assert api.post("/v1/turns", json=small_turn()).status_code == 201
         quote = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": "r0"}).json()
         started = api.post("/v1/traces", json={"quote_id": quote["quote_id"]})
@@ -198,7 +200,7 @@ def test_a_real_trace_result_round_trips_through_storage_and_the_api_into_the_ty
 
 
 def test_results_stored_by_an_earlier_version_still_validate_and_are_served(tmp_path: Path) -> None:
-    with ApiServer(tmp_path, warm_up=False) as srv:
+    with InProcessApi(tmp_path, warm_up=False) as srv:
         key = srv.key("tenant-old", "ann")
         with srv.client(key) as api:
             assert api.post("/v1/turns", json=small_turn()).status_code == 201
@@ -300,3 +302,28 @@ def test_the_cli_trace_json_validates_against_the_same_model(capsys: pytest.Capt
     assert typed.model_dump(mode="json") == data  # nothing of the printed contract is outside the model
     assert isinstance(JOB_RESULT.validate_python(data), TraceJobResultModel)  # the service's result type too
     assert typed.calls.made <= typed.calls.planned and typed.layers
+
+
+def test_a_score_without_information_is_nan_in_memory_null_in_json_and_validates_back() -> None:
+    """One score type for every score field: NaN in memory (the estimator does arithmetic on it), null in
+    JSON, and validating null gives NaN back; a score that may not have been measured at all validates
+    null to None. A result stored without the fields added since reads with their defaults."""
+    typed = TraceJobResultModel.model_validate(EARLIER_TRACE_RESULT)
+    unmeasured = typed.layer(Layer.INSTRUCTIONS)
+    assert math.isnan(unmeasured.delta) and math.isnan(unmeasured.s_without) and unmeasured.alone is None
+    assert typed.sources[0].alone is None and typed.redundancy == () and typed.declared is None
+    assert (typed.kind, typed.usage.estimated, typed.calls.billed, typed.calls.refused) == ("trace", False, 0, 0)
+    assert typed.layer(Layer.TOOLS).delta - 7.0 == 0.0  # numbers stay numbers
+
+    dumped = typed.model_dump(mode="json")
+    assert dumped["layers"][1]["delta"] is None and dumped["layers"][1]["s_without"] is None
+    json.dumps(dumped, allow_nan=False)
+    assert TraceJobResultModel.model_validate(dumped).model_dump(mode="json") == dumped
+
+    lost = typed.model_copy(update={"gamma": math.nan, "s_all": math.inf})
+    lost_json = lost.model_dump(mode="json")
+    assert lost_json["gamma"] is None and lost_json["s_all"] is None
+    assert math.isnan(TraceResultModel.model_validate(lost_json).gamma)
+
+    probe = ProbeResultModel.model_validate(EARLIER_PROBE_RESULT)
+    assert probe.kind == "probe" and probe.calls.made == 6 and probe.usage.estimated is False

@@ -358,7 +358,7 @@ def test_viewer_flow_on_the_eo_fixture_turn(tmp_path: Path) -> None:
         page.goto(f"{v.base_url}/#/turn/{ndvi['turn_id']}/trace/{started['trace_id']}")
         verdict = page.locator("#verdict")
         expect(verdict).to_have_attribute("data-verdict", "internal_knowledge")
-        expect(verdict.locator(".verdict-title")).to_have_text("Answered from the model's own knowledge")
+        expect(verdict.locator(".verdict-title")).to_have_text("Model's own knowledge")
         expect(verdict).to_contain_text("unverifiable model knowledge")
         expect(page.locator("#gamma")).to_contain_text("Γ = 0.00")
         expect(page.locator("#past-traces li")).to_have_count(1)

@@ -169,7 +169,7 @@ def test_a_proxy_trace_the_judge_disagrees_with_shows_the_judged_ranking_and_why
         page = run.page
         expect(panel).to_have_attribute("data-confirmed", "false")
         status = panel.locator("#proxy-confirmation")
-        expect(status).to_contain_text("⚠ Not confirmed: " + FALLBACK_LINE)
+        expect(status).to_contain_text("⚠ Fallback: " + FALLBACK_LINE)
         check_help(page, status, "proxy.fallback", g["proxy.fallback"])
         expect(panel.locator("#proxy-model")).to_have_text(PROXY_MODEL)
         expect(panel.locator('[data-proxy="scored"] .count')).to_have_text(str(r["calls"]["scored"]))

@@ -240,6 +240,7 @@ def _recorded() -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
 
 
+@pytest.mark.slow  # volume: replays the recorded study's threshold search
 def test_the_products_logprob_defaults_are_what_the_recorded_study_chose_on_its_tuning_split() -> None:
     """The thresholds shipped in estimator/logprob.py come from the recorded run, by the stated rule: a change to
     either without the other fails here."""
@@ -254,6 +255,7 @@ def test_the_products_logprob_defaults_are_what_the_recorded_study_chose_on_its_
     assert chosen.redundancy_k == 1.0  # the redundancy test of estimator/redundancy.py: k = 1, unchanged
 
 
+@pytest.mark.slow  # volume: replays the recorded study's threshold search, then every row's caveats
 def test_the_caveats_fire_on_the_kinds_of_claim_they_are_written_for() -> None:
     from calibrate import replay_caveats
 

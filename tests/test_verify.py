@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -78,6 +79,7 @@ def source_and_substring(draw: st.DrawFn) -> tuple[str, str]:
     return "".join(tokens), "".join(tokens[i:j])
 
 
+@pytest.mark.slow  # property-test volume: 400 generated sources and substrings
 @settings(max_examples=400, deadline=None)
 @given(source_and_substring())
 def test_any_unsplit_substring_verifies_and_its_span_contains_it(pair: tuple[str, str]) -> None:

@@ -50,7 +50,7 @@ from estimator.llm import ScriptedLLM
 from estimator.params import DEFAULT_PARAMS
 from estimator.proxy import Ranking, rank, trace_proxy
 from estimator.proxy_cost import proxy_capability, quote_proxy
-from estimator.result import TraceResult
+from estimator.result_models import TraceResultModel
 from estimator.turn import StoredTurn
 from provenance_api.providers import free_tier
 
@@ -121,7 +121,7 @@ def cause_ids(item: Item) -> list[str]:
     return [u.id for u in item.claim.corpus.units if any(c in u.text for c in item.causes)]
 
 
-def summary(result: TraceResult) -> dict[str, Any]:
+def summary(result: TraceResultModel) -> dict[str, Any]:
     return {
         "verdict": result.verdict,
         "top": top_source(result),
@@ -193,7 +193,7 @@ async def run_item(item: Item, scorer: Any, judges: Sequence[str], cache: Path |
         hosted = make_judge(item, name)
         proxy = await trace_proxy(scorer, hosted, c.claim, c.query, c.corpus, tokenizer=tok, ranking=ranking)
         assert proxy.calls.made == len(hosted.calls), "the result's made must be the hosted calls sent"
-        report_ = proxy.report
+        report_ = proxy.proxy
         assert report_ is not None
         rows.append(
             {

@@ -41,7 +41,7 @@ from estimator.llm import LLM, Message
 from estimator.logprob import build_messages
 from estimator.loo import layer_mask, windowed_texts
 from estimator.params import DEFAULT_PARAMS
-from estimator.result import LayerScore, SourceScore, TraceResult
+from estimator.result_models import LayerScoreModel, SourceScoreModel, TraceResultModel
 from estimator.scorer import ScoredTarget, Scorer
 from estimator.tokens import ApproxTokenizer
 from estimator.trace import run_trace
@@ -94,7 +94,7 @@ def cut_units(corpus: Corpus) -> list[str]:
     return [u.id for u in corpus.units if any("truncated" in x for x in u.evidence.transformations)]
 
 
-def disclosed(result: TraceResult) -> bool:
+def disclosed(result: TraceResultModel) -> bool:
     """The result says that part of the context was cut or left out."""
     return any(w in x for x in result.warnings for w in CUT_WORDS)
 
@@ -114,9 +114,9 @@ def truth(t: HardTurn, corpus: Corpus) -> dict[str, Any]:
     }
 
 
-def product(result: TraceResult, *, seconds: float, calls: int) -> dict[str, Any]:
+def product(result: TraceResultModel, *, seconds: float, calls: int) -> dict[str, Any]:
     roles = {s.source_id: s.role for s in result.sources if s.role is not None}
-    scored: tuple[LayerScore | SourceScore, ...] = (*result.layers, *result.sources)
+    scored: tuple[LayerScoreModel | SourceScoreModel, ...] = (*result.layers, *result.sources)
     return {
         "verdict": result.verdict,
         "top_source": top_source(result),
@@ -187,7 +187,7 @@ async def run_one(t: HardTurn, llm: LLM, scorer: Scorer, with_judge: bool) -> di
     row["masks"] = values
     row["table"] = {"calls": cached.calls - before, "seconds": round(time.perf_counter() - t1, 2)}
     if with_judge:
-        results: dict[str, TraceResult] = {"logprob": result}
+        results: dict[str, TraceResultModel] = {"logprob": result}
         for name in ("expected", "judged"):  # expected first: it pays for the judge calls judged reuses
             shared = judge
             before_calls = shared.model_calls
@@ -227,7 +227,7 @@ async def judge_row(t: HardTurn, row: dict[str, Any], llm: LLM) -> dict[str, Any
 
     corpus = build_corpus(StoredTurn.model_validate(t.stored_turn()), DEFAULT_PARAMS)
     judge = SharedJudge(llm, False)
-    results: dict[str, TraceResult] = {}
+    results: dict[str, TraceResultModel] = {}
     for name in ("expected", "judged"):  # expected first: it pays for the judge calls judged reuses
         before_calls, requests, t0 = judge.model_calls, judge.requests, time.perf_counter()
         got = await run_trace(name, t.claim, t.query, corpus, llm=judge)

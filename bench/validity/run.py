@@ -52,7 +52,7 @@ from estimator.corpus import build_corpus  # noqa: E402
 from estimator.llm import LLM, LLMRequest, LLMResponse, Message  # noqa: E402
 from estimator.measure import TOP_LOGPROBS  # noqa: E402
 from estimator.params import DEFAULT_PARAMS  # noqa: E402
-from estimator.result import LayerScore, SourceScore, TraceResult  # noqa: E402
+from estimator.result_models import LayerScoreModel, SourceScoreModel, TraceResultModel  # noqa: E402
 from estimator.scorer import ScoredTarget, Scorer  # noqa: E402
 from estimator.trace import run_trace  # noqa: E402
 from estimator.turn import StoredTurn  # noqa: E402
@@ -118,7 +118,7 @@ def causes(p: Planted, corpus: Corpus) -> set[str]:
     return {u.id for u in corpus.units if any(c in u.text for c in p.cause)}
 
 
-def correct_top(p: Planted, corpus: Corpus, result: TraceResult) -> bool:
+def correct_top(p: Planted, corpus: Corpus, result: TraceResultModel) -> bool:
     top = top_source(result)
     if p.kind == "knowledge":
         return top is None
@@ -145,10 +145,10 @@ def default_model() -> str:
 
 
 def summary(
-    p: Planted, corpus: Corpus, result: TraceResult, *, seconds: float, requests: int, model_calls: int
+    p: Planted, corpus: Corpus, result: TraceResultModel, *, seconds: float, requests: int, model_calls: int
 ) -> dict[str, Any]:
     drops = {s.source_id: s.delta for s in result.sources if s.delta is not None}
-    scored: tuple[LayerScore | SourceScore, ...] = (*result.layers, *result.sources)
+    scored: tuple[LayerScoreModel | SourceScoreModel, ...] = (*result.layers, *result.sources)
     return {
         "verdict": result.verdict,
         "verdict_ok": result.verdict == p.expected_verdict,
@@ -173,7 +173,7 @@ async def run_one(p: Planted, llm: LLM, scorer: Scorer, with_spans: bool) -> dic
     corpus = build_corpus(turn, DEFAULT_PARAMS)
     judge = SharedJudge(llm, with_spans)
     timed = TimedScorer(scorer)
-    results: dict[str, TraceResult] = {}
+    results: dict[str, TraceResultModel] = {}
     row: dict[str, Any] = {
         "turn_id": p.turn_id,
         "kind": p.kind,

@@ -8,6 +8,7 @@ import json
 import sys
 from typing import Any
 
+from provenance_api.cli.settings import load_settings, with_db
 from provenance_api.core.errors import InvalidInput
 from provenance_api.operations.connectors.run import SourceImport, import_source
 from provenance_api.operations.connectors.source import parse_source
@@ -15,8 +16,6 @@ from provenance_api.operations.connectors.source import parse_source
 
 def cmd_import_source(args: argparse.Namespace) -> int:
     """Exit code 1 when a conversation or turn was rejected or conflicting, else 0."""
-    from provenance_api.cli.service import _settings, _with_db
-
     if len(args.paths) != 1:
         raise InvalidInput(
             "a history source URL is imported alone",
@@ -24,13 +23,13 @@ def cmd_import_source(args: argparse.Namespace) -> int:
             fix="run provenance import once per source URL (files and directories separately)",
         )
     source = parse_source(args.paths[0], args.format, url_field="PATH", format_field="--format")
-    settings = _settings()
+    settings = load_settings()
     tenant = args.tenant or settings.admin_tenant
 
     async def work(db: Any) -> SourceImport:
         return await import_source(db, tenant, settings.admin_user, source)
 
-    result: SourceImport = asyncio.run(_with_db(settings, work))
+    result: SourceImport = asyncio.run(with_db(settings, work))
     if args.json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n")
     else:

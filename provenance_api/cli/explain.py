@@ -37,7 +37,11 @@ def register(sub: Any) -> None:
 
 def _detail(term: Term, style: Style) -> str:
     body = textwrap.fill(term.detail, width=100, initial_indent="  ", subsequent_indent="  ")
-    return f"{style.bold(term.label)}  ({term.key})\n  {term.short}\n\n{body}\n"
+    shown = [f"  on a source of the instructions layer: {term.instruction_label}"] if term.instruction_label else []
+    if term.value is not None and term.value != term.label:
+        shown.append(f"  in a result's JSON: {term.value}")
+    head = "".join(line + "\n" for line in shown)
+    return f"{style.bold(term.label)}  ({term.key})\n{head}  {term.short}\n\n{body}\n"
 
 
 def cmd_explain(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ explained in the footnotes, as every other term of a trace is.
 
 from __future__ import annotations
 
+import math
 import textwrap
 
 from estimator.proxy_models import HostedCheckModel, RankedModel
@@ -19,6 +20,7 @@ from estimator.result_models import TraceResultModel
 from estimator.units import Corpus
 from provenance_api.cli import render_text
 from provenance_api.cli.style import Style, plural
+from provenance_api.core.glossary import label
 
 __all__ = ["TOP", "proxy_block", "proxy_terms", "result_text"]
 
@@ -63,7 +65,7 @@ def _hosted_line(hosted: HostedCheckModel) -> str:
 
 
 def _cell(corpus: Corpus, ranked: RankedModel) -> str:
-    role = f" {ranked.role}" if ranked.role else ""
+    role = f" {label(f'role.{ranked.role}')}" if ranked.role else ""
     return f"{_label(corpus, ranked.id)}  {_num(ranked.drop)}{role}"
 
 
@@ -76,8 +78,9 @@ def _rankings(corpus: Corpus, result: ProxyTraceResultModel, style: Style) -> li
         right_head = "judged search Δ (digits 1–9)"
     else:
         hosted = report.hosted
-        checked = hosted.top_source is not None and hosted.top_source_drop is not None
-        judged = [RankedModel(id=hosted.top_source or "", drop=hosted.top_source_drop)] if checked else []
+        drop = hosted.top_source_drop
+        checked = hosted.top_source is not None and drop is not None and not math.isnan(drop)
+        judged = [RankedModel(id=hosted.top_source or "", drop=drop)] if checked and drop is not None else []
         right_head = "hosted judge Δ (digits 1–9), its top-source check"
     left = [_cell(corpus, r) for r in proxy]
     right = [_cell(corpus, r) for r in judged]

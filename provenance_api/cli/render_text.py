@@ -8,6 +8,7 @@ the API uses: planned, made, cached, billed, failed.
 
 from __future__ import annotations
 
+import math
 import textwrap
 from typing import TYPE_CHECKING, Protocol
 
@@ -17,7 +18,8 @@ from estimator.selection import Selection
 from estimator.turn import StoredTurn
 from estimator.units import Corpus
 from provenance_api.cli.style import Style, plural
-from provenance_api.core.glossary import GLOSSARY
+from provenance_api.core.glossary import GLOSSARY, diagnosis_label
+from provenance_api.core.glossary import label as term_label
 
 if TYPE_CHECKING:
     from provenance_api.providers.free_tier import GateView
@@ -105,7 +107,7 @@ def quote_text(quote: CostQuote, style: Style = PLAIN, selection: Selection | No
         cost = "unknown (no price is known for this model)"
     else:
         cost = f"at most ~${quote.cost_usd:.3f}, the worst case: all {plural(planned, 'planned call')} sent and billed"
-    plan = quote.plan
+    plan = quote.calls
     parts = [f"round 1: {plan.round1}", f"round 2: {plan.round2}"]
     parts += [f"redundancy: {plan.redundancy}"] if plan.redundancy else []
     parts += [f"span checks: {plan.spans}"] + ([f"probe: {plan.probe}"] if plan.probe else [])
@@ -141,18 +143,13 @@ def calls_text(calls: CallCounts, cost_usd: float | None, *, saved: int = 0) -> 
     return line
 
 
-_SUPPORT_WORDS = {
-    ("supported", False): "states the claim",
-    ("supported", True): "directs this response",
-    ("contradicted", False): "contradicts the claim",
-    ("contradicted", True): "contradicts this response",
-    ("silent", False): "says nothing about this",
-    ("silent", True): "no instruction here bears on this",
-}
-
-
 def _num(x: float | None) -> str:
-    return "n/a" if x is None or x != x else f"{x:+.2f}"
+    return f"{x:+.2f}" if _known(x) else "n/a"
+
+
+def _known(x: float | None) -> bool:
+    """A score that says something: neither unmeasured (None) nor without information (NaN)."""
+    return x is not None and not math.isnan(x)
 
 
 def terms_used(result: TraceResultModel) -> list[str]:
@@ -160,7 +157,7 @@ def terms_used(result: TraceResultModel) -> list[str]:
     keys = ["gamma", "s_all", "s_none", "delta"]
     roles = {layer.role for layer in result.layers} | {s.role for s in result.sources if s.role}
     keys += [f"role.{r}" for r in ("grounds", "distractor", "irrelevant", "redundant") if r in roles]
-    if any(s.alone is not None for s in result.sources):
+    if any(_known(s.alone) for s in result.sources):
         keys.append("alone")
     supports = [s.support for s in result.sources if s.support is not None]
     keys += [f"support.{v}" for v in ("supported", "contradicted", "silent") if any(x.verdict == v for x in supports)]
@@ -196,25 +193,26 @@ def trace_text(corpus: Corpus, result: TraceResultModel, style: Style = PLAIN, *
         f"Γ = {_num(result.gamma)}  (s(1) = {_num(result.s_all).lstrip('+')}, s(0) = {_num(result.s_none).lstrip('+')})"
     )
     if result.diagnosis:
-        out.append(f"Diagnosis: {result.diagnosis}")
+        out.append(f"Diagnosis: {diagnosis_label(result.diagnosis)}")
     if result.round2_skipped_reason:
         out.append(_wrap(result.round2_skipped_reason, "  "))
     out += [_wrap("Redundancy: " + text, "  ") for text in result.redundancy]
     out.append("")
     for layer in result.layers:
         out.append(
-            style.bold(f"{layer.layer.value}  Δ {_num(layer.delta)}  {layer.role}")
+            style.bold(f"{layer.layer.value}  Δ {_num(layer.delta)}  {term_label(f'role.{layer.role}')}")
             + ("  (no information)" if layer.no_information else "")
         )
         for src in (s for s in result.sources if s.layer == layer.layer):
-            delta = "" if src.delta is None else f"  Δ {_num(src.delta)} {src.role}"
-            if src.alone is not None:  # measured alone
-                role = f" {src.role}" if src.delta is None and src.role else ""
+            role_label = term_label(f"role.{src.role}") if src.role else ""
+            delta = f"  Δ {_num(src.delta)} {role_label}" if _known(src.delta) else ""
+            if _known(src.alone):  # measured alone
+                role = f" {role_label}" if not _known(src.delta) and src.role else ""
                 delta += f"  alone {_num(src.alone).lstrip('+')}{role}"
             out.append(f"  {src.source_id} {src.label}{delta}")
             sup = src.support
             if sup is not None:
-                words = _SUPPORT_WORDS.get((sup.verdict, src.layer.value == "instructions"), sup.verdict)
+                words = term_label(f"support.{sup.verdict}", instructions=src.layer.value == "instructions")
                 if sup.quote:
                     span = (
                         f"line {sup.line_start}"
@@ -223,10 +221,10 @@ def trace_text(corpus: Corpus, result: TraceResultModel, style: Style = PLAIN, *
                     )
                     out.append(style.note(_wrap(f'"{sup.quote}" ({span})', "      ")))
                 note = " · downgraded: the quote could not be verified" if sup.downgraded else ""
-                confidence = "n/a" if sup.confidence is None else f"{sup.confidence:.2f}"
+                confidence = f"{sup.confidence:.2f}" if _known(sup.confidence) else "n/a"
                 out.append(f"      {words} · confidence {confidence} (the judge's own rating){note}")
                 if src.diagnosis:
-                    out.append(f"      → {src.diagnosis}")
+                    out.append(f"      → {diagnosis_label(src.diagnosis)}")
             if src.layer.value == "instructions" and corpus.by_id(src.source_id).unversioned:
                 out.append(style.dim("      · current text; an edit since this turn can't be detected"))
     for label in result.omitted:

@@ -14,10 +14,8 @@ import socket
 import sys
 from typing import Any
 
-from pydantic import ValidationError
-
+from provenance_api.cli.settings import load_settings, with_db
 from provenance_api.core.errors import InvalidInput
-from provenance_api.core.settings import Settings
 
 
 def register(sub: Any) -> None:
@@ -77,17 +75,6 @@ def register(sub: Any) -> None:
     imp.set_defaults(func=cmd_import)
 
 
-def _settings(**overrides: Any) -> Settings:
-    try:
-        settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        name = "PROVENANCE_" + ".".join(str(x) for x in first["loc"]).upper()
-        raise InvalidInput(f"{name}: {first['msg']}", field=name, fix=f"correct or unset {name}") from None
-    settings.base_params  # noqa: B018 - validate PROVENANCE_PARAMS before anything starts
-    return settings
-
-
 def _bind(host: str, port: int) -> socket.socket:
     """The listening socket. Created with ``IPPROTO_TCP`` explicitly: accepted sockets inherit the listener's
     protocol number, and asyncio sets ``TCP_NODELAY`` only on sockets whose protocol says TCP; with protocol 0
@@ -140,7 +127,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from provenance_api.core.observability import configure_logging
     from provenance_api.http.app import create_app
 
-    settings = _settings(host=args.host, port=args.port)
+    settings = load_settings(host=args.host, port=args.port)
     configure_logging(settings.log_level, json_lines=settings.log_json)
     settings.ensure_data_dir()
     sock = _bind(settings.host, settings.port)
@@ -169,7 +156,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from provenance_api.core.observability import configure_logging
     from provenance_api.wiring import queue_worker
 
-    settings = _settings(worker_max_jobs=args.max_jobs)
+    settings = load_settings(worker_max_jobs=args.max_jobs)
     configure_logging(settings.log_level, json_lines=settings.log_json)
     if not settings.redis_url:
         raise InvalidInput(
@@ -186,25 +173,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _with_db(settings: Settings, work: Any) -> Any:
-    from provenance_api.storage.session import Database
-
-    settings.ensure_data_dir()
-    db = Database(settings.effective_database_url)
-    try:
-        await db.migrate()
-        return await work(db)
-    finally:
-        await db.dispose()
-
-
 def cmd_keys_create(args: argparse.Namespace) -> int:
     from provenance_api.operations.auth import create_key
 
     async def work(db: Any) -> Any:
         return await create_key(db, args.tenant, args.user)
 
-    record, key = asyncio.run(_with_db(_settings(), work))
+    record, key = asyncio.run(with_db(load_settings(), work))
     sys.stdout.write(f"{key}\n")
     sys.stderr.write(
         f"Created {record.id} for tenant {record.tenant!r}, user {record.user!r}. "
@@ -219,7 +194,7 @@ def cmd_keys_list(args: argparse.Namespace) -> int:
     async def work(db: Any) -> Any:
         return await list_keys(db, args.tenant)
 
-    for k in asyncio.run(_with_db(_settings(), work)):
+    for k in asyncio.run(with_db(load_settings(), work)):
         state = "revoked" if k.revoked else ("admin" if k.admin else "active")
         sys.stdout.write(
             f"{k.id}  {k.prefix}…  tenant={k.tenant}  user={k.user}  {state}  {k.created_at:%Y-%m-%d %H:%M}Z\n"
@@ -234,7 +209,7 @@ def cmd_keys_revoke(args: argparse.Namespace) -> int:
     async def work(db: Any) -> Any:
         return await revoke_key(db, args.key_id)
 
-    if not asyncio.run(_with_db(_settings(), work)):
+    if not asyncio.run(with_db(load_settings(), work)):
         raise NotFound(f"no active key {args.key_id!r}", field="key_id", fix="see: provenance keys list")
     sys.stdout.write(f"revoked {args.key_id}\n")
     return 0
@@ -254,7 +229,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         raise InvalidInput(f"no such file or directory: {', '.join(missing)}", field="PATH", fix="check the path")
-    settings = _settings()
+    settings = load_settings()
     tenant = args.tenant or settings.admin_tenant
 
     def items() -> Any:
@@ -272,7 +247,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     async def work(db: Any) -> Any:
         return await bulk.import_items(db, tenant, settings.admin_user, items(), fmt, progress)
 
-    counts = asyncio.run(_with_db(settings, work))
+    counts = asyncio.run(with_db(settings, work))
     shown.done()
     if args.json:
         sys.stdout.write(json.dumps(counts.to_dict(), indent=2, ensure_ascii=False) + "\n")
@@ -289,7 +264,7 @@ def cmd_gate_all(tenant: str | None, as_json: bool) -> int:
     """The report over every stored turn, written as it is computed: memory does not grow with the turns."""
     from provenance_api.operations import imports as bulk
 
-    settings = _settings()
+    settings = load_settings()
     written = 0
 
     def write(entries: list[dict[str, Any]]) -> None:
@@ -304,7 +279,7 @@ def cmd_gate_all(tenant: str | None, as_json: bool) -> int:
     async def work(db: Any) -> Any:
         return await bulk.gating_report(db, tenant or settings.admin_tenant, write)
 
-    report = asyncio.run(_with_db(settings, work))
+    report = asyncio.run(with_db(settings, work))
     if as_json:
         rest = json.dumps(report.totals_dict(), indent=2, ensure_ascii=False)[1:]
         sys.stdout.write(("\n]" if written else '{"turns": []') + ",\n" + rest + "\n")

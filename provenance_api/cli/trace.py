@@ -276,7 +276,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         stored = (
             None
             if failure is not None
-            else outcome.to_model(declared=audit_trace(selection.text, view.corpus, outcome.result).to_model())
+            else outcome.to_model(declared=audit_trace(selection.text, view.corpus, outcome.result))
         )
         progress_line.done()
         await log.finish(ledger, stored, failure, query, view.corpus.digest)
@@ -290,15 +290,15 @@ def cmd_trace(args: argparse.Namespace) -> int:
             backends.local.close()
     if failure is not None:  # the service marks the same run failed: a failure is never shown as a result
         return _failed(args, failure, ledger.last_exception, err_style)
-    result = outcome.result.to_model()  # the JSON contract: printed as is (--json) or rendered
+    result = outcome.result  # the JSON contract (model_dump): printed as is (--json) or rendered
     if outcome.logprob is not None and outcome.agreement is not None:
         agree = outcome.agreement
-        logprob = outcome.logprob.to_model()
+        logprob = outcome.logprob
         if args.json:
             doc = {
                 "judged": result.model_dump(mode="json"),
                 "logprob": logprob.model_dump(mode="json"),
-                "agreement": agree.to_model().model_dump(mode="json"),
+                "agreement": agree.model_dump(mode="json"),
                 "warnings": list(result.warnings),
             }
             sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")

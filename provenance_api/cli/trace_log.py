@@ -21,6 +21,7 @@ from estimator.params import DEFAULT_PARAMS
 from estimator.result_models import TraceJobResultModel
 from estimator.selection import Selection
 from estimator.turn import StoredTurn
+from provenance_api.cli.settings import load_settings
 from provenance_api.cli.style import Style
 from provenance_api.core.settings import Settings
 from provenance_api.operations.trace_log import CliTrace, LoggedTrace, finish_cli_trace, start_cli_trace
@@ -63,9 +64,7 @@ class TraceLog:
         planned: int,
         style: Style,
     ) -> TraceLog:
-        from provenance_api.cli.service import _settings
-
-        settings = _settings()
+        settings = load_settings()
         trace = (
             None
             if logging_off(args)
@@ -76,7 +75,8 @@ class TraceLog:
                 segment_id=selection.segment_id,
                 model=model,
                 params=DEFAULT_PARAMS,
-                quote={**quote.to_dict(), "estimator": args.estimator},
+                quote=quote,
+                estimator=args.estimator,
                 planned=planned,
                 cost_usd=quote.cost_usd,
             )

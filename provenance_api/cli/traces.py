@@ -16,6 +16,7 @@ import shutil
 import sys
 from typing import Any
 
+from provenance_api.cli.settings import load_settings, with_db
 from provenance_api.cli.style import Style, plural
 from provenance_api.core.schemas import TraceSummary
 
@@ -41,10 +42,8 @@ def register(sub: Any) -> None:
 
 
 def _run(work: Any) -> Any:
-    from provenance_api.cli.service import _settings, _with_db
-
-    settings = _settings()
-    return asyncio.run(_with_db(settings, lambda db: work(db, settings.admin_tenant)))
+    settings = load_settings()
+    return asyncio.run(with_db(settings, lambda db: work(db, settings.admin_tenant)))
 
 
 def cmd_traces(args: argparse.Namespace) -> int:

@@ -4,16 +4,28 @@ The viewer shows ``short`` beside a number and ``detail`` one click away; the co
 ``short`` where a number appears and ``provenance explain [TERM]`` prints both; ``GET /v1/glossary``
 serves them. Keys name the JSON fields they explain (``gamma``, ``role.grounds``, ``calls.cached``, …):
 every role, verdict and span-check label the estimator can return has one (a test holds this).
+
+A term's ``label`` is the word shown in place of the value it explains (a verdict's title, a role beside a
+drop, what a source says): the viewer and the command line take these words from here, and the words for
+the estimator's own values come from ``estimator.labels``, so each is defined once.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from estimator.diagnosis import GROUNDED, KNEW_IT, MISREAD, OVERRODE, UNVERIFIABLE
+from estimator.labels import (
+    DIAGNOSIS_LABELS,
+    INSTRUCTION_SUPPORT_LABELS,
+    ROLE_LABELS,
+    SUPPORT_LABELS,
+    VERDICT_LABELS,
+)
 from estimator.params import DEFAULT_PARAMS as _P
 from estimator.proxy_confirm import DEFAULT_PROXY_PARAMS as _PP
 
-__all__ = ["GLOSSARY", "GlossaryOut", "Term", "find", "glossary_out", "short"]
+__all__ = ["GLOSSARY", "GlossaryOut", "Term", "diagnosis_label", "find", "glossary_out", "label", "short"]
 
 
 class Term(BaseModel):
@@ -22,9 +34,19 @@ class Term(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     key: str = Field(description="the field or value it explains, e.g. gamma, role.grounds, calls.cached")
-    label: str = Field(description="the word or symbol as shown, e.g. Γ, grounds, cached")
+    label: str = Field(
+        description="the word or symbol shown in place of the value, e.g. Γ, grounds, cached, states the claim"
+    )
     short: str = Field(description="one line a non-specialist reads (at most 120 characters)")
     detail: str = Field(description="a paragraph: how it is measured and what it does not say")
+    instruction_label: str | None = Field(
+        None,
+        description="the label on a source of the instructions layer, where it differs (an instruction directs)",
+    )
+    value: str | None = Field(
+        None,
+        description="the value a result carries for this term when the key does not name it (a diagnosis's text)",
+    )
 
     @field_validator("short")
     @classmethod
@@ -42,8 +64,23 @@ class GlossaryOut(BaseModel):
     terms: list[Term]
 
 
-def _t(key: str, label: str, short_text: str, detail: str) -> Term:
-    return Term(key=key, label=label, short=short_text, detail=" ".join(detail.split()))
+def _t(
+    key: str,
+    label: str,
+    short_text: str,
+    detail: str,
+    *,
+    instruction_label: str | None = None,
+    value: str | None = None,
+) -> Term:
+    return Term(
+        key=key,
+        label=label,
+        short=short_text,
+        detail=" ".join(detail.split()),
+        instruction_label=instruction_label,
+        value=value,
+    )
 
 
 _TERMS: tuple[Term, ...] = (
@@ -109,28 +146,28 @@ _TERMS: tuple[Term, ...] = (
     # ------------------------------------------------------------------ roles
     _t(
         "role.grounds",
-        "grounds",
+        ROLE_LABELS["grounds"],
         "Removing it lowers the claim's score by at least τ: it carries the claim.",
         """Its drop Δ is at least τ. For a layer it means the claim depends on something in that layer; for a
        source, on that source. The span check then looks for the sentence in it that says so.""",
     ),
     _t(
         "role.distractor",
-        "distractor",
+        ROLE_LABELS["distractor"],
         "Removing it raises the claim's score by at least τ: it pulls against the claim.",
         """Its drop Δ is at most −τ: with it removed the judge finds the claim more likely. Often a source
        that says something different from the claim, or confuses the judge.""",
     ),
     _t(
         "role.irrelevant",
-        "irrelevant",
+        ROLE_LABELS["irrelevant"],
         "Removing it moves the score by less than τ: no measurable part in this claim.",
         """|Δ| < τ. It may still say the same thing as another source; if so, removing one changes nothing
        because the other still says it — the redundancy check finds those and marks them redundant.""",
     ),
     _t(
         "role.redundant",
-        "redundant",
+        ROLE_LABELS["redundant"],
         "Removing it changes nothing because another source says the same, but alone it carries the claim.",
         """When several sources carry a claim, removing any one of them changes nothing and every drop reads
        near zero. The trace then keeps one source at a time; those that carry the claim alone are
@@ -139,21 +176,21 @@ _TERMS: tuple[Term, ...] = (
     # ------------------------------------------------------------------ verdicts
     _t(
         "verdict.attributed",
-        "attributed",
+        VERDICT_LABELS["attributed"],
         "The context carries the claim and at least one layer's removal lowers its score.",
         """Γ ≥ τΓ and one or more layers ground the claim. The sources of those layers are tested next, and
        the span check quotes the lines that state it.""",
     ),
     _t(
         "verdict.redundant",
-        "carried by several sources",
+        VERDICT_LABELS["redundant"],
         "The context carries the claim, but no single layer is needed: several carry it.",
         """Γ ≥ τΓ, yet removing any one layer changes nothing, because another layer still says it. The
        redundancy check then asks which layers and sources carry the claim alone.""",
     ),
     _t(
         "verdict.internal_knowledge",
-        "model's own knowledge",
+        VERDICT_LABELS["internal_knowledge"],
         "The claim survives removing the whole context: the model knew or guessed it.",
         """Γ < τΓ: the score without any source is about the same as with all of them. No source is
        credited. A source may still agree with the claim (the span check says so), but it did not cause
@@ -161,7 +198,7 @@ _TERMS: tuple[Term, ...] = (
     ),
     _t(
         "verdict.no_information",
-        "no information",
+        VERDICT_LABELS["no_information"],
         "The measurements could not decide: a score the verdict needs was missing.",
         """A call failed or its answer could not be read, so Γ or a layer's drop is unknown. It is never a
        guess: the warnings name the measurement that is missing.""",
@@ -169,25 +206,28 @@ _TERMS: tuple[Term, ...] = (
     # ------------------------------------------------------------------ the span check
     _t(
         "support.supported",
-        "supported",
+        SUPPORT_LABELS["supported"],
         "The source states the claim (or, for instructions, directs it), with a checked quote.",
         """The span check asked the judge whether this source states the claim and for the lines that do.
        The quote is then found in the source's full text mechanically; one that cannot be found is retried
        once, then downgraded to silent.""",
+        instruction_label=INSTRUCTION_SUPPORT_LABELS["supported"],
     ),
     _t(
         "support.contradicted",
-        "contradicted",
+        SUPPORT_LABELS["contradicted"],
         "The source says the opposite of the claim, with a checked quote.",
         """The judge found lines in the source that contradict the claim, and the quote was found in the
        source's text. Together with a high drop it suggests the agent misread the source.""",
+        instruction_label=INSTRUCTION_SUPPORT_LABELS["contradicted"],
     ),
     _t(
         "support.silent",
-        "silent",
+        SUPPORT_LABELS["silent"],
         "The source says nothing about the claim (or its quote could not be checked).",
         """Neither stated nor contradicted. A supported or contradicted answer whose quote could not be found
        in the source twice is also shown as silent, marked downgraded.""",
+        instruction_label=INSTRUCTION_SUPPORT_LABELS["silent"],
     ),
     _t(
         "confidence",
@@ -207,34 +247,39 @@ _TERMS: tuple[Term, ...] = (
     # ------------------------------------------------------------------ the §9 diagnosis
     _t(
         "diagnosis.grounded",
-        "grounded in your data",
+        DIAGNOSIS_LABELS[GROUNDED],
         "The source carries the claim and states it.",
         "High attribution (the source's layer carries the claim) and the span check found it stated.",
+        value=GROUNDED,
     ),
     _t(
         "diagnosis.misread",
-        "agent misread the source",
+        DIAGNOSIS_LABELS[MISREAD],
         "The source carries the claim but says something else.",
         "High attribution and the span check found the source contradicting the claim: the agent misread it.",
+        value=MISREAD,
     ),
     _t(
         "diagnosis.knew_it",
-        "model knew it, data agrees",
+        DIAGNOSIS_LABELS[KNEW_IT],
         "The model would have said it anyway; a source happens to agree.",
         """Γ < τΓ (the claim survives removing the whole context) and the source states the claim: the data
        agrees, but did not cause the sentence.""",
+        value=KNEW_IT,
     ),
     _t(
         "diagnosis.overrode",
-        "model overrode your data",
+        DIAGNOSIS_LABELS[OVERRODE],
         "The model said it from its own knowledge, against what a source says.",
         "Γ < τΓ and the source contradicts the claim: the model's own belief won over the data it was given.",
+        value=OVERRODE,
     ),
     _t(
         "diagnosis.unverifiable",
-        "unverifiable model knowledge",
+        DIAGNOSIS_LABELS[UNVERIFIABLE],
         "The model said it on its own and no source speaks to it.",
         "Γ < τΓ and every source is silent: nothing in the context can confirm or refute the claim.",
+        value=UNVERIFIABLE,
     ),
     # ------------------------------------------------------------------ calls and cost
     _t(
@@ -437,6 +482,18 @@ def glossary_out() -> GlossaryOut:
     return GlossaryOut(terms=list(_TERMS))
 
 
+def label(key: str, *, instructions: bool = False) -> str:
+    """The word shown in place of ``key``'s value (on an instruction source, its instruction label where it
+    has one); KeyError for an unknown key."""
+    term = GLOSSARY[key]
+    return (term.instruction_label or term.label) if instructions else term.label
+
+
+def diagnosis_label(diagnosis: str) -> str:
+    """A diagnosis the estimator returned, as a reader is shown it (itself when no term names it)."""
+    return next((t.label for t in _TERMS if t.value == diagnosis), diagnosis)
+
+
 def short(key: str) -> str:
     """The one-line explanation of ``key`` (KeyError for an unknown key: every key used must exist)."""
     return GLOSSARY[key].short
@@ -447,10 +504,14 @@ def _norm(text: str) -> str:
 
 
 def find(word: str) -> list[Term]:
-    """The terms ``word`` names: its key, the key's last part (``grounds`` → role.grounds), its label, or a
-    word of either; in glossary order."""
+    """The terms ``word`` names: its key, the key's last part (``grounds`` → role.grounds), its label, the
+    value it explains, or a word of the key or label; in glossary order."""
     wanted = _norm(word)
-    exact = [t for t in _TERMS if wanted in (_norm(t.key), _norm(t.key.rsplit(".", 1)[-1]), _norm(t.label))]
+    exact = [
+        t
+        for t in _TERMS
+        if wanted in (_norm(t.key), _norm(t.key.rsplit(".", 1)[-1]), _norm(t.label), _norm(t.value or ""))
+    ]
     if exact:
         return exact
     return [t for t in _TERMS if wanted in _norm(t.key) or wanted in _norm(t.label)]

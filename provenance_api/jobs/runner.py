@@ -342,8 +342,7 @@ async def _execute(ctx: TraceContext, job: JobRecord, meter: _Meter) -> str:
     estimator: EstimatorChoice = "judged"
     scorer = None
     if job.kind == "trace":
-        quote = (await crud_traces.get_quote(ctx.db, job.tenant, job.quote_id)).quote
-        estimator = quote.get("estimator", "judged")
+        estimator = (await crud_traces.get_quote(ctx.db, job.tenant, job.quote_id)).estimator
         if needs_scorer(estimator):
             if ctx.scorer_factory is None:
                 raise ProvenanceError(f"estimator {estimator!r} needs a scorer and this service has none")
@@ -424,7 +423,7 @@ async def _trace(run: _Run) -> _Done:
         ledger=run.ledger,
     )
     result = outcome.result
-    out = outcome.to_model(declared=audit_trace(run.job.claim, run.corpus, result).to_model())
+    out = outcome.to_model(declared=audit_trace(run.job.claim, run.corpus, result))
     return _Done(
         out,
         dict(result.prompt_versions),
@@ -452,11 +451,11 @@ async def _probe(run: _Run) -> _Done:
         ledger=run.ledger,
     )
     return _Done(
-        result.to_model(),
+        result,
         {"probe_regenerate": result.prompt_version},
         run.params.model_dump(),
-        result.usage,
-        result.cost_usd,
+        run.ledger.usage,
+        run.ledger.cost_usd,
     )
 
 

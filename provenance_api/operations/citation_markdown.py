@@ -8,6 +8,7 @@ A trace that did not succeed says so and why; it never shows a verdict it does n
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import datetime
 
@@ -55,7 +56,7 @@ def _when(at: datetime | None) -> str:
 
 
 def _number(value: float | None) -> str:
-    return "unknown" if value is None else f"{value:.2f}"
+    return "unknown" if value is None or math.isnan(value) else f"{value:.2f}"
 
 
 def _cost(cost: float | None, billed: int) -> str:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
+from estimator.cost import CostQuote
 from estimator.ledger import CallLedger
 from estimator.params import Params
 from estimator.result_models import TraceJobResultModel, Verdict
@@ -23,8 +24,9 @@ from estimator.turn import StoredTurn
 from provenance_api.core.schemas import TraceSummary
 from provenance_api.operations.tracing import job_calls
 from provenance_api.storage import crud_calls, crud_traces, crud_turns
-from provenance_api.storage.crud_traces import JobRecord, NewQuote, Progress, ResultAudit
+from provenance_api.storage.crud_traces import JobRecord, Progress, ResultAudit
 from provenance_api.storage.crud_turns import TurnRecord
+from provenance_api.storage.quotes import StoredQuote, quote_times
 from provenance_api.storage.session import Database
 
 log = logging.getLogger(__name__)
@@ -54,7 +56,8 @@ class CliTrace:
     segment_id: str | None
     model: str
     params: Params
-    quote: dict[str, Any]
+    quote: CostQuote
+    estimator: EstimatorChoice
     planned: int
     cost_usd: float | None
 
@@ -75,25 +78,26 @@ async def start_cli_trace(db: Database, tenant: str, user: str, trace: CliTrace,
     """Store the turn (if new), the quote and the job (``source='cli'``), running. RecordConflict when the
     tenant holds another turn under this id."""
     turn, _ = await crud_turns.put_turn(db, tenant, user, trace.turn)
-    quote = await crud_traces.create_quote(
-        db,
-        NewQuote(
-            tenant=tenant,
-            user=user,
-            turn_id=trace.turn.turn_id,
-            sentence=trace.sentence,
-            claim=trace.claim,
-            segment_id=trace.segment_id,
-            model=trace.model,
-            probe=False,
-            params=trace.params.model_dump(),
-            quote=trace.quote,
-            planned_calls=trace.planned,
-            cost_usd=trace.cost_usd,
-            refused=None,
-        ),
-        quote_ttl,
+    created_at, expires_at = quote_times(quote_ttl)
+    stored = StoredQuote(
+        tenant=tenant,
+        user=user,
+        turn_id=trace.turn.turn_id,
+        sentence=trace.sentence,
+        claim=trace.claim,
+        segment_id=trace.segment_id,
+        model=trace.model,
+        probe=False,
+        params=trace.params.model_dump(),
+        estimator=trace.estimator,
+        planned_calls=trace.planned,
+        cost_usd=trace.cost_usd,
+        refused=None,
+        priced=trace.quote,
+        created_at=created_at,
+        expires_at=expires_at,
     )
+    quote = await crud_traces.create_quote(db, stored, quote_ttl)
     job = await crud_traces.create_job(db, quote, max_cost_usd=None, source="cli")
     await crud_traces.mark_running(db, job.id)
     return LoggedTrace(job, turn)

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
-from estimator.cost import CostQuote, Pricing
+from estimator.cost import CostQuote, Pricing, round_usd
 from estimator.params import DEFAULT_PARAMS, Params
 from estimator.proxy_cost import proxy_capability, quote_proxy
 from estimator.proxy_models import ProxyQuoteModel
@@ -38,12 +38,14 @@ from estimator.tokens import Tokenizer
 from estimator.trace import needs_scorer, planned_calls
 from estimator.turn import StoredTurn
 from provenance_api.core.errors import CostRefused, InvalidInput, ProviderError, ProviderSetting
+from provenance_api.core.schemas import ExpectedDigitOut
 from provenance_api.core.settings import Settings
 from provenance_api.operations import model_policy
 from provenance_api.operations.model_policy import ModelChoice
 from provenance_api.providers import free_tier
 from provenance_api.providers.capabilities import TopLogprobsCapability, top_logprobs_capability
 from provenance_api.providers.free_tier import GateView, QuoteView
+from provenance_api.storage.quotes import StoredQuote, quote_times
 
 __all__ = [
     "CLI_WORDS",
@@ -210,23 +212,47 @@ class TraceDecision:
         if self.refusal is not None:
             raise self.refusal.error()
 
-    def quote_document(self) -> dict[str, Any]:
+    @property
+    def cost_usd(self) -> float | None:
+        """The price the service shows and reserves: the cost gate's (as its JSON rounds it), or under proxy
+        the fallback's worst case."""
+        return self.proxy.worst_case_cost_usd if self.proxy is not None else round_usd(self.quote.cost_usd)
+
+    def stored_quote(
+        self, *, tenant: str, user: str, turn_id: str, sentence: str, params: Params, ttl_seconds: int
+    ) -> StoredQuote:
         """The quote as the service stores and shows it: the cost gate, the scoring the estimator adds, both
         sides of a proxy trace (the budget reserves the fallback's worst case), the estimator and the model's
         reason, and the judge's top log-probabilities."""
-        out = self.quote.to_dict()
+        created_at, expires_at = quote_times(ttl_seconds)
         scoring = self.ranking_quote or self.scoring_quote
-        if scoring is not None:
-            out["scoring"] = scoring.to_dict()
-        if self.proxy is not None:
-            out["proxy"] = self.proxy.model_dump(mode="json")
-            out["cost_usd"] = self.proxy.worst_case_cost_usd
-        out["estimator"] = self.estimator
-        out["model_reason"] = self.choice.reason
-        out["model_source"] = self.choice.source
-        if self.expected is not None:
-            out["expected_digit"] = self.expected.to_dict()
-        return out
+        return StoredQuote(
+            tenant=tenant,
+            user=user,
+            turn_id=turn_id,
+            sentence=sentence,
+            claim=self.selection.text,
+            segment_id=self.selection.segment_id,
+            model=self.model,
+            probe=self.probe,
+            params=params.model_dump(),
+            estimator=self.estimator,
+            planned_calls=self.planned,
+            cost_usd=self.cost_usd,
+            refused=self.quote.refused,
+            priced=self.quote,
+            scoring=None if scoring is None else scoring.to_model(),
+            proxy=self.proxy,
+            model_reason=self.choice.reason,
+            model_source=self.choice.source,
+            expected_digit=(
+                None
+                if self.expected is None
+                else ExpectedDigitOut(offered=self.expected.offered, how=self.expected.how, reason=self.expected.reason)
+            ),
+            created_at=created_at,
+            expires_at=expires_at,
+        )
 
 
 def _own_model(turn: StoredTurn, explicit: str | None, local_model: bool) -> ModelChoice:

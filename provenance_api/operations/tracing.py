@@ -12,8 +12,7 @@ from typing import Any
 import anyio.to_thread
 
 from estimator.params import Params
-from estimator.proxy_models import ProxyQuoteModel
-from estimator.result_models import CostQuoteModel, ProbeResultModel, ScoringQuoteModel, TraceJobResultModel
+from estimator.result_models import ProbeResultModel, TraceJobResultModel
 from estimator.scoring_cost import EstimatorChoice
 from estimator.turn import StoredTurn
 from estimator.units import Corpus
@@ -22,7 +21,6 @@ from provenance_api.core.observability import trace_id_var
 from provenance_api.core.schemas import (
     CitationOut,
     ExcludedOut,
-    ExpectedDigitOut,
     GateSummaryOut,
     LayerOut,
     ProbeIn,
@@ -45,8 +43,9 @@ from provenance_api.operations.request_params import request_params
 from provenance_api.operations.services import Services
 from provenance_api.providers import free_tier
 from provenance_api.storage import crud_traces, crud_turns
-from provenance_api.storage.crud_traces import JobKind, JobRecord, NewQuote, QuoteRecord
+from provenance_api.storage.crud_traces import JobKind, JobRecord
 from provenance_api.storage.limits import Reservation
+from provenance_api.storage.quotes import StoredQuote
 
 
 def trace_surface(services: Services, tenant: str, *, digest: str | None = None) -> trace_plan.TraceSurface:
@@ -158,7 +157,7 @@ async def make_quote(
     probe: bool,
     overrides: dict[str, Any] | None,
     estimator: EstimatorChoice = "judged",
-) -> QuoteRecord:
+) -> StoredQuote:
     """Quote a trace (or, with ``probe``, the probe alone) of ``sentence``: ``trace_plan.decide`` gates it,
     chooses the judge under the operator's policy, prices it and checks the estimator (422 naming the field
     when it cannot run). A cost-gate refusal is kept on the stored quote; starting a trace from it is refused.
@@ -178,28 +177,19 @@ async def make_quote(
     )
     decision = await anyio.to_thread.run_sync(decide)
     decision.require()
-    quote = decision.quote_document()
-    new = NewQuote(
+    quote = decision.stored_quote(
         tenant=caller.tenant,
         user=caller.user,
         turn_id=turn_id,
         sentence=sentence,
-        claim=decision.selection.text,
-        segment_id=decision.selection.segment_id,
-        model=decision.model,
-        probe=probe,
-        params=params.model_dump(),
-        quote=quote,
-        planned_calls=decision.planned,
-        cost_usd=quote["cost_usd"],
-        refused=quote["refused"],
+        params=params,
+        ttl_seconds=services.settings.quote_ttl_seconds,
     )
-    return await crud_traces.create_quote(services.db, new, services.settings.quote_ttl_seconds)
+    return await crud_traces.create_quote(services.db, quote, services.settings.quote_ttl_seconds)
 
 
-def quote_out(q: QuoteRecord) -> QuoteOut:
-    d = q.quote
-    priced = CostQuoteModel.model_validate(d)  # the estimator's quote; the service's additions are read below
+def quote_out(q: StoredQuote) -> QuoteOut:
+    priced = q.priced  # the estimator's quote; planned_calls and cost_usd are the service's
     return QuoteOut(
         quote_id=q.id,
         expires_at=q.expires_at,
@@ -207,7 +197,7 @@ def quote_out(q: QuoteRecord) -> QuoteOut:
         claim=q.claim,
         segment_id=q.segment_id,
         model=q.model,
-        model_reason=d.get("model_reason"),
+        model_reason=q.model_reason,
         sources=priced.sources,
         planned_calls=q.planned_calls,
         calls=priced.calls,
@@ -215,13 +205,13 @@ def quote_out(q: QuoteRecord) -> QuoteOut:
         output_tokens=priced.output_tokens,
         untruncated_corpus_tokens=priced.untruncated_corpus_tokens,
         cost_usd=q.cost_usd,
-        warnings=priced.warnings,
-        truncated_sources=priced.truncated_sources,
+        warnings=list(priced.warnings),
+        truncated_sources=list(priced.truncated_sources),
         refused=q.refused,
-        estimator=d.get("estimator", "judged"),
-        scoring=ScoringQuoteModel.model_validate(d["scoring"]) if d.get("scoring") else None,
-        expected_digit=ExpectedDigitOut(**d["expected_digit"]) if d.get("expected_digit") else None,
-        proxy=ProxyQuoteModel.model_validate(d["proxy"]) if d.get("proxy") else None,
+        estimator=q.estimator,
+        scoring=q.scoring,
+        expected_digit=q.expected_digit,
+        proxy=q.proxy,
     )
 
 
@@ -306,7 +296,7 @@ async def reserve(services: Services, caller: Principal, calls: int, cost_usd: f
 
 async def launch(
     services: Services,
-    quote: QuoteRecord,
+    quote: StoredQuote,
     reservation: Reservation,
     *,
     max_cost_usd: float | None,

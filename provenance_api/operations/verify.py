@@ -28,8 +28,9 @@ from provenance_api.operations.services import Services
 from provenance_api.operations.tracing import judge_model, launch, make_quote, reserve
 from provenance_api.providers import free_tier
 from provenance_api.storage import crud_traces, crud_turns
-from provenance_api.storage.crud_traces import JobRecord, QuoteRecord
+from provenance_api.storage.crud_traces import JobRecord
 from provenance_api.storage.limits import Reservation
+from provenance_api.storage.quotes import StoredQuote
 
 REFUSED = {"decision": "block", "rule": "budget_refused"}
 
@@ -42,7 +43,7 @@ def _refuse(exc: ProvenanceError) -> ProvenanceError:
 
 async def _quote_all(
     services: Services, caller: Principal, turn_id: str, body: VerifyIn, model: str, segment_ids: list[str]
-) -> list[QuoteRecord]:
+) -> list[StoredQuote]:
     quotes = [
         await make_quote(services, caller, turn_id, sid, model=body.model, probe=False, overrides=body.params)
         for sid in segment_ids
@@ -78,7 +79,7 @@ async def _quote_all(
     return quotes
 
 
-async def _reserve_all(services: Services, caller: Principal, quotes: list[QuoteRecord]) -> list[Reservation]:
+async def _reserve_all(services: Services, caller: Principal, quotes: list[StoredQuote]) -> list[Reservation]:
     """All the quotes' calls, or none of them."""
     held: list[Reservation] = []
     try:
@@ -115,7 +116,7 @@ async def verify_turn(services: Services, caller: Principal, turn_id: str, body:
             ids = list(dict.fromkeys(c.source_id for c in g.citations))
             audit = audit_declared(g.segment.text, corpus, ids)
             outcomes[g.segment.id] = quoted_outcome(g.segment.id, ids, audit)
-            declared[g.segment.id] = audit.to_model()
+            declared[g.segment.id] = audit
 
     traceable = [s.segment_id for s in sentences if s.status == "traceable"]
     quotes = await _quote_all(services, caller, turn_id, body, model, traceable)
@@ -139,7 +140,7 @@ async def verify_turn(services: Services, caller: Principal, turn_id: str, body:
             traced = TraceJobResultModel.model_validate(job.result)
             audit = audit_trace(text[sid], corpus, traced)
             outcomes[sid] = outcome_from_trace(sid, traced, audit)
-            declared[sid] = audit.to_model()
+            declared[sid] = audit
         elif job.terminal:
             outcomes[sid] = SentenceOutcome(sid, "error", reason=f"trace {job.id} {job.status}: {job.reason}")
         else:

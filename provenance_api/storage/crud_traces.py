@@ -34,6 +34,7 @@ from provenance_api.storage.models import (
     TraceResultRow,
     utcnow,
 )
+from provenance_api.storage.quotes import ADDED, StoredQuote
 from provenance_api.storage.session import Database
 
 JobKind = Literal["trace", "probe"]
@@ -77,64 +78,35 @@ async def _hold_turn(session: AsyncSession, tenant: str, turn_id: str) -> None:
         raise RecordMissing(f"no stored turn {turn_id!r}", record="turn", field="turn_id")
 
 
-@dataclass(frozen=True)
-class QuoteRecord:
-    id: str
-    tenant: str
-    user: str
-    turn_id: str
-    sentence: str
-    claim: str
-    segment_id: str | None
-    model: str
-    probe: bool
-    params: dict[str, Any]
-    quote: dict[str, Any]
-    planned_calls: int
-    cost_usd: float | None
-    refused: str | None
-    created_at: datetime
-    expires_at: datetime
-    used_by: str | None
+_QUOTE_COLUMNS = (
+    "id",
+    "tenant",
+    "user",
+    "turn_id",
+    "sentence",
+    "claim",
+    "segment_id",
+    "model",
+    "probe",
+    "params",
+    "estimator",
+    "planned_calls",
+    "cost_usd",
+    "refused",
+    "created_at",
+    "expires_at",
+    "used_by",
+)
 
 
-def _quote(row: QuoteRow) -> QuoteRecord:
-    return QuoteRecord(
-        id=row.id,
-        tenant=row.tenant,
-        user=row.user,
-        turn_id=row.turn_id,
-        sentence=row.sentence,
-        claim=row.claim,
-        segment_id=row.segment_id,
-        model=row.model,
-        probe=row.probe,
-        params=dict(row.params),
-        quote=dict(row.quote),
-        planned_calls=row.planned_calls,
-        cost_usd=row.cost_usd,
-        refused=row.refused,
-        created_at=row.created_at,
-        expires_at=row.expires_at,
-        used_by=row.used_by,
-    )
-
-
-@dataclass(frozen=True)
-class NewQuote:
-    tenant: str
-    user: str
-    turn_id: str
-    sentence: str
-    claim: str
-    segment_id: str | None
-    model: str
-    probe: bool
-    params: dict[str, Any]
-    quote: dict[str, Any]
-    planned_calls: int
-    cost_usd: float | None
-    refused: str | None
+def _quote(row: QuoteRow) -> StoredQuote:
+    """A stored quote from its row: the columns, and the ``quote`` JSON split into the estimator's quote and
+    the service's additions (an ``estimator`` key of a quote stored before migration 0015 is ignored: the
+    migration moved it to the column)."""
+    document = dict(row.quote)
+    added = {key: document[key] for key in ADDED if document.get(key) is not None}
+    columns = {name: getattr(row, name) for name in _QUOTE_COLUMNS}
+    return StoredQuote.model_validate({**columns, "priced": document, **added})
 
 
 async def purge_expired_quotes(db: Database, ttl_seconds: int) -> None:
@@ -151,23 +123,18 @@ async def purge_expired_quotes(db: Database, ttl_seconds: int) -> None:
         )
 
 
-async def create_quote(db: Database, new: NewQuote, ttl_seconds: int) -> QuoteRecord:
+async def create_quote(db: Database, quote: StoredQuote, ttl_seconds: int) -> StoredQuote:
+    """Store ``quote`` (its times from ``quotes.quote_times(ttl_seconds)``), after purging the expired ones."""
     await purge_expired_quotes(db, ttl_seconds)
-    now = utcnow()
-    row = QuoteRow(
-        id=new_id("q"),
-        created_at=now,
-        expires_at=now + timedelta(seconds=ttl_seconds),
-        used_by=None,
-        **new.__dict__,
-    )
+    columns = {name: getattr(quote, name) for name in _QUOTE_COLUMNS}
+    row = QuoteRow(**columns, quote=quote.document())
     async with db.transaction() as session:
-        await _hold_turn(session, new.tenant, new.turn_id)  # a turn being deleted gets no new quote
+        await _hold_turn(session, quote.tenant, quote.turn_id)  # a turn being deleted gets no new quote
         session.add(row)
     return _quote(row)
 
 
-async def get_quote(db: Database, tenant: str, quote_id: str) -> QuoteRecord:
+async def get_quote(db: Database, tenant: str, quote_id: str) -> StoredQuote:
     async with db.session() as session:
         row = (
             await session.execute(select(QuoteRow).where(QuoteRow.id == quote_id, QuoteRow.tenant == tenant))
@@ -249,7 +216,7 @@ def _job(row: TraceJobRow, result: dict[str, Any] | None = None) -> JobRecord:
 
 async def create_job(
     db: Database,
-    quote: QuoteRecord,
+    quote: StoredQuote,
     *,
     max_cost_usd: float | None,
     kind: JobKind = "trace",

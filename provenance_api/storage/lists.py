@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import ColumnElement, Select, String, and_, case, func, or_, select, update
+from sqlalchemy import ColumnElement, Select, and_, func, or_, select, update
 from sqlalchemy.orm import InstrumentedAttribute
 
 from estimator.turn import StoredTurn
@@ -226,10 +226,8 @@ class TraceRow:
 
 
 _VERDICT = TraceResultRow.result["verdict"].as_string()
-# the estimator a trace was started with is its quote's; quotes made before there was a choice were judged
-_ESTIMATOR = case(
-    (QuoteRow.id.is_(None), None), else_=func.coalesce(QuoteRow.quote["estimator"].as_string(), "judged")
-).cast(String)
+# the estimator a trace was started with is its quote's (null when its quote is no longer kept)
+_ESTIMATOR = QuoteRow.estimator
 TRACE_KEYS: dict[str, Any] = {"created_at": TraceJobRow.created_at, "cost": TraceResultRow.cost_usd}
 
 

@@ -129,7 +129,10 @@ class QuoteRow(Base):
     model: Mapped[str] = mapped_column(String(256))
     probe: Mapped[bool] = mapped_column(Boolean, default=False)
     params: Mapped[dict[str, Any]]
+    # the estimator's quote and the service's additions (``quotes.StoredQuote.document``)
     quote: Mapped[dict[str, Any]]
+    # the estimator the quote was made for (0015; quotes made before there was a choice were judged)
+    estimator: Mapped[str] = mapped_column(String(16), default="judged", server_default="judged")
     planned_calls: Mapped[int] = mapped_column(Integer)
     cost_usd: Mapped[float | None] = mapped_column(Float)
     refused: Mapped[str | None] = mapped_column(Text)

@@ -16,6 +16,7 @@ read-only database, a server unreachable) are raised as ``StorageUnavailable`` t
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import secrets
@@ -108,7 +109,11 @@ def unavailable_from(exc: BaseException, dialect: str, *, is_disconnect: bool = 
 
 
 def _on_driver_error(context: ExceptionContext) -> BaseException | None:
-    """SQLAlchemy's ``handle_error`` hook: a storage failure is raised as ``StorageUnavailable`` instead."""
+    """SQLAlchemy's ``handle_error`` hook: a storage failure is raised as ``StorageUnavailable`` instead. A
+    cancellation (a job interrupted by shutdown in the middle of a query) is no storage failure: the driver
+    reports the connection it had to drop as a disconnect, but the cancellation itself propagates."""
+    if any(isinstance(err, asyncio.CancelledError) for err in _chain(context.original_exception)):
+        return None
     return unavailable_from(context.original_exception, context.dialect.name, is_disconnect=context.is_disconnect)
 
 

@@ -1,6 +1,7 @@
-"""Run the service for tests over real HTTP: in a thread (``ApiServer``) or as a separate process
-(``ServerProcess``, so it can be SIGKILLed), each on a free loopback port with its own data dir.
-Also the small turns and the scripted judge the API tests share."""
+"""Run the service for tests: in process with no socket (``InProcessApi``, for tests of what the API answers),
+over real HTTP in a thread (``ApiServer``, when something outside the test process must reach it: a browser, the
+CLI, a client library) or as a separate process (``ServerProcess``, so it can be SIGKILLed), each with its own
+data dir. Also the small turns and the scripted judge the API tests share."""
 
 from __future__ import annotations
 
@@ -14,12 +15,15 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import httpx
 import uvicorn
+from anyio.from_thread import BlockingPortal
+from starlette.testclient import TestClient
 
 from estimator.llm import LLMRequest, LLMResponse, ScriptedLLM, Usage
 from provenance_api.core.settings import Settings
@@ -207,6 +211,97 @@ class ApiServer:
         self.server.should_exit = True
         self._thread.join(15)
         self._sock.close()
+
+
+class _Chunks(httpx.AsyncByteStream):
+    def __init__(self, chunks: list[bytes]) -> None:
+        self._chunks = chunks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self._chunks:
+            yield chunk
+
+
+class _PortalTransport(httpx.BaseTransport):
+    """Hands each request of a synchronous ``httpx.Client`` to the app on the event loop of ``portal`` (the loop
+    its lifespan started on, where its background jobs run) through ``httpx.ASGITransport``. A response is read
+    whole before it is returned (an event stream, once its trace has ended), as ``ASGITransport`` reads it."""
+
+    def __init__(self, portal: BlockingPortal, asgi: httpx.ASGITransport) -> None:
+        self._portal = portal
+        self._asgi = asgi
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        # the body in the chunks the client sent, under the client's own headers (a body without
+        # Content-Length stays one without it)
+        assert isinstance(request.stream, httpx.SyncByteStream)
+        body = _Chunks([bytes(chunk) for chunk in request.stream])
+
+        async def send() -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+            inner = httpx.Request(request.method, request.url, headers=request.headers, stream=body)
+            response = await self._asgi.handle_async_request(inner)
+            try:
+                content = b"".join([chunk async for chunk in response.aiter_raw()])
+            finally:
+                await response.aclose()
+            return response.status_code, response.headers.raw, content
+
+        status, headers, content = self._portal.call(send)
+        return httpx.Response(status, headers=headers, content=content, request=request)
+
+
+class InProcessApi:
+    """``create_app`` with the same settings as ``ApiServer`` (and the same attributes: ``settings``, ``app``,
+    ``admin_key``, ``key()``, ``client()``), served in this process with no socket: its lifespan runs on an event
+    loop in a background thread, as under uvicorn, and ``client()`` sends each request to it over ASGI. For tests
+    of what the API answers; a test of the server itself (a socket, a process, a browser, the CLI, what a shutdown
+    does to the jobs still running) uses ``ApiServer`` or ``ServerProcess``."""
+
+    base_url = "http://testserver"
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        llm_factory: LLMFactory | None = None,
+        scorer_factory: ScorerFactory | None = None,
+        **settings: Any,
+    ) -> None:
+        self.data_dir = data_dir
+        self.settings = Settings(data_dir=data_dir, **model_policy(settings))
+        self.app = create_app(self.settings, llm_factory, scorer_factory)
+        # runs the ASGI lifespan (startup, shutdown) through the whole middleware stack, as uvicorn does
+        self._lifespan = TestClient(self.app, raise_server_exceptions=False)
+        # an unexpected error answers 500, as over a socket, instead of raising in the test
+        self._asgi = httpx.ASGITransport(self.app, raise_app_exceptions=False, client=("127.0.0.1", 50000))
+        self._portal: BlockingPortal | None = None
+
+    @property
+    def admin_key(self) -> str:
+        return str(self.settings.admin_key_file.read_text().strip())
+
+    def key(self, tenant: str, user: str) -> str:
+        return make_key(self.data_dir, tenant, user, database_url=self.settings.database_url)
+
+    def client(self, key: str | None = None, **kw: Any) -> httpx.Client:
+        """A client of the app (``timeout`` is accepted for ``ApiServer``'s signature; nothing here waits on a
+        socket)."""
+        assert self._portal is not None, "use the InProcessApi in a with block"
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        kw.pop("timeout", None)
+        transport = _PortalTransport(self._portal, self._asgi)
+        return httpx.Client(base_url=self.base_url, headers=headers, transport=transport, **kw)
+
+    def __enter__(self) -> InProcessApi:
+        self._lifespan.__enter__()
+        self._portal = self._lifespan.portal
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._portal = None
+        self._lifespan.__exit__(exc_type, exc, tb)
 
 
 def await_serving(proc: subprocess.Popen[bytes], out: Path, err: Path, timeout: float) -> int:

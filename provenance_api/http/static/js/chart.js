@@ -5,11 +5,9 @@
 
 import { h } from './dom.js';
 import { clip, fmtDrop } from './format.js';
-import { explain, termHelp } from './glossary.js';
+import { explain, labelNode, termHelp } from './glossary.js';
 import { LAYER_NAMES } from './icons.js';
-import { ROLE_LEGEND } from './words.js';
-
-const ROLES = ['grounds', 'distractor', 'irrelevant', 'redundant'];
+import { ROLES } from './words.js';
 
 function rowsOf(r) {
   const rows = [{ group: 'Layers' }];
@@ -56,10 +54,10 @@ export function renderChart(r) {
       h('span', { class: 'chart-label', title: row.label.length > 44 ? row.label : null }, clip(row.label, 44)),
       track,
       h('span', { class: 'chart-value' }, fmtDrop(row.delta),
-        row.role ? h('span', { class: 'visually-hidden' }, ' (' + row.role + ')') : null)));
+        row.role ? h('span', { class: 'visually-hidden' }, ' (', labelNode('role.' + row.role), ')') : null)));
   }
   const legend = h('p', { class: 'chart-legend' },
-    ROLES.map((role) => h('span', { class: 'legend-item' }, h('span', { class: 'swatch ' + role, 'aria-hidden': 'true' }), termHelp('role.' + role, ROLE_LEGEND[role]))));
+    ROLES.map((role) => h('span', { class: 'legend-item' }, h('span', { class: 'swatch ' + role, 'aria-hidden': 'true' }), termHelp('role.' + role, labelNode('role.' + role)))));
   const tau = thresholds(r);
   const unit = r.units === 'nats' ? 'in nats of log-probability' : "on the judge's 1–9 scale";
   return h('figure', { class: 'chart-figure' }, chart, legend,

@@ -1,5 +1,7 @@
 /* How numbers, dates and spans read on the page. */
 
+import { label } from './glossary.js';
+
 const NUM = new Intl.NumberFormat('en-US');
 
 export const enc = encodeURIComponent;
@@ -23,7 +25,7 @@ export function fmtBilled(usd) {
 }
 
 export function fmtScore(x) {
-  return x === null || x === undefined ? 'no information' : x.toFixed(2);
+  return x === null || x === undefined ? label('verdict.no_information') : x.toFixed(2);  // a score that carried none
 }
 
 export function fmtDrop(x) {

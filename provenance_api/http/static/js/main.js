@@ -10,6 +10,7 @@
 import { onUnauthorized } from './api.js';
 import { byId, restoreFocus } from './dom.js';
 import { wireCallsPanel } from './calls.js';
+import { loadGlossary } from './glossary.js';
 import { route } from './router.js';
 import { loadSession, onSignedOut, signOut, whenSignedIn } from './session.js';
 import { wireShortcuts } from './shortcuts.js';
@@ -34,7 +35,7 @@ async function start() {
   wireDialogs();
   wireShortcuts();
   window.addEventListener('hashchange', route);
-  await loadSession();
+  await Promise.all([loadSession(), loadGlossary()]);  // the labels are the glossary's: load it before the first view
   await route();
 }
 

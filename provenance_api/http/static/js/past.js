@@ -3,9 +3,9 @@
 import { api } from './api.js';
 import { byId, h, showError } from './dom.js';
 import { clip, enc, fmtDate } from './format.js';
+import { label } from './glossary.js';
 import { parseRoute, turnHash } from './routes.js';
 import { state } from './state.js';
-import { VERDICT_TITLES } from './words.js';
 
 export async function loadPastTraces() {
   const box = byId('past-traces');
@@ -28,7 +28,7 @@ export async function loadPastTraces() {
   box.replaceChildren(h('ul', { class: 'past-list' }, data.items.map((t) => h('li', null,
     h('a', { href: turnHash(turn.turn_id, t.trace_id), 'aria-current': current && current.traceId === t.trace_id ? 'true' : null, dataset: { traceId: t.trace_id } },
       h('span', { class: 'claim' }, clip(t.claim, 110)),
-      h('span', { class: 'meta' }, [t.status === 'succeeded' ? (VERDICT_TITLES[t.verdict] || t.verdict_text) : t.status, t.model, fmtDate(t.created_at)].join(' · ')))))));
+      h('span', { class: 'meta' }, [t.status === 'succeeded' ? (t.verdict ? label('verdict.' + t.verdict, { capital: true, fallback: t.verdict_text }) : t.verdict_text) : t.status, t.model, fmtDate(t.created_at)].join(' · ')))))));
 }
 
 export function markCurrentTrace(traceId) {

@@ -7,9 +7,9 @@
 
 import { h } from './dom.js';
 import { fmtDrop, fmtInt, fmtScore, fmtSeconds } from './format.js';
-import { explain, termHelp } from './glossary.js';
+import { explain, labelNode, termHelp } from './glossary.js';
 import { LAYER_NAMES } from './icons.js';
-import { PROXY_WORDS } from './words.js';
+import { proxyKey } from './words.js';
 
 function figure(name, label, value, key) {
   return h('div', { class: 'calls-figure', dataset: { proxy: name } },
@@ -54,7 +54,7 @@ function hostedChecks(p) {
 }
 
 function roleCell(role) {
-  return role ? termHelp('role.' + role, role) : '—';
+  return role ? termHelp('role.' + role, labelNode('role.' + role)) : '—';
 }
 
 /** One row per source either side measured: the proxy's order first, then the judge's. */
@@ -111,12 +111,11 @@ function disagreementList(p) {
 export function renderProxy(r, t) {
   const p = r.proxy;
   const confirmed = r.confirmed === true;
-  const words = confirmed ? PROXY_WORDS.confirmed : PROXY_WORDS.fallback;
   return h('section', { class: 'proxy-block ' + (confirmed ? 'confirmed' : 'fallback'), id: 'proxy-panel', 'aria-labelledby': 'proxy-title', dataset: { confirmed: String(confirmed) } },
     h('h3', { id: 'proxy-title' }, 'Proxy ranking and the hosted judge’s check'),
     h('p', { class: 'proxy-status', id: 'proxy-confirmation' },
       h('span', { class: 'proxy-mark', 'aria-hidden': 'true' }, confirmed ? '✓' : '⚠'), ' ',
-      h('strong', null, words + ': '), termHelp(confirmed ? 'proxy.confirmed' : 'proxy.fallback', r.confirmation)),
+      h('strong', null, labelNode(proxyKey(confirmed), { capital: true }), ': '), termHelp(proxyKey(confirmed), r.confirmation)),
     figures(r, t),
     h('h4', { id: 'proxy-hosted-title' }, 'What the hosted judge measured (digits 1–9)'),
     hostedChecks(p),

@@ -8,12 +8,12 @@ import { renderChart } from './chart.js';
 import { callsButton } from './calls.js';
 import { exportActions } from './export.js';
 import { fmtBilled, fmtDate, fmtScore } from './format.js';
-import { explain, termHelp, warningList } from './glossary.js';
+import { explain, labelNode, termHelp, warningList } from './glossary.js';
 import { callsFigures, callsSentence } from './numbers.js';
 import { renderProxy } from './proxy.js';
 import { state } from './state.js';
 import { renderTree } from './tree.js';
-import { diagnosisWords, ESTIMATOR_WORDS, isAlarm, VERDICT_TITLES, verdictExplanation } from './words.js';
+import { diagnosisWords, isAlarm, verdictExplanation } from './words.js';
 
 function numbersExplained(r) {
   const wrap = h('div', { class: 'explains', id: 'numbers-explained' },
@@ -35,7 +35,7 @@ export function renderResult(t) {
     h('h2', { id: 'result-title', tabindex: '-1' }, 'Result'),
     h('blockquote', { class: 'claim' }, t.claim),
     h('div', { id: 'verdict', class: 'verdict-box ' + r.verdict, dataset: { verdict: r.verdict } },
-      h('p', { class: 'verdict-title' }, VERDICT_TITLES[r.verdict] || r.verdict_text),
+      h('p', { class: 'verdict-title' }, labelNode('verdict.' + r.verdict, { capital: true, fallback: r.verdict_text })),
       explain('verdict.' + r.verdict),
       h('p', null, verdictExplanation(r)),
       h('p', { id: 'gamma', class: 'gamma' },
@@ -63,6 +63,6 @@ export function renderResult(t) {
     h('p', { class: 'calls-line', id: 'result-calls' },
       callsSentence(t.calls) + ' · cost ' + fmtBilled(r.cost_usd) + ' · judge ' + r.model + ' · ' + fmtDate(t.finished_at)),
     h('p', { class: 'calls-line', id: 'result-estimator' }, 'Scores: ',
-      termHelp('estimator.' + scores, ESTIMATOR_WORDS[scores] || scores)));
+      termHelp('estimator.' + scores, labelNode('estimator.' + scores))));
   return wrap;
 }

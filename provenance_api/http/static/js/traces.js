@@ -5,25 +5,27 @@ import { api, query } from './api.js';
 import { focusHeading, h, view } from './dom.js';
 import { fillDatalist, filterForm } from './filters.js';
 import { clip, fmtBilled, fmtDate } from './format.js';
+import { label } from './glossary.js';
 import { callsSentence } from './numbers.js';
 import { pagedList } from './pager.js';
 import { turnHash } from './routes.js';
 import { state } from './state.js';
-import { VERDICT_TITLES } from './words.js';
+import { ESTIMATORS, VERDICTS } from './words.js';
 
 const PAGE = 25;
 
-const FIELDS = [
-  { key: 'verdict', label: 'Verdict', type: 'select', options: [['', 'Any verdict'], ...Object.entries(VERDICT_TITLES)] },
+/** The filters, their options' words read from the glossary when the list is drawn. */
+const fields = () => [
+  { key: 'verdict', label: 'Verdict', type: 'select', options: [['', 'Any verdict'], ...VERDICTS.map((v) => [v, label('verdict.' + v, { capital: true })])] },
   { key: 'status', label: 'Status', type: 'select', options: [['', 'Any status'], ['succeeded', 'Succeeded'], ['failed', 'Failed'], ['interrupted', 'Interrupted'], ['running', 'Running'], ['queued', 'Queued']] },
   { key: 'model', label: 'Judge model', type: 'text', list: 'trace-models' },
-  { key: 'estimator', label: 'Scores', type: 'select', options: [['', 'Any'], ['judged', 'Judge’s 1–9 score'], ['expected', 'Expected score'], ['logprob', 'Log-probability'], ['both', 'Both']] },
+  { key: 'estimator', label: 'Scores', type: 'select', options: [['', 'Any'], ...ESTIMATORS.map((e) => [e, label('estimator.' + e, { capital: true })])] },
   { key: 'turn_id', label: 'Turn id', type: 'text' },
   { key: 'sort', label: 'Sort', type: 'select', options: [['', 'Newest first'], ['created_at', 'Oldest first'], ['-cost', 'Most expensive first'], ['cost', 'Cheapest first']] },
 ];
 
 function outcome(t) {
-  if (t.status === 'succeeded') return VERDICT_TITLES[t.verdict] || t.verdict || 'succeeded';
+  if (t.status === 'succeeded') return t.verdict ? label('verdict.' + t.verdict, { capital: true }) : 'succeeded';
   return t.status;
 }
 
@@ -45,7 +47,8 @@ function traceRow(t) {
 
 export async function showTraces(params) {
   state.turn = null;
-  const filters = filterForm('traces', FIELDS, params, { id: 'trace-filters', 'aria-label': 'Filter traces' });
+  const filterFields = fields();
+  const filters = filterForm('traces', filterFields, params, { id: 'trace-filters', 'aria-label': 'Filter traces' });
   const models = h('datalist', { id: 'trace-models' });
   const list = h('ul', { id: 'trace-list', class: 'turn-list trace-list', 'aria-labelledby': 'traces-title' });
   const count = h('p', { id: 'trace-count', class: 'count-line', 'aria-live': 'polite' });
@@ -57,7 +60,7 @@ export async function showTraces(params) {
     list, count, more, filters, row: traceRow, noun: 'trace', moreId: 'traces-more',
     fetchPage: (values, cursor) => api('/v1/traces' + query(Object.assign({}, values, { limit: PAGE, cursor }))),
     onItems: (items) => fillDatalist(models, items.map((t) => t.model)),
-    filtered: (values) => FIELDS.some((f) => f.key !== 'sort' && values[f.key]),
+    filtered: (values) => filterFields.some((f) => f.key !== 'sort' && values[f.key]),
     empty: (filtered) => (filtered ? 'No trace matches these filters.' : 'No traces yet: open a turn and click a dotted sentence to price one.'),
   });
   filters.onChange(() => load(true));

@@ -5,20 +5,20 @@
 import { h } from './dom.js';
 import { readableQuote } from './evidence.js';
 import { fmtDrop, lineSpan } from './format.js';
-import { explain, termHelp } from './glossary.js';
+import { explain, labelNode, termHelp } from './glossary.js';
 import { kindIcon, kindName, LAYER_NAMES } from './icons.js';
 import { probeControl } from './probe.js';
 import { loadSource, openSource } from './sources.js';
 import { state } from './state.js';
-import { diagnosisWords, isAlarm, ROLE_WORDS, verdictWords } from './words.js';
+import { diagnosisWords, isAlarm, ROLES, supportLabel } from './words.js';
 
 function roleWords(role) {
-  return termHelp('role.' + role, ROLE_WORDS[role] || role);
+  return termHelp('role.' + role, labelNode('role.' + role));
 }
 
 function howToRead() {
-  const parts = ['role.grounds', 'role.distractor', 'role.irrelevant', 'role.redundant', 'support.supported',
-    'support.contradicted', 'support.silent', 'confidence'].map((key) => explain(key)).filter(Boolean);
+  const keys = [...ROLES.map((role) => 'role.' + role), 'support.supported', 'support.contradicted', 'support.silent', 'confidence'];
+  const parts = keys.map((key) => explain(key)).filter(Boolean);
   if (!parts.length) return null;
   return h('details', { class: 'how-to-read', id: 'how-to-read' },
     h('summary', null, 'How to read this: roles, what a source says, confidence'), h('div', { class: 'explains' }, parts));
@@ -33,7 +33,7 @@ export function renderTree(r) {
     const sources = r.sources.filter((s) => s.layer === layerName);
     const head = h('div', { class: 'layer-head' },
       (LAYER_NAMES[layerName] || layerName) + ' (' + sources.length + ')',
-      layer ? h('span', { class: 'role' }, ' · Δ ' + fmtDrop(layer.delta) + ' · ', layer.no_information ? 'no information' : roleWords(layer.role)) : null);
+      layer ? h('span', { class: 'role' }, ' · Δ ' + fmtDrop(layer.delta) + ' · ', layer.no_information ? labelNode('verdict.no_information') : roleWords(layer.role)) : null);
     const children = h('ul');
     for (const s of sources) children.append(renderSourceNode(s, r.diagnosis));
     tree.append(h('li', { dataset: { layer: layerName } }, head, children));
@@ -69,7 +69,8 @@ function quoteBox(s, v) {
 function spanCheck(s, v) {
   const span = [];
   if (v.quote) span.push(quoteBox(s, v));
-  const words = h('span', { class: 'words' }, verdictWords(s.layer, v));
+  const which = supportLabel(s.layer, v);
+  const words = labelNode(which.key, { instructions: which.instructions }, { class: 'words' });
   span.push(h('p', { class: 'verdict-words' },
     v.no_information ? words : termHelp('support.' + v.verdict, words),
     v.no_information ? '' : h('span', { class: 'confidence' }, ' · ',

@@ -1,36 +1,22 @@
-/* The result's words: verdicts, roles, support labels and diagnoses in plain language. The glossary
- * (GET /v1/glossary) explains each; these are the short labels shown in place. */
+/* Which of the result's words applies where: a verdict, a role, what a source's span check found, a
+ * diagnosis, an estimator. The words themselves are the glossary's labels (GET /v1/glossary, read through
+ * glossary.js), defined once on the server; this module only picks the key. */
 
+import { diagnosisLabel } from './glossary.js';
 import { LAYER_NAMES } from './icons.js';
 
-export const VERDICT_TITLES = {
-  attributed: 'Attributed',
-  redundant: 'Carried by several sources',
-  internal_knowledge: "Answered from the model's own knowledge",
-  no_information: 'No information',
-};
+/** The verdicts a result can carry, in the order a filter offers them. */
+export const VERDICTS = ['attributed', 'redundant', 'internal_knowledge', 'no_information'];
 
-export const ROLE_WORDS = {
-  grounds: 'grounds the claim',
-  distractor: 'distracts: removing it raised support',
-  irrelevant: 'no effect',
-  redundant: 'redundant: it carries the claim alone, and so do others',
-};
+/** The roles of a layer or source, in the order the chart's legend shows them. */
+export const ROLES = ['grounds', 'distractor', 'irrelevant', 'redundant'];
 
-export const ROLE_LEGEND = {
-  grounds: 'grounds: removing it lowers support',
-  distractor: 'distracts: removing it raises support',
-  irrelevant: 'no effect',
-  redundant: 'redundant: carries the claim alone, as others do',
-};
+/** The estimators a trace list can be filtered by. */
+export const ESTIMATORS = ['judged', 'expected', 'logprob', 'both'];
 
-/** Diagnoses (the estimator's words) as a reader would say them. */
-const DIAGNOSIS_WORDS = {
-  'model knew it, data agrees': 'the model already knew this, and your data agrees',
-};
-
+/** The diagnosis (the estimator's words) as a reader is shown it. */
 export function diagnosisWords(diagnosis) {
-  return DIAGNOSIS_WORDS[diagnosis] || diagnosis;
+  return diagnosisLabel(diagnosis);
 }
 
 export function isAlarm(diagnosis) {
@@ -51,23 +37,14 @@ export function verdictExplanation(r) {
   return r.verdict_text;
 }
 
-/** What a source's span check found, in words (instructions direct rather than state). */
-export function verdictWords(layer, v) {
-  if (v.no_information) return 'no information';
-  if (v.verdict === 'contradicted') return 'contradicts the claim';
-  if (layer === 'instructions') return v.verdict === 'supported' ? 'directs this response' : 'no instruction here bears on this';
-  return v.verdict === 'supported' ? 'states the claim' : 'says nothing about this claim';
+/** Which label says what a source's span check found: {key, instructions} for label() (an instruction
+ * directs rather than states, so the instructions layer has words of its own). */
+export function supportLabel(layer, v) {
+  if (v.no_information) return { key: 'verdict.no_information' };
+  return { key: 'support.' + v.verdict, instructions: layer === 'instructions' };
 }
 
-export const ESTIMATOR_WORDS = {
-  judged: 'judge’s 1–9 score',
-  expected: 'judge’s expected score (from its probabilities)',
-  logprob: 'log-probability of the claim (nats)',
-  proxy: 'log-probability from a proxy model (nats)',
-};
-
-/** A proxy trace's outcome in one word or two (the line beside it is the result's own `confirmation`). */
-export const PROXY_WORDS = {
-  confirmed: 'Confirmed',
-  fallback: 'Not confirmed',
-};
+/** A proxy trace's outcome (the line beside it is the result's own `confirmation`). */
+export function proxyKey(confirmed) {
+  return confirmed ? 'proxy.confirmed' : 'proxy.fallback';
+}
