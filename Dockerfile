@@ -13,7 +13,7 @@ COPY estimator ./estimator
 COPY prompts ./prompts
 COPY provenance_api ./provenance_api
 RUN uv pip install --python /opt/venv/bin/python --no-deps . \
- && /opt/venv/bin/python -c "import provenance_api.http.app, estimator.attribution"
+ && /opt/venv/bin/python -c "import provenance_api.http.app, estimator.loo.judged"
 
 # ---- run: the virtualenv only, as a non-root user
 FROM python:3.11-slim AS runtime

@@ -22,17 +22,17 @@ from pathlib import Path
 
 import anyio
 
-from estimator.attribution import trace_claim
-from estimator.corpus import build_corpus
+from estimator.corpus.build import build_corpus
+from estimator.corpus.turn import StoredTurn
+from estimator.corpus.units import Corpus
 from estimator.cost import quote_cost
 from estimator.fence import split_fenced
-from estimator.gating import gate_turn
-from estimator.llm import LLMRequest, LLMResponse, Usage
-from estimator.result_models import TraceResultModel
-from estimator.segment import segment_response
+from estimator.free_tier.gating import gate_turn
+from estimator.free_tier.segment import segment_response
+from estimator.loo.judged import trace_claim
+from estimator.results.models import TraceResultModel
+from estimator.seams.llm import LLMRequest, LLMResponse, Usage
 from estimator.tokens import Tokenizer
-from estimator.turn import StoredTurn
-from estimator.units import Corpus
 from provenance_api.providers.free_tier import tokenizer as service_tokenizer
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -30,15 +30,15 @@ from pathlib import Path
 import anyio
 from tau_turns import tau_turns  # a sibling module: this script's directory is on sys.path
 
-from estimator.attribution import trace_claim
-from estimator.corpus import build_corpus
+from estimator.corpus.build import build_corpus
+from estimator.corpus.turn import StoredTurn
+from estimator.corpus.units import Corpus
 from estimator.fence import split_fenced
-from estimator.gating import gate_turn
-from estimator.llm import LLMRequest, ScriptedLLM
-from estimator.result_models import TraceResultModel
-from estimator.segment import segment_response
-from estimator.turn import StoredTurn
-from estimator.units import Corpus
+from estimator.free_tier.gating import gate_turn
+from estimator.free_tier.segment import segment_response
+from estimator.loo.judged import trace_claim
+from estimator.results.models import TraceResultModel
+from estimator.seams.llm import LLMRequest, ScriptedLLM
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = (

@@ -20,15 +20,15 @@ from pathlib import Path
 
 from tau_turns import tau_turns  # a sibling module: this script's directory is on sys.path
 
-from estimator.corpus import build_corpus
+from estimator.corpus.build import build_corpus
+from estimator.corpus.turn import StoredTurn
 from estimator.fence import Fence
+from estimator.free_tier.segment import segment_response
 from estimator.judge import build_judge_request, cut_to_budget
-from estimator.llm import LLMRequest
 from estimator.params import DEFAULT_PARAMS
-from estimator.segment import segment_response
-from estimator.support import build_support_request
+from estimator.seams.llm import LLMRequest
+from estimator.spans.support import build_support_request
 from estimator.tokens import ApproxTokenizer
-from estimator.turn import StoredTurn
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT / "tests" / "data" / "tau-bench" / "airline-gpt-4o-dev.json"

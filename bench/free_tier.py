@@ -34,14 +34,14 @@ from pathlib import Path
 
 from tau_turns import tau_turns  # a sibling module: this script's directory is on sys.path
 
-from estimator.anchors import ANCHOR_SETS, AnchorSet
-from estimator.corpus import build_corpus
-from estimator.gating import Citation, GateReport, VerbatimIndex, best_verbatim_difflib, gate_turn
-from estimator.numbers import fold, literal
-from estimator.segment import Segment, segment_response
+from estimator.corpus.build import build_corpus
+from estimator.corpus.turn import StoredTurn
+from estimator.corpus.units import Corpus
+from estimator.free_tier.anchors import ANCHOR_SETS, AnchorSet
+from estimator.free_tier.gating import Citation, GateReport, VerbatimIndex, best_verbatim_difflib, gate_turn
+from estimator.free_tier.numbers import fold, literal
+from estimator.free_tier.segment import Segment, segment_response
 from estimator.tokens import ApproxTokenizer
-from estimator.turn import StoredTurn
-from estimator.units import Corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = ROOT / "tests" / "data" / "tau-bench" / "airline-gpt-4o-dev.json"

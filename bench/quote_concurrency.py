@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from support.api_server import ApiServer, scripted_factory, small_turn
 
+from estimator.corpus.turn import StoredTurn
 from estimator.params import Params
-from estimator.turn import StoredTurn
 from provenance_api.providers import free_tier
 from provenance_api.providers.llm_litellm import load_litellm
 

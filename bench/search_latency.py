@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from estimator.turn import StoredTurn
+from estimator.corpus.turn import StoredTurn
 from provenance_api.storage import crud_turns
 from provenance_api.storage.search_index import searchable_text
 from provenance_api.storage.session import Database

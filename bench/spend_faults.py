@@ -42,7 +42,7 @@ from support.fake_openai import FakeOpenAI, FakeReply
 from support.fault_provider import FaultInjector, FaultRates
 
 from estimator.cost import request_tokens
-from estimator.llm import LLMRequest, Message
+from estimator.seams.llm import LLMRequest, Message
 from provenance_api.core.settings import Settings
 from provenance_api.providers.tokenizer import TiktokenTokenizer
 from provenance_api.storage.db_limits import DatabaseLimiter

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from estimator.turn import StoredTurn
+from estimator.corpus.turn import StoredTurn
 
 MODEL = "gpt-4o"
 AGENT = "tau-bench airline agent"

@@ -24,14 +24,14 @@ from pathlib import Path
 
 import anyio
 
-from estimator.attribution import trace_claim
-from estimator.corpus import build_corpus
+from estimator.corpus.build import build_corpus
+from estimator.corpus.turn import StoredTurn
+from estimator.corpus.units import Corpus
 from estimator.fence import split_fenced
-from estimator.llm import LLMRequest, ScriptedLLM
+from estimator.loo.judged import trace_claim
 from estimator.params import DEFAULT_PARAMS, Params
-from estimator.result_models import TraceResultModel
-from estimator.turn import StoredTurn
-from estimator.units import Corpus
+from estimator.results.models import TraceResultModel
+from estimator.seams.llm import LLMRequest, ScriptedLLM
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "eo_worldview_turn.json"
 CLAIM = "Layer: MODIS Annual Land Cover Type (IGBP classification)."

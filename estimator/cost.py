@@ -12,14 +12,14 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field, field_serializer
 
-from .judge import build_judge_request, cut_to_budget
-from .llm import LLMRequest
-from .params import DEFAULT_PARAMS, Params
-from .result_models import QuoteCallsModel
-from .score import RESULT_CONFIG
-from .support import build_support_request, support_body
-from .tokens import ApproxTokenizer, Tokenizer
-from .units import Corpus
+from estimator.corpus.units import Corpus
+from estimator.judge import build_judge_request, cut_to_budget
+from estimator.params import DEFAULT_PARAMS, Params
+from estimator.results.models import QuoteCallsModel
+from estimator.results.score import RESULT_CONFIG
+from estimator.seams.llm import LLMRequest
+from estimator.spans.support import build_support_request, support_body
+from estimator.tokens import ApproxTokenizer, Tokenizer
 
 
 class Pricing(Protocol):

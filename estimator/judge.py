@@ -12,12 +12,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from estimator.fence import Fence
+from estimator.ledger import CallBudgetExceeded, CallLedger
+from estimator.seams.llm import LLMRequest, Message
+from estimator.tokens import Tokenizer
 from prompts import render
-
-from .fence import Fence
-from .ledger import CallBudgetExceeded, CallLedger
-from .llm import LLMRequest, Message
-from .tokens import Tokenizer
 
 __all__ = [
     "JUDGE_MAX_TOKENS",

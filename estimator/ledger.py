@@ -40,9 +40,9 @@ from typing import Literal, TypeVar
 
 import anyio
 
-from .llm import LLM, LLMError, LLMRequest, LLMResponse, Message, Usage
-from .result_models import CallAccountModel
-from .scorer import ScoredTarget, Scorer, ScorerError
+from estimator.results.models import CallAccountModel
+from estimator.seams.llm import LLM, LLMError, LLMRequest, LLMResponse, Message, Usage
+from estimator.seams.scorer import ScoredTarget, Scorer, ScorerError
 
 __all__ = [
     "AttemptRefused",

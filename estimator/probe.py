@@ -18,17 +18,16 @@ from __future__ import annotations
 
 import anyio
 
+from estimator.corpus.units import Corpus
+from estimator.fence import Fence, data_only_rule_version
+from estimator.free_tier.anchors import anchors, cov, discriminative
+from estimator.judge import NO_QUERY, NO_SOURCES, CallLedger, cut_to_budget
+from estimator.ledger import CallAbandoned
+from estimator.params import DEFAULT_PARAMS, Params
+from estimator.results.models import ProbeCallsModel, ProbeResultModel, ProbeVerdict, UsageModel
+from estimator.seams.llm import LLM, LLMError, LLMRequest, Message
+from estimator.tokens import ApproxTokenizer, Tokenizer
 from prompts import render, template
-
-from .anchors import anchors, cov, discriminative
-from .fence import Fence, data_only_rule_version
-from .judge import NO_QUERY, NO_SOURCES, CallLedger, cut_to_budget
-from .ledger import CallAbandoned
-from .llm import LLM, LLMError, LLMRequest, Message
-from .params import DEFAULT_PARAMS, Params
-from .result_models import ProbeCallsModel, ProbeResultModel, ProbeVerdict, UsageModel
-from .tokens import ApproxTokenizer, Tokenizer
-from .units import Corpus
 
 __all__ = ["ProbeResultModel", "ProbeVerdict", "build_regenerate_request", "present", "probe_source"]
 

@@ -16,16 +16,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import get_args
 
-from .agreement import agreement
-from .attribution import trace_claim
-from .cost import plan_calls
-from .ledger import CallLedger
-from .llm import LLM
-from .logprob import trace_logprob
-from .params import DEFAULT_PARAMS, Params
-from .proxy import planned_proxy_calls, trace_proxy
-from .result import ProgressEvent
-from .result_models import (
+from estimator.audit.agreement import agreement
+from estimator.corpus.units import Corpus
+from estimator.cost import plan_calls
+from estimator.ledger import CallLedger
+from estimator.loo.judged import trace_claim
+from estimator.loo.logprob import trace_logprob
+from estimator.loo.logprob_cost import EstimatorChoice
+from estimator.params import DEFAULT_PARAMS, Params
+from estimator.proxy.driver import planned_proxy_calls, trace_proxy
+from estimator.results.models import (
     AgreementModel,
     DeclaredAuditModel,
     DumpsAsModel,
@@ -33,10 +33,10 @@ from .result_models import (
     TraceJobResultModel,
     TraceResultModel,
 )
-from .scorer import Scorer
-from .scoring_cost import EstimatorChoice
-from .tokens import ApproxTokenizer, Tokenizer
-from .units import Corpus
+from estimator.results.trace import ProgressEvent
+from estimator.seams.llm import LLM
+from estimator.seams.scorer import Scorer
+from estimator.tokens import ApproxTokenizer, Tokenizer
 
 __all__ = ["ESTIMATORS", "EstimatorChoice", "TraceOutcome", "needs_scorer", "planned_calls", "run_trace"]
 

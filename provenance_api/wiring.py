@@ -17,8 +17,8 @@ import threading
 from arq.worker import Worker
 from redis.asyncio import Redis
 
-from estimator.llm import LLM
-from estimator.scorer import Scorer
+from estimator.seams.llm import LLM
+from estimator.seams.scorer import Scorer
 from provenance_api.core.errors import InvalidInput
 from provenance_api.core.observability import Metrics, log_fields
 from provenance_api.core.settings import Settings

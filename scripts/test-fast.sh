@@ -3,7 +3,7 @@
 # no PostgreSQL or Redis and no local model (markers set by tests/conftest.py), spread over every core
 # (pytest-xdist). The full command, scripts/test.sh, runs all of them, one process, and is what CI runs.
 #   scripts/test-fast.sh                 the fast tests
-#   scripts/test-fast.sh tests/test_x.py extra pytest arguments narrow it further (-n 0: one process)
+#   scripts/test-fast.sh tests/method/test_x.py extra pytest arguments narrow it further (-n 0: one process)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # (re)install when .venv is missing or older than the lock's pytest-xdist

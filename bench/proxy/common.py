@@ -18,11 +18,11 @@ sys.path.insert(0, str(ROOT / "bench"))  # tau_turns, a sibling of this director
 
 from tau_turns import tau_turns  # noqa: E402
 
-from estimator.corpus import build_corpus  # noqa: E402
-from estimator.gating import gate_turn  # noqa: E402
-from estimator.segment import segment_response  # noqa: E402
-from estimator.turn import StoredTurn  # noqa: E402
-from estimator.units import Corpus  # noqa: E402
+from estimator.corpus.build import build_corpus  # noqa: E402
+from estimator.corpus.turn import StoredTurn  # noqa: E402
+from estimator.corpus.units import Corpus  # noqa: E402
+from estimator.free_tier.gating import gate_turn  # noqa: E402
+from estimator.free_tier.segment import segment_response  # noqa: E402
 
 TAU_BENCH = ROOT / "tests" / "data" / "tau-bench" / "airline-gpt-4o-dev.json"
 FIXTURES = (

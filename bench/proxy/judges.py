@@ -22,7 +22,7 @@ import json
 from collections.abc import Callable, Sequence
 
 from estimator.fence import split_fenced
-from estimator.llm import LLMRequest, LLMResponse, ScriptedLLM, Usage
+from estimator.seams.llm import LLMRequest, LLMResponse, ScriptedLLM, Usage
 from provenance_api.providers import free_tier
 
 SILENT = json.dumps({"verdict": "silent", "evidence_quote": "", "confidence": 0.8, "reason": "-"})

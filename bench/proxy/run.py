@@ -42,16 +42,16 @@ from common import ROOT, Claim, fixture_claims, load, model_path, tau_claims
 from judges import JUDGES, by_claim_ids, judge_named
 from report import report
 
-from estimator.agreement import top_source
-from estimator.attribution import trace_claim
-from estimator.corpus import build_corpus
+from estimator.audit.agreement import top_source
+from estimator.corpus.build import build_corpus
+from estimator.corpus.turn import StoredTurn
 from estimator.cost import quote_cost
-from estimator.llm import ScriptedLLM
+from estimator.loo.judged import trace_claim
 from estimator.params import DEFAULT_PARAMS
-from estimator.proxy import Ranking, rank, trace_proxy
-from estimator.proxy_cost import proxy_capability, quote_proxy
-from estimator.result_models import TraceResultModel
-from estimator.turn import StoredTurn
+from estimator.proxy.cost import proxy_capability, quote_proxy
+from estimator.proxy.driver import Ranking, rank, trace_proxy
+from estimator.results.models import TraceResultModel
+from estimator.seams.llm import ScriptedLLM
 from provenance_api.providers import free_tier
 
 sys.path.insert(0, str(ROOT / "bench" / "validity"))

@@ -7,7 +7,7 @@ cold cache in three ways:
 * ``reuse`` — the log-probability estimator as it was: the previous prompt's common prefix is reused,
   sources in the turn's order, masks in the order they arrive;
 * ``proxy`` — the proxy's ranking: the same reuse, sources ordered so masks share the longest prefix and
-  masks sent in the order that reuses most (``estimator/proxy_prefix.py``).
+  masks sent in the order that reuses most (``estimator/proxy/prefix.py``).
 
 Per way: passes, prompt tokens evaluated, tokens of every prompt (what no reuse evaluates), wall seconds,
 seconds per pass, and the 1/5/15-minute load average before the run (the machine is shared). The ratio of
@@ -29,8 +29,8 @@ from typing import Any
 import anyio
 from common import Claim, fixture_claims, load, model_path, tau_claims
 
-from estimator.logprob import trace_logprob
-from estimator.proxy import rank
+from estimator.loo.logprob import trace_logprob
+from estimator.proxy.driver import rank
 from provenance_api.providers import free_tier
 from provenance_api.providers.scorer_llamacpp import LlamaCppScorer, LocalModel
 

@@ -29,11 +29,11 @@ from typing import Any
 import anyio
 from common import Claim, fixture_claims, model_path, tau_claims
 
-from estimator.llm import Message
-from estimator.logprob import INSTRUCTIONS_HEADING, trace_logprob
-from estimator.proxy import rank
-from estimator.proxy_confirm import ProxyParams
-from estimator.scorer import QWEN_TEMPLATE, ScoredTarget
+from estimator.loo.logprob import INSTRUCTIONS_HEADING, trace_logprob
+from estimator.proxy.confirm import ProxyParams
+from estimator.proxy.driver import rank
+from estimator.seams.llm import Message
+from estimator.seams.scorer import QWEN_TEMPLATE, ScoredTarget
 from provenance_api.providers import free_tier
 
 WAYS = ("none", "reuse", "ordinal", "size")

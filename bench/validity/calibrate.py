@@ -2,8 +2,8 @@
 
 ``hard_run.py`` records per turn the measurement table (s(1), s(0), s(1 ⊖ L), s(1 ⊖ u), s with only u kept of
 its layer). ``replay`` re-runs the estimator's decisions on that table for any thresholds — the same rules as
-``estimator.loo`` / ``estimator.redundancy`` / ``estimator.result.decide_verdict`` with τ and τ_Γ from
-``estimator.logprob.thresholds`` — so a sweep costs no model call. With the defaults it must give what the
+``estimator.loo.rounds`` / ``estimator.loo.redundancy`` / ``estimator.results.trace.decide_verdict`` with τ and τ_Γ from
+``estimator.loo.logprob.thresholds`` — so a sweep costs no model call. With the defaults it must give what the
 trace gave (``hard_report.py`` reports the count).
 
 The rule (stated in HARD.md): on the ``tune`` split only, maximise the number of turns whose verdict AND top
@@ -19,13 +19,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from estimator.caveats import caveats
-from estimator.logprob import DEFAULT_LOGPROB_PARAMS, LogprobParams, thresholds
-from estimator.loo import drop, role_of
+from estimator.corpus.units import PROVENANCE_LAYER_ORDER, Layer
+from estimator.loo.caveats import caveats
+from estimator.loo.logprob import DEFAULT_LOGPROB_PARAMS, LogprobParams, thresholds
+from estimator.loo.redundancy import carries_alone
+from estimator.loo.rounds import drop, role_of
 from estimator.params import DEFAULT_PARAMS
-from estimator.redundancy import carries_alone
-from estimator.result import decide_verdict
-from estimator.units import PROVENANCE_LAYER_ORDER, Layer
+from estimator.results.trace import decide_verdict
 
 ABSTAIN = ("no_information", "cannot_tell")
 GRID: dict[str, tuple[float, ...]] = {
@@ -199,7 +199,7 @@ def ranked_names(layers: Sequence[Layer]) -> tuple[str, ...]:
 
 
 def replay_caveats(row: Mapping[str, Any], setting: Setting = Setting()) -> set[str]:
-    """The kinds of caveat (``estimator.caveats``) the product's result would carry for this recorded turn."""
+    """The kinds of caveat (``estimator.loo.caveats``) the product's result would carry for this recorded turn."""
     r = replay(row, setting)
     cut = ["scoring window"] if row.get("context_cut") or row["logprob"].get("disclosed") else []
     found = caveats(

@@ -23,7 +23,7 @@ sys.path.insert(0, str(HERE))
 from calibrate import DEFAULTS, GRID, Setting, choose, replay, replay_caveats, score_row, wilson  # noqa: E402
 from hard_turns import HARD, SUBSETS  # noqa: E402
 
-from estimator.logprob import DEFAULT_LOGPROB_PARAMS  # noqa: E402
+from estimator.loo.logprob import DEFAULT_LOGPROB_PARAMS  # noqa: E402
 
 Row = Mapping[str, Any]
 Scores = Mapping[str, Any]
@@ -234,7 +234,7 @@ CAVEAT_FOR = {
     "cut_context": ("truncated", "long_control"),
     "reworded_source": ("paraphrase",),
 }
-"""The subsets each caveat of ``estimator.caveats`` is written for (long_control turns are cut too)."""
+"""The subsets each caveat of ``estimator.loo.caveats`` is written for (long_control turns are cut too)."""
 
 
 def caveat_section(rows: Sequence[Row], held: Sequence[Row], chosen: Setting) -> list[str]:
@@ -244,7 +244,7 @@ def caveat_section(rows: Sequence[Row], held: Sequence[Row], chosen: Setting) ->
         "",
         "## What the result tells the user for the kinds of claim it gets wrong",
         "",
-        "`estimator/caveats.py` adds a caveat to a result's warnings for each pattern below (text in its "
+        "`estimator/loo/caveats.py` adds a caveat to a result's warnings for each pattern below (text in its "
         "docstring); replayed here on the recorded measurements with the calibrated thresholds. Cells: turns "
         "whose result carries the caveat, all turns (held-out in brackets). A caveat on its own subset is the "
         "disclosure working; elsewhere it is a false alarm.",
@@ -307,7 +307,7 @@ def render(rows: Sequence[Row], *, model: str, wall_seconds: float | None, out: 
         "",
         "## Held-out accuracy, log-probability, calibrated thresholds (the product's defaults)",
         "",
-        f"The product's defaults (`estimator/logprob.py` `LogprobParams`) {shipped} these thresholds. "
+        f"The product's defaults (`estimator/loo/logprob.py` `LogprobParams`) {shipped} these thresholds. "
         f"Thresholds: {describe(chosen)}. Cells: right/n, % and the Wilson 95 % interval. *Verdict and top*: "
         "both right on the same turn. Precision/recall: of the set of contributing sources (role *grounds* or "
         "*redundant*) against the planted causes, pooled over the subset's turns. *Abstained*: the verdict "

@@ -15,7 +15,7 @@ Per turn, on the local model in-process:
 
 ``--add-judged N`` widens that sample after the fact: it runs the expected and judged digits on the first N
 turns (same order) whose rows lack them, compares them with the row's recorded log-probability trace (the
-same agreement figures as ``estimator.agreement``, computed from the recorded drops), and rewrites
+same agreement figures as ``estimator.audit.agreement``, computed from the recorded drops), and rewrites
 ``hard.jsonl``. The recorded log-probability rows are not re-run, so they keep the thresholds they were
 run with.
 """
@@ -34,19 +34,19 @@ import anyio
 from calibrate import SWEEP_MIN_TAU, score_row
 from hard_turns import HARD, SUBSETS, HardTurn
 
-from estimator.agreement import agreement, spearman, top_layer, top_source
-from estimator.corpus import build_corpus
+from estimator.audit.agreement import agreement, spearman, top_layer, top_source
+from estimator.corpus.build import build_corpus
+from estimator.corpus.turn import StoredTurn
+from estimator.corpus.units import Corpus
 from estimator.judge import Mask
-from estimator.llm import LLM, Message
-from estimator.logprob import build_messages
-from estimator.loo import layer_mask, windowed_texts
+from estimator.loo.logprob import build_messages
+from estimator.loo.rounds import layer_mask, windowed_texts
 from estimator.params import DEFAULT_PARAMS
-from estimator.result_models import LayerScoreModel, SourceScoreModel, TraceResultModel
-from estimator.scorer import ScoredTarget, Scorer
+from estimator.results.models import LayerScoreModel, SourceScoreModel, TraceResultModel
+from estimator.seams.llm import LLM, Message
+from estimator.seams.scorer import ScoredTarget, Scorer
 from estimator.tokens import ApproxTokenizer
 from estimator.trace import run_trace
-from estimator.turn import StoredTurn
-from estimator.units import Corpus
 
 WITHIN_MAX = 4
 CUT_WORDS = ("HISTORY_MAX_MESSAGES", "HISTORY_TOKENS_PER_MESSAGE", "SOURCE_TOKEN_CAP", "scoring window")
@@ -206,7 +206,7 @@ async def run_one(t: HardTurn, llm: LLM, scorer: Scorer, with_judge: bool) -> di
 
 
 def recorded_agreement(judged: dict[str, Any], logprob: dict[str, Any]) -> dict[str, Any]:
-    """``estimator.agreement.agreement`` over two recorded rows (``product``'s dicts) instead of two results."""
+    """``estimator.audit.agreement.agreement`` over two recorded rows (``product``'s dicts) instead of two results."""
     a, b = judged["source_drops"], logprob["source_drops"]
     common = [sid for sid in a if sid in b and not math.isnan(a[sid]) and not math.isnan(b[sid])]
     summary = ("verdict", "top_layer", "top_source")

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from estimator.agreement import spearman
+from estimator.audit.agreement import spearman
 
 ESTIMATORS: tuple[str, ...] = ("expected", "judged", "logprob")
 """Run order: the expected trace pays for the judge calls the judged trace reuses."""

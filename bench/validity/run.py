@@ -47,16 +47,16 @@ sys.path.insert(0, str(HERE))
 from report import ESTIMATORS, PAIRS, table  # noqa: E402
 from turns import SUITE, Planted  # noqa: E402
 
-from estimator.agreement import agreement, top_layer, top_source  # noqa: E402
-from estimator.corpus import build_corpus  # noqa: E402
-from estimator.llm import LLM, LLMRequest, LLMResponse, Message  # noqa: E402
-from estimator.measure import TOP_LOGPROBS  # noqa: E402
+from estimator.audit.agreement import agreement, top_layer, top_source  # noqa: E402
+from estimator.corpus.build import build_corpus  # noqa: E402
+from estimator.corpus.turn import StoredTurn  # noqa: E402
+from estimator.corpus.units import Corpus  # noqa: E402
+from estimator.loo.measure import TOP_LOGPROBS  # noqa: E402
 from estimator.params import DEFAULT_PARAMS  # noqa: E402
-from estimator.result_models import LayerScoreModel, SourceScoreModel, TraceResultModel  # noqa: E402
-from estimator.scorer import ScoredTarget, Scorer  # noqa: E402
+from estimator.results.models import LayerScoreModel, SourceScoreModel, TraceResultModel  # noqa: E402
+from estimator.seams.llm import LLM, LLMRequest, LLMResponse, Message  # noqa: E402
+from estimator.seams.scorer import ScoredTarget, Scorer  # noqa: E402
 from estimator.trace import run_trace  # noqa: E402
-from estimator.turn import StoredTurn  # noqa: E402
-from estimator.units import Corpus  # noqa: E402
 
 SILENT = '{"verdict": "silent", "evidence_quote": "", "confidence": 0.5, "reason": "span checks off in the study"}'
 

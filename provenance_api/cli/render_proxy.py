@@ -14,10 +14,10 @@ from __future__ import annotations
 import math
 import textwrap
 
-from estimator.proxy_models import HostedCheckModel, RankedModel
-from estimator.proxy_result import ProxyTraceResultModel
-from estimator.result_models import TraceResultModel
-from estimator.units import Corpus
+from estimator.corpus.units import Corpus
+from estimator.proxy.result import ProxyTraceResultModel
+from estimator.results.models import TraceResultModel
+from estimator.results.proxy import HostedCheckModel, RankedModel
 from provenance_api.cli import render_text
 from provenance_api.cli.style import Style, plural
 from provenance_api.core.glossary import label

@@ -12,11 +12,11 @@ import math
 import textwrap
 from typing import TYPE_CHECKING, Protocol
 
+from estimator.corpus.turn import StoredTurn
+from estimator.corpus.units import Corpus
 from estimator.cost import CostQuote
-from estimator.result_models import TraceResultModel
-from estimator.selection import Selection
-from estimator.turn import StoredTurn
-from estimator.units import Corpus
+from estimator.free_tier.selection import Selection
+from estimator.results.models import TraceResultModel
 from provenance_api.cli.style import Style, plural
 from provenance_api.core.glossary import GLOSSARY, diagnosis_label
 from provenance_api.core.glossary import label as term_label

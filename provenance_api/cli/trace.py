@@ -32,7 +32,7 @@ from provenance_api.cli.style import Progress, Style
 from provenance_api.core.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from estimator.proxy_models import ProxyQuoteModel
+    from estimator.results.proxy import ProxyQuoteModel
 
 
 def register(sub: Any) -> None:
@@ -194,10 +194,10 @@ def _preflight(args: argparse.Namespace, model: str, scorer_needed: bool) -> str
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from estimator.declared import audit_trace
+    from estimator.audit.declared import audit_trace
     from estimator.ledger import CallLedger
     from estimator.params import DEFAULT_PARAMS
-    from estimator.result import ProgressEvent
+    from estimator.results.trace import ProgressEvent
     from estimator.trace import needs_scorer, run_trace
     from provenance_api.cli import render_text
     from provenance_api.cli.trace_log import TraceLog

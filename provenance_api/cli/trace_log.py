@@ -14,13 +14,13 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+from estimator.corpus.turn import StoredTurn
 from estimator.cost import CostQuote
+from estimator.free_tier.selection import Selection
 from estimator.ledger import CallLedger
-from estimator.llm import LLM
 from estimator.params import DEFAULT_PARAMS
-from estimator.result_models import TraceJobResultModel
-from estimator.selection import Selection
-from estimator.turn import StoredTurn
+from estimator.results.models import TraceJobResultModel
+from estimator.seams.llm import LLM
 from provenance_api.cli.settings import load_settings
 from provenance_api.cli.style import Style
 from provenance_api.core.settings import Settings

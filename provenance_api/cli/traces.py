@@ -111,7 +111,7 @@ def _table(items: list[TraceSummary], style: Style) -> str:
 
 def cmd_traces_show(args: argparse.Namespace) -> int:
     from estimator.params import Params
-    from estimator.result_models import TraceJobResultModel
+    from estimator.results.models import TraceJobResultModel
     from provenance_api.cli import render_text
     from provenance_api.core.errors import NotFound
     from provenance_api.operations.trace_log import ShownTrace, logged_trace

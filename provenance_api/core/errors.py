@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Literal
 
-from estimator.llm import LLMError
+from estimator.seams.llm import LLMError
 
 __all__ = [
     "PROBLEM_TYPE_PREFIX",

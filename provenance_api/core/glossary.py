@@ -7,15 +7,15 @@ every role, verdict and span-check label the estimator can return has one (a tes
 
 A term's ``label`` is the word shown in place of the value it explains (a verdict's title, a role beside a
 drop, what a source says): the viewer and the command line take these words from here, and the words for
-the estimator's own values come from ``estimator.labels``, so each is defined once.
+the estimator's own values come from ``estimator.loo.labels``, so each is defined once.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from estimator.diagnosis import GROUNDED, KNEW_IT, MISREAD, OVERRODE, UNVERIFIABLE
-from estimator.labels import (
+from estimator.loo.diagnosis import GROUNDED, KNEW_IT, MISREAD, OVERRODE, UNVERIFIABLE
+from estimator.loo.labels import (
     DIAGNOSIS_LABELS,
     INSTRUCTION_SUPPORT_LABELS,
     ROLE_LABELS,
@@ -23,7 +23,7 @@ from estimator.labels import (
     VERDICT_LABELS,
 )
 from estimator.params import DEFAULT_PARAMS as _P
-from estimator.proxy_confirm import DEFAULT_PROXY_PARAMS as _PP
+from estimator.proxy.confirm import DEFAULT_PROXY_PARAMS as _PP
 
 __all__ = ["GLOSSARY", "GlossaryOut", "Term", "diagnosis_label", "find", "glossary_out", "label", "short"]
 

@@ -1,6 +1,6 @@
 """Request and response models of the HTTP API (``/v1``), with OpenAPI examples.
 
-The stored-turn model itself (``estimator.turn.StoredTurn``) is the body of ``POST /v1/turns``.
+The stored-turn model itself (``estimator.corpus.turn.StoredTurn``) is the body of ``POST /v1/turns``.
 Everything returned is one of these models, so the OpenAPI schema is the contract.
 """
 
@@ -11,9 +11,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from estimator.answer_gate import Decision, Rule
-from estimator.proxy_models import ProxyQuoteModel
-from estimator.result_models import (
+from estimator.audit.answer_gate import Decision, Rule
+from estimator.corpus.turn import StoredTurn
+from estimator.loo.logprob_cost import EstimatorChoice
+from estimator.results.models import (
     DeclaredAuditModel,
     ProbeResultModel,
     QuoteCallsModel,
@@ -21,8 +22,7 @@ from estimator.result_models import (
     TraceJobResultModel,
     Verdict,
 )
-from estimator.scoring_cost import EstimatorChoice
-from estimator.turn import StoredTurn
+from estimator.results.proxy import ProxyQuoteModel
 from provenance_api.core.errors import InvalidInput
 
 ParamsOverride = dict[str, Any]

@@ -1,6 +1,6 @@
 """Importers: stored chat history of six formats → stored turns (issue 5).
 
-Pure functions from parsed JSON to :class:`~estimator.turn.StoredTurn`; no I/O. Every format is read
+Pure functions from parsed JSON to :class:`~estimator.corpus.turn.StoredTurn`; no I/O. Every format is read
 into the neutral messages of :mod:`.common` and split into turns by one rule, so
 ``import_conversation(obj, conversation_id="c1")`` yields one turn per assistant reply, with
 deterministic ids ``c1:0``, ``c1:1``, … (re-importing is idempotent).

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from estimator.turn import StoredTurn
+from estimator.corpus.turn import StoredTurn
 
 Role = Literal["system", "user", "assistant", "tool"]
 

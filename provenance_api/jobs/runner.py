@@ -29,18 +29,18 @@ from typing import Any, Protocol
 
 import anyio
 
+from estimator.audit.declared import audit_trace
+from estimator.corpus.units import Corpus
 from estimator.cost import Pricing, request_tokens
-from estimator.declared import audit_trace
 from estimator.ledger import CallEvent, CallLedger
-from estimator.llm import LLM, LLMRequest, Usage
+from estimator.loo.logprob_cost import EstimatorChoice
 from estimator.params import Params
 from estimator.probe import probe_source
-from estimator.result import ProgressEvent
-from estimator.result_models import ProbeResultModel, TraceJobResultModel
-from estimator.scorer import Scorer
-from estimator.scoring_cost import EstimatorChoice
+from estimator.results.models import ProbeResultModel, TraceJobResultModel
+from estimator.results.trace import ProgressEvent
+from estimator.seams.llm import LLM, LLMRequest, Usage
+from estimator.seams.scorer import Scorer
 from estimator.trace import needs_scorer, run_trace
-from estimator.units import Corpus
 from provenance_api.core.errors import ProvenanceError
 from provenance_api.core.observability import Metrics, log_fields, redact, trace_id_var
 from provenance_api.core.settings import OtlpTarget

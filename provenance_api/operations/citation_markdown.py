@@ -12,7 +12,7 @@ import math
 import re
 from datetime import datetime
 
-from estimator.result_models import SourceScoreModel, TraceJobResultModel
+from estimator.results.models import SourceScoreModel, TraceJobResultModel
 from provenance_api.core.glossary import GLOSSARY
 from provenance_api.core.schemas import TraceOut
 

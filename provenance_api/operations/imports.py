@@ -28,8 +28,8 @@ from urllib.parse import quote
 
 from pydantic import ValidationError
 
-from estimator.turn import StoredTurn
-from estimator.units import Layer, Unit
+from estimator.corpus.turn import StoredTurn
+from estimator.corpus.units import Layer, Unit
 from provenance_api.core.errors import InvalidInput
 from provenance_api.importers import MAX_CONVERSATION_ID, detect_format, import_conversation, normalize_format
 from provenance_api.providers import free_tier

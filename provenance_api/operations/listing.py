@@ -15,10 +15,10 @@ from typing import get_args
 
 import anyio
 
+from estimator.corpus.turn import StoredTurn
+from estimator.loo.logprob_cost import EstimatorChoice
 from estimator.params import Params
-from estimator.result_models import Verdict
-from estimator.scoring_cost import EstimatorChoice
-from estimator.turn import StoredTurn
+from estimator.results.models import Verdict
 from provenance_api.core.errors import InvalidInput
 from provenance_api.core.schemas import (
     JobStatus,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import anyio
 
-from estimator.turn import StoredTurn
+from estimator.corpus.turn import StoredTurn
 from provenance_api.operations import listing
 from provenance_api.operations.auth import Principal
 from provenance_api.operations.services import Services

@@ -15,12 +15,12 @@ import logging
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from estimator.corpus.turn import StoredTurn
 from estimator.cost import CostQuote
 from estimator.ledger import CallLedger
+from estimator.loo.logprob_cost import EstimatorChoice
 from estimator.params import Params
-from estimator.result_models import TraceJobResultModel, Verdict
-from estimator.scoring_cost import EstimatorChoice
-from estimator.turn import StoredTurn
+from estimator.results.models import TraceJobResultModel, Verdict
 from provenance_api.core.schemas import TraceSummary
 from provenance_api.operations.tracing import job_calls
 from provenance_api.storage import crud_calls, crud_traces, crud_turns

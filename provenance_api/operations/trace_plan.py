@@ -28,15 +28,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from estimator.corpus.turn import StoredTurn
 from estimator.cost import CostQuote, Pricing, round_usd
+from estimator.free_tier.selection import Selection
+from estimator.loo.logprob_cost import (
+    EstimatorChoice,
+    ScoringCapability,
+    ScoringQuote,
+    quote_scoring,
+    scoring_capability,
+)
 from estimator.params import DEFAULT_PARAMS, Params
-from estimator.proxy_cost import proxy_capability, quote_proxy
-from estimator.proxy_models import ProxyQuoteModel
-from estimator.scoring_cost import EstimatorChoice, ScoringCapability, ScoringQuote, quote_scoring, scoring_capability
-from estimator.selection import Selection
+from estimator.proxy.cost import proxy_capability, quote_proxy
+from estimator.results.proxy import ProxyQuoteModel
 from estimator.tokens import Tokenizer
 from estimator.trace import needs_scorer, planned_calls
-from estimator.turn import StoredTurn
 from provenance_api.core.errors import CostRefused, InvalidInput, ProviderError, ProviderSetting
 from provenance_api.core.schemas import ExpectedDigitOut
 from provenance_api.core.settings import Settings

@@ -11,11 +11,11 @@ from typing import Any
 
 import anyio.to_thread
 
+from estimator.corpus.turn import StoredTurn
+from estimator.corpus.units import Corpus
+from estimator.loo.logprob_cost import EstimatorChoice
 from estimator.params import Params
-from estimator.result_models import ProbeResultModel, TraceJobResultModel
-from estimator.scoring_cost import EstimatorChoice
-from estimator.turn import StoredTurn
-from estimator.units import Corpus
+from estimator.results.models import ProbeResultModel, TraceJobResultModel
 from provenance_api.core.errors import Conflict, InvalidInput, RateLimited
 from provenance_api.core.observability import trace_id_var
 from provenance_api.core.schemas import (

@@ -5,7 +5,7 @@ Every traceable sentence is quoted first; the sum of the quotes must fit ``max_c
 before any trace starts (else 429, and nothing is spent). Each sentence then runs as an ordinary
 trace job — stored, auditable at ``/v1/traces/{id}``, with its declared-attribution audit — and the
 request waits for all of them (up to ``timeout``). Sentences quoted verbatim by the free tier pass
-for free with their quoted sources. ``estimator.answer_gate.decide`` gives the decision.
+for free with their quoted sources. ``estimator.audit.answer_gate.decide`` gives the decision.
 
 Fail closed: a trace that fails, is interrupted or is still running at the deadline is an
 ``error`` outcome, which blocks; a refused budget is never ``allow``.
@@ -17,9 +17,9 @@ import time
 
 import anyio.to_thread
 
-from estimator.answer_gate import GateSentence, SentenceOutcome, decide, outcome_from_trace, quoted_outcome
-from estimator.declared import audit_declared, audit_trace
-from estimator.result_models import DeclaredAuditModel, TraceJobResultModel
+from estimator.audit.answer_gate import GateSentence, SentenceOutcome, decide, outcome_from_trace, quoted_outcome
+from estimator.audit.declared import audit_declared, audit_trace
+from estimator.results.models import DeclaredAuditModel, TraceJobResultModel
 from provenance_api.core.errors import CostRefused, ProvenanceError
 from provenance_api.core.schemas import TraceCalls, VerifyIn, VerifyOut, VerifySentenceOut
 from provenance_api.operations.auth import Principal

@@ -10,15 +10,15 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
-from estimator.corpus import build_corpus
+from estimator.corpus.build import build_corpus
+from estimator.corpus.turn import StoredTurn
+from estimator.corpus.units import Corpus
 from estimator.cost import CostQuote, Pricing, quote_cost
-from estimator.gating import GateReport, gate_turn
+from estimator.free_tier.gating import GateReport, gate_turn
+from estimator.free_tier.segment import Segment, client_segments, segment_response
+from estimator.free_tier.selection import Selection, select_claim
 from estimator.params import DEFAULT_PARAMS, Params
-from estimator.segment import Segment, client_segments, segment_response
-from estimator.selection import Selection, select_claim
 from estimator.tokens import Tokenizer
-from estimator.turn import StoredTurn
-from estimator.units import Corpus
 from provenance_api.core.errors import InvalidInput
 
 FALLBACK_MODEL = "openai/gpt-4o-mini"

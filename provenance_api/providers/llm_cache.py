@@ -1,6 +1,6 @@
 """The judgement cache: deterministic model calls answered from a shared store.
 
-``CachingLLM`` wraps any ``estimator.llm.LLM`` (the service wraps ``LiteLLMClient``), so the
+``CachingLLM`` wraps any ``estimator.seams.llm.LLM`` (the service wraps ``LiteLLMClient``), so the
 estimator is untouched. Only deterministic calls are cached — ``temperature == 0`` and not the
 probe (judge and support calls); sampled calls (temperature None) and every ``probe`` call always
 go to the provider. The key is a SHA-256 of the model, the provider base URL, the rendered
@@ -28,7 +28,7 @@ import json
 import logging
 from typing import Protocol
 
-from estimator.llm import LLM, LLMRequest, LLMResponse, Usage
+from estimator.seams.llm import LLM, LLMRequest, LLMResponse, Usage
 from provenance_api.storage.judgement_cache import SHARED_SCOPE, CachedAnswer, tenant_scope, turn_scope
 
 log = logging.getLogger("provenance_api.providers.llm_cache")

@@ -71,7 +71,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from estimator.cost import MESSAGE_OVERHEAD_TOKENS
 from estimator.ledger import AttemptRefused, another_attempt
-from estimator.llm import LLMError, LLMRequest, LLMResponse, Usage
+from estimator.seams.llm import LLMError, LLMRequest, LLMResponse, Usage
 from provenance_api.core.errors import (
     ProviderAuthError,
     ProviderBadRequest,
@@ -337,7 +337,7 @@ def parse_top_logprobs(choice: Any) -> list[dict[str, float]] | None:
 
 
 class LiteLLMClient:
-    """``estimator.llm.LLM`` through ``litellm.acompletion``; see the module docstring."""
+    """``estimator.seams.llm.LLM`` through ``litellm.acompletion``; see the module docstring."""
 
     def __init__(
         self,

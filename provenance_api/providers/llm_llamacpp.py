@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from estimator.llm import LLMError, LLMRequest, LLMResponse, Usage
+from estimator.seams.llm import LLMError, LLMRequest, LLMResponse, Usage
 from provenance_api.providers.llm_litellm import parse_top_logprobs, strip_code_fences
 from provenance_api.providers.scorer_llamacpp import LocalModel
 
@@ -29,7 +29,7 @@ DEFAULT_MAX_TOKENS = 512
 
 
 class LlamaCppLLM:
-    """``estimator.llm.LLM`` over ``LocalModel.llama.create_chat_completion``."""
+    """``estimator.seams.llm.LLM`` over ``LocalModel.llama.create_chat_completion``."""
 
     def __init__(self, model: LocalModel, *, base_seed: int = 1234) -> None:
         self.local = model

@@ -38,8 +38,8 @@ from typing import Any, Literal
 import anyio
 import httpx
 
-from estimator.llm import Message
-from estimator.scorer import QWEN_TEMPLATE, ChatTemplate, ScoredTarget, ScorerError
+from estimator.seams.llm import Message
+from estimator.seams.scorer import QWEN_TEMPLATE, ChatTemplate, ScoredTarget, ScorerError
 from provenance_api.core.errors import scrub_secrets
 from provenance_api.providers.endpoint_scrub import scrub_endpoint
 
@@ -87,7 +87,7 @@ class _Retryable(Exception):
 
 
 class CompletionsScorer:
-    """``estimator.scorer.Scorer`` over ``POST {api_base}/completions`` with echo; see the module doc."""
+    """``estimator.seams.scorer.Scorer`` over ``POST {api_base}/completions`` with echo; see the module doc."""
 
     def __init__(
         self,

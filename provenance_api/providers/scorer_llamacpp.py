@@ -25,8 +25,8 @@ from typing import Any
 
 import anyio.to_thread
 
-from estimator.llm import Message
-from estimator.scorer import QWEN_TEMPLATE, ChatTemplate, ScoredTarget, ScorerError
+from estimator.seams.llm import Message
+from estimator.seams.scorer import QWEN_TEMPLATE, ChatTemplate, ScoredTarget, ScorerError
 
 __all__ = ["LlamaCppScorer", "LocalModel", "LocalModelUnavailable", "load_llama_cpp"]
 
@@ -94,7 +94,7 @@ class LocalModel:
 
 
 class LlamaCppScorer:
-    """``estimator.scorer.Scorer`` over a ``LocalModel``; see the module docstring."""
+    """``estimator.seams.scorer.Scorer`` over a ``LocalModel``; see the module docstring."""
 
     def __init__(self, model: LocalModel, *, prepend_bos: bool = True, reuse_prefix: bool = True) -> None:
         self.local = model

@@ -21,7 +21,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from estimator.turn import StoredTurn
+from estimator.corpus.turn import StoredTurn
 from provenance_api.storage import crud_calls, crud_traces, search_index
 from provenance_api.storage.errors import RecordConflict, RecordInvalid, RecordMissing, RecordUnreadable
 from provenance_api.storage.models import StoredTurnRow, utcnow

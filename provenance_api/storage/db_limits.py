@@ -1,7 +1,7 @@
 """The per-user model-call budget in the service's database: the embedded mode's limiter.
 
 Same semantics as ``limits.InProcessLimiter`` and ``redis_limits.RedisLimiter`` (the shared suite
-``tests/test_limiter.py`` runs all three): a sliding window of ``max_calls`` per ``window_seconds`` per user; a
+``tests/service/test_limiter.py`` runs all three): a sliding window of ``max_calls`` per ``window_seconds`` per user; a
 reservation is refused whole or granted whole; settling keeps the calls used (at the reservation's time) and
 releases the rest. Kept in the database, so a restart remembers what was spent in the window (an in-memory
 window started from zero after a crash). A reservation still open when the process died stays counted at its

@@ -7,7 +7,7 @@ A reservation that does not fit is refused with 429, ``Retry-After`` saying when
 
 ``Limiter`` is the protocol the service uses; ``InProcessLimiter`` keeps the window in memory
 (one process); ``redis_limits.RedisLimiter`` keeps it in Redis, shared by every process, with the
-same semantics (both pass ``tests/test_limiter.py``).
+same semantics (both pass ``tests/service/test_limiter.py``).
 
 Budgets are kept in money as well as calls: a reservation also holds the quote's price (``cost_usd``),
 checked against ``max_usd_per_user`` (the user's spend in the window) and ``max_usd_per_tenant`` (every user

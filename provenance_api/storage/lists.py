@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from sqlalchemy import ColumnElement, Select, and_, func, or_, select, update
 from sqlalchemy.orm import InstrumentedAttribute
 
-from estimator.turn import StoredTurn
+from estimator.corpus.turn import StoredTurn
 from provenance_api.storage import search_index
 from provenance_api.storage.crud_traces import JobRecord, _job
 from provenance_api.storage.crud_turns import TurnSummary

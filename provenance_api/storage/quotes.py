@@ -25,9 +25,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from estimator.cost import CostQuote
-from estimator.proxy_models import ProxyQuoteModel
-from estimator.result_models import ScoringQuoteModel
-from estimator.scoring_cost import EstimatorChoice
+from estimator.loo.logprob_cost import EstimatorChoice
+from estimator.results.models import ScoringQuoteModel
+from estimator.results.proxy import ProxyQuoteModel
 from provenance_api.core.schemas import ExpectedDigitOut
 from provenance_api.storage.models import utcnow
 

@@ -1,6 +1,6 @@
 """The per-user model-call budget in Redis, shared by every API process and worker.
 
-Same semantics as ``limits.InProcessLimiter`` (the shared suite ``tests/test_limiter.py`` runs both):
+Same semantics as ``limits.InProcessLimiter`` (the shared suite ``tests/service/test_limiter.py`` runs both):
 a sliding window of ``max_calls`` per ``window_seconds`` per user; a reservation is refused whole or
 granted whole; settling keeps the calls used (at the reservation's time) and releases the rest.
 

@@ -15,8 +15,8 @@ from sqlalchemy import Integer, bindparam, column, text
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.selectable import TextualSelect
 
-from estimator.turn import StoredTurn
-from estimator.verify import normalise
+from estimator.corpus.turn import StoredTurn
+from estimator.spans.verify import normalise
 from provenance_api.storage.session import Database
 
 BACKFILL_BATCH = 500

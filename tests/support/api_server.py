@@ -25,7 +25,7 @@ import uvicorn
 from anyio.from_thread import BlockingPortal
 from starlette.testclient import TestClient
 
-from estimator.llm import LLMRequest, LLMResponse, ScriptedLLM, Usage
+from estimator.seams.llm import LLMRequest, LLMResponse, ScriptedLLM, Usage
 from provenance_api.core.settings import Settings
 from provenance_api.http.app import create_app
 from provenance_api.jobs.runner import LLMFactory, ScorerFactory
@@ -159,8 +159,9 @@ def make_key(data_dir: Path, tenant: str, user: str, **settings: Any) -> str:
     return asyncio.run(work())
 
 
-class ApiServer:
-    """``create_app`` under uvicorn in a background thread, on 127.0.0.1 and a free port."""
+class _App:
+    """The app both test servers serve: ``create_app`` with the test model policy, its data directory, its admin
+    key and keys for other users."""
 
     def __init__(
         self,
@@ -173,6 +174,27 @@ class ApiServer:
         self.data_dir = data_dir
         self.settings = Settings(data_dir=data_dir, **model_policy(settings))
         self.app = create_app(self.settings, llm_factory, scorer_factory)
+
+    @property
+    def admin_key(self) -> str:
+        return str(self.settings.admin_key_file.read_text().strip())
+
+    def key(self, tenant: str, user: str) -> str:
+        return make_key(self.data_dir, tenant, user, database_url=self.settings.database_url)
+
+
+class ApiServer(_App):
+    """``create_app`` under uvicorn in a background thread, on 127.0.0.1 and a free port."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        llm_factory: LLMFactory | None = None,
+        scorer_factory: ScorerFactory | None = None,
+        **settings: Any,
+    ) -> None:
+        super().__init__(data_dir, llm_factory=llm_factory, scorer_factory=scorer_factory, **settings)
         self._sock = socket.socket()
         self._sock.bind(("127.0.0.1", 0))
         self.port: int = self._sock.getsockname()[1]
@@ -184,13 +206,6 @@ class ApiServer:
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def admin_key(self) -> str:
-        return str(self.settings.admin_key_file.read_text().strip())
-
-    def key(self, tenant: str, user: str) -> str:
-        return make_key(self.data_dir, tenant, user, database_url=self.settings.database_url)
 
     def client(self, key: str | None = None, **kw: Any) -> httpx.Client:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -250,7 +265,7 @@ class _PortalTransport(httpx.BaseTransport):
         return httpx.Response(status, headers=headers, content=content, request=request)
 
 
-class InProcessApi:
+class InProcessApi(_App):
     """``create_app`` with the same settings as ``ApiServer`` (and the same attributes: ``settings``, ``app``,
     ``admin_key``, ``key()``, ``client()``), served in this process with no socket: its lifespan runs on an event
     loop in a background thread, as under uvicorn, and ``client()`` sends each request to it over ASGI. For tests
@@ -267,21 +282,12 @@ class InProcessApi:
         scorer_factory: ScorerFactory | None = None,
         **settings: Any,
     ) -> None:
-        self.data_dir = data_dir
-        self.settings = Settings(data_dir=data_dir, **model_policy(settings))
-        self.app = create_app(self.settings, llm_factory, scorer_factory)
+        super().__init__(data_dir, llm_factory=llm_factory, scorer_factory=scorer_factory, **settings)
         # runs the ASGI lifespan (startup, shutdown) through the whole middleware stack, as uvicorn does
         self._lifespan = TestClient(self.app, raise_server_exceptions=False)
         # an unexpected error answers 500, as over a socket, instead of raising in the test
         self._asgi = httpx.ASGITransport(self.app, raise_app_exceptions=False, client=("127.0.0.1", 50000))
         self._portal: BlockingPortal | None = None
-
-    @property
-    def admin_key(self) -> str:
-        return str(self.settings.admin_key_file.read_text().strip())
-
-    def key(self, tenant: str, user: str) -> str:
-        return make_key(self.data_dir, tenant, user, database_url=self.settings.database_url)
 
     def client(self, key: str | None = None, **kw: Any) -> httpx.Client:
         """A client of the app (``timeout`` is accepted for ``ApiServer``'s signature; nothing here waits on a

@@ -36,7 +36,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from estimator.fence import split_fenced as _split_fenced
-from estimator.llm import LLMRequest, LLMResponse, Usage
+from estimator.seams.llm import LLMRequest, LLMResponse, Usage
 from support.fake_openai import FakeOpenAI, FakeReply
 
 __all__ = [

@@ -10,8 +10,8 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Response, status
 from fastapi.responses import StreamingResponse
 
-from estimator.result_models import Verdict
-from estimator.scoring_cost import EstimatorChoice
+from estimator.loo.logprob_cost import EstimatorChoice
+from estimator.results.models import Verdict
 from provenance_api.core.schemas import JobStatus, TraceIn, TraceList, TraceOut, TraceSort, problem_responses
 from provenance_api.http.deps import Caller, Svc
 from provenance_api.operations import export, listing, records

@@ -11,7 +11,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Body, Query, Response, status
 from fastapi import Path as PathParam
 
-from estimator.turn import StoredTurn
+from estimator.corpus.turn import StoredTurn
 from provenance_api.core.schemas import (
     SegmentsIn,
     SegmentsOut,

@@ -34,8 +34,8 @@ from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from estimator.corpus.turn import StoredTurn
 from estimator.params import Params
-from estimator.turn import StoredTurn
 from provenance_api.core.errors import NotFound, Unauthorized
 from provenance_api.core.schemas import TurnSort, TurnSummary
 from provenance_api.http import ui_auth

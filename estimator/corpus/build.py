@@ -1,0 +1,445 @@
+"""Algorithm 1 — BuildLayeredCorpus (seed §7.1), with two corrections real data needs.
+
+(a) A reused ``tool_call_id`` never overwrites an earlier call: each return pairs with
+    the most recent still-unanswered call of that id.
+(b) Tool results of *earlier* turns that the stored history carries are part of the
+    conversation the model saw: they become history units, within the history cap.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from estimator.corpus.turn import (
+    TOOL_CALL_KINDS,
+    TOOL_RETURN_KINDS,
+    ChatMessage,
+    ModelMessage,
+    StoredTurn,
+    content_text,
+)
+from estimator.corpus.units import Corpus, Evidence, ExcludedCall, Layer, Unit, sha256_hex
+from estimator.params import DEFAULT_PARAMS, Params
+from estimator.tokens import ApproxTokenizer, Tokenizer
+
+ARTIFACT_READ_TOOLS = frozenset({"read_file", "ls", "glob", "grep"})
+LABEL_KEYS = ("path", "file_path", "url", "query", "q")
+INSTRUCTIONS_LABEL = "agent instructions (system prompt)"
+_ROLE_LABELS = {"user": "user said", "assistant": "agent replied", "tool": "tool result"}
+_LABEL_VALUE_CHARS = 80
+
+
+@dataclass
+class _RawCall:
+    name: str
+    args: dict[str, Any]
+    text: str = ""
+    answered: bool = False
+    failed: str | None = None
+
+
+def classify_tool(name: str) -> str:
+    """ClassifyTool: a kind the interface can name to a user."""
+    lowered = name.lower()
+    if lowered in ARTIFACT_READ_TOOLS:
+        return "artifact_read"
+    if "fetch" in lowered:
+        return "web_fetch"
+    if "web_search" in lowered or lowered in {"search", "google_search", "bing_search"}:
+        return "web_search"
+    if "." in name:
+        return "mcp_tool"
+    return "user_tool"
+
+
+def as_dict(args: Any) -> dict[str, Any]:
+    """AsDict: arguments as an object; a JSON string is parsed, other text is kept raw."""
+    if args is None:
+        return {}
+    if isinstance(args, dict):
+        return args
+    if isinstance(args, str):
+        stripped = args.strip()
+        if not stripped:
+            return {}
+        try:
+            parsed = json.loads(stripped)
+        except ValueError:
+            return {"input": args}
+        return parsed if isinstance(parsed, dict) else {"input": parsed}
+    return {"input": args}
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= _LABEL_VALUE_CHARS else text[: _LABEL_VALUE_CHARS - 1] + "…"
+
+
+def label_for(name: str, args: dict[str, Any]) -> str:
+    """Label: the identity a user recognises — never a raw JSON dump."""
+    for key in LABEL_KEYS:
+        value = args.get(key)
+        if isinstance(value, (str, int, float)) and str(value).strip():
+            return f"{name}: {_short(value)}"
+    scalars = [(k, v) for k, v in args.items() if isinstance(v, (str, int, float, bool)) and v != ""]
+    if scalars:
+        return f"{name}(" + ", ".join(f"{k}={_short(v)}" for k, v in scalars[:4]) + ")"
+    if args:
+        return f"{name}(" + ", ".join(list(args)[:6]) + ")"
+    return f"{name}()"
+
+
+def flatten(content: Any) -> str:
+    """Flatten a tool return to text. MCP CallToolResult blocks become their text;
+    images and blobs are named, not inlined."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if (
+        isinstance(content, dict)
+        and isinstance(content.get("content"), list)
+        and ("isError" in content or "structuredContent" in content or _looks_like_mcp_blocks(content["content"]))
+    ):
+        return _flatten_mcp_blocks(content["content"])
+    try:
+        return json.dumps(content, ensure_ascii=False, indent=2, default=str)
+    except (TypeError, ValueError):
+        return str(content)
+
+
+def _looks_like_mcp_blocks(blocks: list[Any]) -> bool:
+    return bool(blocks) and all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in blocks)
+
+
+def _flatten_mcp_blocks(blocks: list[Any]) -> str:
+    out: list[str] = []
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text" and isinstance(block.get("text"), str):
+            out.append(block["text"])
+        elif kind == "resource" and isinstance(block.get("resource"), dict):
+            res = block["resource"]
+            if isinstance(res.get("text"), str):
+                out.append(res["text"])
+            else:
+                out.append(f"[resource {res.get('uri', '?')} ({res.get('mimeType', 'binary')}) not inlined]")
+        elif kind in {"image", "audio"}:
+            out.append(f"[{kind} ({block.get('mimeType', 'unknown type')}) not inlined]")
+        elif kind == "resource_link":
+            out.append(f"[resource link {block.get('uri', '?')}]")
+    return "\n".join(out)
+
+
+def mcp_is_error(content: Any) -> bool:
+    return isinstance(content, dict) and content.get("isError") is True
+
+
+def _header(name: str, args: dict[str, Any]) -> str:
+    return name + "(" + json.dumps(args, ensure_ascii=False, default=str) + ")"
+
+
+def _last_user_prompt_index(messages: list[ModelMessage]) -> int:
+    for i in range(len(messages) - 1, -1, -1):
+        if any(p.part_kind == "user-prompt" for p in messages[i].parts):
+            return i
+    return -1
+
+
+def _pair_native(messages: Iterable[ModelMessage]) -> list[_RawCall]:
+    """Primary path: pair tool calls with returns by id (most recent unanswered call wins)."""
+    order: list[_RawCall] = []
+    pending: dict[str, list[_RawCall]] = {}
+    for message in messages:
+        for part in message.parts:
+            if part.part_kind in TOOL_CALL_KINDS:
+                call = _RawCall(name=part.tool_name or "tool", args=as_dict(part.args))
+                key = part.tool_call_id or f"_anon{len(order)}"
+                order.append(call)
+                pending.setdefault(key, []).append(call)
+            elif part.part_kind in TOOL_RETURN_KINDS and part.tool_call_id in pending:
+                stack = pending[part.tool_call_id]
+                if not stack:
+                    continue
+                call = stack.pop()
+                call.answered = True
+                if part.outcome not in (None, "success"):
+                    call.failed = f"outcome={part.outcome}"
+                elif mcp_is_error(part.content):
+                    call.failed = "MCP isError"
+                else:
+                    call.text = flatten(part.content)
+            elif part.part_kind == "retry-prompt" and part.tool_call_id in pending:
+                stack = pending[part.tool_call_id]
+                if stack:
+                    call = stack.pop()
+                    call.answered = True
+                    call.failed = "retry-prompt (tool call rejected)"
+    return order
+
+
+def _evidence(source: str, full_text: str, tokens: int, transformations: list[str]) -> Evidence:
+    return Evidence(digest=sha256_hex(full_text), source=source, tokens=tokens, transformations=tuple(transformations))
+
+
+def _tier_notes(tokens: int, params: Params) -> list[str]:
+    notes = []
+    if tokens > params.source_token_cap:
+        notes.append(f"truncated to {params.source_token_cap} tokens for ablation")
+    if tokens > params.support_token_cap:
+        notes.append(f"truncated to {params.support_token_cap} tokens for the span check")
+    return notes
+
+
+def cap_warnings(unit: Unit, tokens: int, params: Params) -> list[str]:
+    """The per-source token caps this unit exceeds, in plain words naming it (``tokens``: its shown size)."""
+    out: list[str] = []
+    if tokens > params.source_token_cap:
+        out.append(
+            f"{unit.id} ({unit.label}) is {tokens:,} tokens, larger than the {params.source_token_cap:,}-token "
+            "scoring window (SOURCE_TOKEN_CAP): the judge, probe and scorer see only its first part, so a "
+            "claim grounded later in it reads as ungrounded."
+        )
+    if tokens > params.support_token_cap:
+        out.append(
+            f"{unit.id} ({unit.label}) is {tokens:,} tokens, cut to {params.support_token_cap:,} for the span "
+            "check (SUPPORT_TOKEN_CAP): a span later in it cannot be quoted."
+        )
+    return out
+
+
+def _history_messages(turn: StoredTurn) -> list[tuple[str, str, str | None]]:
+    """Chronological (role, text, tool label) items of the conversation before the current query."""
+    msgs = turn.request_payload.messages
+    if msgs:
+        return _history_from_chat(msgs)
+    return _history_from_native(turn.model_messages)
+
+
+def _history_from_chat(msgs: list[ChatMessage]) -> list[tuple[str, str, str | None]]:
+    cut = len(msgs)
+    for i in range(len(msgs) - 1, -1, -1):
+        if msgs[i].role == "user" and content_text(msgs[i].content).strip():
+            cut = i
+            break
+    items: list[tuple[str, str, str | None]] = []
+    pending: dict[str, list[str]] = {}
+    for m in msgs[:cut]:
+        if m.role == "assistant" and m.tool_calls:
+            for tc in m.tool_calls:
+                raw_fn = tc.get("function")
+                fn: dict[str, Any] = raw_fn if isinstance(raw_fn, dict) else {}
+                name = str(fn.get("name") or tc.get("name") or "tool")
+                args = as_dict(fn.get("arguments", tc.get("args")))
+                pending.setdefault(str(tc.get("id")), []).append(_header(name, args))
+        text = content_text(m.content)
+        if m.role in ("user", "assistant") and text.strip():
+            items.append((m.role, text, None))
+        elif m.role == "tool":
+            stack = pending.get(str(m.tool_call_id), [])
+            header = stack.pop() if stack else (m.name or "tool")
+            if mcp_is_error(m.content):
+                continue  # failure is not evidence
+            body = content_text(m.content) if isinstance(m.content, list) else flatten(m.content)
+            if not body.strip():
+                body = flatten(m.content)
+            if body.strip():
+                items.append(("tool", body, header))
+    return items
+
+
+def _history_from_native(messages: list[ModelMessage]) -> list[tuple[str, str, str | None]]:
+    cut = _last_user_prompt_index(messages)
+    if cut < 0:
+        return []
+    items: list[tuple[str, str, str | None]] = []
+    pending: dict[str, list[str]] = {}
+    for message in messages[:cut]:
+        for part in message.parts:
+            if part.part_kind == "user-prompt":
+                text = content_text(part.content)
+                if text.strip():
+                    items.append(("user", text, None))
+            elif part.part_kind == "text" and isinstance(part.content, str) and part.content.strip():
+                items.append(("assistant", part.content, None))
+            elif part.part_kind in TOOL_CALL_KINDS:
+                header = _header(part.tool_name or "tool", as_dict(part.args))
+                pending.setdefault(part.tool_call_id or "", []).append(header)
+            elif part.part_kind in TOOL_RETURN_KINDS and part.outcome in (None, "success"):
+                stack = pending.get(part.tool_call_id or "", [])
+                header = stack.pop() if stack else (part.tool_name or "tool")
+                body = flatten(part.content)
+                if body.strip() and not mcp_is_error(part.content):
+                    items.append(("tool", body, header))
+    return items
+
+
+def _system_prompt(turn: StoredTurn) -> tuple[str, bool]:
+    """The instructions text and whether it is a snapshot taken with the turn.
+
+    An explicit ``system_prompt`` wins; otherwise system messages stored with the conversation
+    (request payload, then native messages) are the text the model saw, hence versioned."""
+    if turn.system_prompt and turn.system_prompt.strip():
+        return turn.system_prompt, turn.system_prompt_versioned
+    chat_system = [
+        content_text(m.content)
+        for m in turn.request_payload.messages
+        if m.role in ("system", "developer") and content_text(m.content).strip()
+    ]
+    if chat_system:
+        return "\n\n".join(chat_system), True
+    pieces: list[str] = []
+    for message in turn.model_messages:
+        for part in message.parts:
+            if part.part_kind == "system-prompt" and isinstance(part.content, str):
+                pieces.append(part.content)
+    last_instructions = next((m.instructions for m in reversed(turn.model_messages) if m.instructions), None)
+    if last_instructions:
+        pieces.append(last_instructions)
+    # Carried inside the stored messages, so it is the text the model saw: a snapshot.
+    return "\n\n".join(pieces), True
+
+
+def build_corpus(turn: StoredTurn, params: Params = DEFAULT_PARAMS, tokenizer: Tokenizer | None = None) -> Corpus:
+    """Algorithm 1: rebuild the three-layer corpus of a stored turn."""
+    tok = tokenizer or ApproxTokenizer()
+    path = "none"
+    raw: list[_RawCall] = []
+    if turn.model_messages:
+        cut = _last_user_prompt_index(turn.model_messages)
+        raw = _pair_native(turn.model_messages[max(cut, 0) :])
+        path = "primary" if raw else path
+    if not raw and turn.response_payload.tool_calls:
+        path = "fallback"
+        raw = []
+        for e in turn.response_payload.tool_calls:
+            call = _RawCall(name=e.name, args=as_dict(e.arguments), answered=e.response is not None)
+            if mcp_is_error(e.response):
+                call.failed = "MCP isError"
+            else:
+                call.text = flatten(e.response)
+            raw.append(call)
+
+    units: list[Unit] = []
+    excluded: list[ExcludedCall] = []
+    warnings: list[str] = []
+    for call in raw:
+        label = label_for(call.name, call.args)
+        if call.failed:
+            excluded.append(ExcludedCall(call.name, label, f"failed: {call.failed} (failure is not evidence)"))
+            continue
+        if not call.text.strip():
+            reason = "empty return" if call.answered else "no return recorded"
+            excluded.append(ExcludedCall(call.name, label, f"{reason} (a call with no result grounds nothing)"))
+            continue
+        header = _header(call.name, call.args)
+        shown = header + "\n" + call.text
+        tokens = tok.count(shown)
+        units.append(
+            Unit(
+                id=f"s{len(units)}",
+                kind=classify_tool(call.name),
+                tool=call.name,
+                label=label,
+                text=call.text,
+                ordinal=len(units),
+                layer=Layer.TOOLS,
+                header=header,
+                evidence=_evidence(
+                    f"tool:{call.name}",
+                    shown,
+                    tokens,
+                    ["call header name(json(args)) shown above the text", *_tier_notes(tokens, params)],
+                ),
+            )
+        )
+        warnings.extend(cap_warnings(units[-1], tokens, params))
+
+    prompt, versioned = _system_prompt(turn)
+    if prompt.strip():
+        tokens = tok.count(prompt)
+        notes = _tier_notes(tokens, params)
+        if not versioned:
+            notes.append("current text, not a snapshot: an edit since this turn cannot be detected")
+        units.append(
+            Unit(
+                id=f"s{len(units)}",
+                kind="instructions",
+                tool="system_prompt",
+                label=INSTRUCTIONS_LABEL,
+                text=prompt,
+                ordinal=len(units),
+                layer=Layer.INSTRUCTIONS,
+                evidence=_evidence("system_prompt", prompt, tokens, notes),
+                unversioned=not versioned,
+            )
+        )
+        warnings.extend(cap_warnings(units[-1], tokens, params))
+
+    history, history_warnings = _history_units(turn, params, tok, first=len(units))
+    units.extend(history)
+    warnings.extend(history_warnings)
+    return Corpus(
+        units=tuple(units), unscorable=tuple(turn.attachments), excluded=tuple(excluded), path=path, warnings=warnings
+    )
+
+
+def _history_units(turn: StoredTurn, params: Params, tok: Tokenizer, first: int) -> tuple[list[Unit], list[str]]:
+    """The history layer (newest HISTORY_MAX_MESSAGES items, each cut to HISTORY_TOKENS_PER_MESSAGE) and a
+    warning for every cut and for the items the count cap leaves out."""
+    every = _history_messages(turn)
+    prior = [] if params.history_max_messages == 0 else every[-params.history_max_messages :]
+    units: list[Unit] = []
+    warnings: list[str] = []
+    for offset, (role, text, call) in enumerate(prior):
+        turns_ago = len(prior) - offset
+        role_label = _ROLE_LABELS.get(role, role)
+        full = text.strip()
+        # A tool return keeps its leading lines, so its line numbers are the return's own.
+        content = text.rstrip() if call is not None else full
+        tokens = tok.count(full)
+        history_notes: list[str] = []
+        cut = tokens > params.history_tokens_per_message
+        if cut:
+            content = tok.truncate(content, params.history_tokens_per_message).rstrip()
+            history_notes.append(f"truncated to {params.history_tokens_per_message} tokens (history budget)")
+        label = f"{role_label} · {turns_ago} turn(s) ago"
+        header = f"[{role_label}, {turns_ago} turn(s) ago]"
+        if call is not None:
+            header = header + "\n" + call
+            history_notes.append("call header shown above the text")
+            label = f"{role_label} · {call.split('(', 1)[0]} · {turns_ago} turn(s) ago"
+        unit = Unit(
+            id=f"s{first + len(units)}",
+            kind="history",
+            tool=role,
+            label=label,
+            text=content,
+            ordinal=first + len(units),
+            layer=Layer.HISTORY,
+            header=header,
+            evidence=_evidence(f"role:{role}", full, tokens, history_notes),
+            turns_ago=turns_ago,
+        )
+        units.append(unit)
+        if cut:
+            warnings.append(
+                f"{unit.id} ({label}) is a {tokens:,}-token message cut to its first "
+                f"{params.history_tokens_per_message:,} tokens (HISTORY_TOKENS_PER_MESSAGE): the rest "
+                "was shown to no tier, so a claim grounded past the cut reads as ungrounded."
+            )
+        warnings.extend(cap_warnings(unit, tok.count(unit.shown), params))
+    dropped = len(every) - len(prior)
+    if dropped:
+        kept = f"the newest {len(prior)} are kept as {units[0].id}–{units[-1].id}" if units else "none is kept"
+        warnings.append(
+            f"history: {len(every)} earlier messages, capped to {len(prior)} "
+            f"(HISTORY_MAX_MESSAGES = {params.history_max_messages}): {kept}; the {dropped} oldest are "
+            "in no source, so a claim grounded only there reads as ungrounded."
+        )
+    return units, warnings

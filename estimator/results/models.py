@@ -1,0 +1,387 @@
+"""Every result shape of the method, declared once, as frozen pydantic models: the estimator builds these
+very objects, and the service, its storage and the CLI read and write them.
+
+A trace result, its layers, sources and span checks, the call account, the log-probability variant,
+the agreement of two estimators, the declared-attribution audit, and the probe's verdict. A score that
+carries no information is ``NaN`` in memory, where the estimator does arithmetic on it, and ``null`` in
+JSON (``score.Score``); ``model_dump(mode="json")`` is the JSON contract, and validating it gives the
+result back.
+
+Why models rather than dataclasses with one ``TypeAdapter`` each: the JSON contract was already these
+models' (field order, the computed ``unspent``, members that are absent rather than null, every field's
+description in ``/openapi.json`` under the same component names), so making them the results keeps the
+JSON and the OpenAPI document as they were, while the estimator's code changes only in how it builds and
+copies a result (keywords, ``model_copy``).
+
+The estimator-specific parts stay subclasses and optional members (``LogprobTraceResultModel`` adds the
+log-probability fields, ``proxy_result.ProxyTraceResultModel`` the proxy's, ``TraceJobResultModel``
+holds any of them, absent when not produced), not a union keyed on ``estimator``: a trace under
+``both`` is stored with ``estimator`` judged (the judged trace, with the log-probability trace and the
+agreement beside it), so a union keyed on it would change that JSON, and it would turn ``TraceOut.result``
+in the OpenAPI document into a union of new components.
+
+Results stored by earlier versions validate: fields added since (``alone``, ``redundancy``, the
+``billed``/``refused`` call counts, ``declared``, ``kind``, ``usage.estimated``) have defaults. A job
+result says its ``kind`` (``trace`` or ``probe``); one stored without it is told apart by its fields
+(``JobResult``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Discriminator, Field, Tag, computed_field
+
+from estimator.corpus.units import Layer
+from estimator.results.proxy import ProxyReportModel
+from estimator.results.score import RESULT_CONFIG, Score, json_number
+
+__all__ = [
+    "AgreementModel",
+    "AgreementSummaryModel",
+    "CallAccountModel",
+    "DeclaredAuditModel",
+    "DeclaredOutcome",
+    "DeclaredRefModel",
+    "DumpsAsModel",
+    "JobResult",
+    "LayerScoreModel",
+    "LogprobThresholdsModel",
+    "LogprobTraceResultModel",
+    "ProbeCallsModel",
+    "ProbeResultModel",
+    "ProbeVerdict",
+    "QuoteCallsModel",
+    "RefKind",
+    "Role",
+    "Score",
+    "ScoringQuoteModel",
+    "SourceScoreModel",
+    "SupportLabel",
+    "SupportVerdictModel",
+    "TraceJobResultModel",
+    "TraceResultModel",
+    "UsageModel",
+    "Verdict",
+    "job_result_kind",
+    "json_number",
+]
+
+Role = Literal["grounds", "distractor", "irrelevant", "redundant"]
+Verdict = Literal["internal_knowledge", "redundant", "attributed", "no_information"]
+SupportLabel = Literal["supported", "contradicted", "silent"]
+ProbeVerdict = Literal["required", "not_required", "inconclusive"]
+DeclaredOutcome = Literal["consistent", "conflated", "unsupported_citation", "none_declared"]
+RefKind = Literal["phrase", "history", "citation_marker", "url", "path", "file_name", "tool_name"]
+
+
+class _Model(BaseModel):
+    model_config = RESULT_CONFIG
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract: ``model_dump(mode="json")`` (a score without information is null)."""
+        return self.model_dump(mode="json")
+
+
+class DumpsAsModel:
+    """An object whose JSON is a model's: ``to_dict()`` is ``to_model().model_dump(mode="json")``."""
+
+    def to_model(self) -> BaseModel:
+        raise NotImplementedError
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.to_model().model_dump(mode="json")
+
+
+class SupportVerdictModel(_Model):
+    """Algorithm 5's span check of one source; ``quote`` only when it verified against the source."""
+
+    verdict: SupportLabel
+    quote: str | None
+    line_start: int | None
+    line_end: int | None
+    confidence: Score
+    downgraded: bool
+    reason: str
+    calls: int
+    no_information: bool = False  # the verdict carries none: the call failed or its answer could not be read
+
+
+class LayerScoreModel(_Model):
+    """Round 1 for one layer: Δ_L, its role, s without the layer, and Δ with only this layer kept."""
+
+    layer: Layer
+    delta: Score
+    role: Role
+    s_without: Score
+    no_information: bool
+    alone: Score | None = None
+    """The scalar with only this layer kept (measured when the claim is carried by several layers)."""
+
+
+class SourceScoreModel(_Model):
+    """One source: its round-2 drop (null when not tested) and its span check (null when not a target)."""
+
+    source_id: str
+    layer: Layer
+    label: str
+    kind: str
+    delta: Score | None
+    role: Role | None
+    s_without: Score | None = None
+    no_information: bool = False
+    support: SupportVerdictModel | None
+    diagnosis: str | None
+    alone: Score | None = None
+    """The scalar with only this source kept of its layer; None when that was not measured."""
+
+
+class CallAccountModel(_Model):
+    """Model calls of one trace: planned (the quoted worst case), made (sent, failed ones included), saved
+    (answered from the trace's memo), cached (answered by a judgement cache), failed, billed, refused."""
+
+    planned: int
+    made: int
+    saved: int
+    cached: int
+    failed: int
+    failed_billed: int = 0
+    refused: int = 0
+    billed: int = 0
+    scored: int | None = Field(
+        None, exclude_if=lambda v: v is None, description="estimator proxy: local scoring passes (free; never in made)"
+    )
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def unspent(self) -> int:
+        """planned − made: the reserved calls released after the trace."""
+        return self.planned - self.made
+
+
+class UsageModel(_Model):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    estimated: bool = Field(
+        False,
+        description="true when the provider reported no usage for some call: its tokens were counted from the "
+        "request as sent and the answer as received, and billed at the model's price",
+    )
+
+
+class TraceResultModel(_Model):
+    """Everything Algorithm 4 returns for one claim, plus the disclosures that make it readable."""
+
+    kind: Literal["trace"] = "trace"
+    claim: str = ""
+    estimator: str = Field("judged", description="judged, expected or logprob: the scalar behind the scores")
+    gamma: Score = Field(description="Γ = s(1) − s(0); null when it could not be measured")
+    s_all: Score
+    s_none: Score
+    verdict: Verdict
+    verdict_text: str
+    diagnosis: str | None = None
+    contributing_layers: tuple[Layer, ...] = ()
+    layers: tuple[LayerScoreModel, ...]
+    sources: tuple[SourceScoreModel, ...]
+    omitted: tuple[str, ...]
+    unscorable: tuple[str, ...]
+    round2_skipped_reason: str | None
+    redundancy: tuple[str, ...] = Field((), description="which sources or layers carry the claim alone, in words")
+    warnings: tuple[str, ...]
+    calls: CallAccountModel
+    usage: UsageModel
+    cost_usd: Score | None
+    prompt_versions: dict[str, str]
+    params: dict[str, Any]
+    model: str
+    corpus_digest: str
+    notes: tuple[str, ...] = Field((), exclude=True)
+    """How the scalar and the thresholds were read (in memory only, not in the JSON)."""
+
+    @property
+    def internal_knowledge(self) -> bool:
+        return self.verdict == "internal_knowledge"
+
+    @property
+    def redundant(self) -> bool:
+        return self.verdict == "redundant"
+
+    def layer(self, layer: Layer) -> LayerScoreModel:
+        for score in self.layers:
+            if score.layer == layer:
+                return score
+        raise KeyError(layer)
+
+    def source(self, source_id: str) -> SourceScoreModel:
+        for score in self.sources:
+            if score.source_id == source_id:
+                return score
+        raise KeyError(source_id)
+
+
+class LogprobThresholdsModel(_Model):
+    tau_nats: Score
+    tau_gamma_nats: Score
+
+
+class LogprobTraceResultModel(TraceResultModel):
+    """A trace whose scores are log-probabilities in nats (``estimator`` logprob)."""
+
+    units: Literal["nats"] = "nats"
+    thresholds: LogprobThresholdsModel
+    claim_tokens: int
+    claim_token_logprobs: tuple[Score, ...]
+    scorer_model: str
+
+
+class AgreementSummaryModel(_Model):
+    verdict: Verdict
+    top_layer: str | None
+    top_source: str | None
+
+
+class AgreementModel(_Model):
+    """Agreement of the judged and the log-probability traces of one claim (estimator both)."""
+
+    same_verdict: bool
+    same_top_layer: bool
+    same_top_source: bool
+    spearman: float | None = Field(description="Spearman ρ of the source drops both rounds 2 tested")
+    compared_sources: tuple[str, ...]
+    judged: AgreementSummaryModel
+    logprob: AgreementSummaryModel
+
+
+class DeclaredRefModel(_Model):
+    """One explicit credit in a sentence and the sources it resolves to (empty: none in the context)."""
+
+    text: str
+    span: tuple[int, int]
+    source_ids: tuple[str, ...]
+    kind: RefKind
+    families: tuple[str, ...] = ()
+
+
+class DeclaredAuditModel(_Model):
+    """The declared source(s) of a sentence compared with the source(s) that verifiably ground it."""
+
+    outcome: DeclaredOutcome
+    declared: tuple[DeclaredRefModel, ...]
+    credited: tuple[str, ...]
+    grounding: tuple[str, ...]
+    explanation: str
+
+
+def _absent(value: object) -> bool:
+    return value is None
+
+
+class TraceJobResultModel(TraceResultModel):
+    """The stored result of a trace job (``GET /v1/traces/{id}``): the trace, its declared-attribution
+    audit, under estimator both the log-probability trace and the agreement, and under estimator logprob
+    the log-probability fields of ``LogprobTraceResultModel``; a member that was not produced is absent,
+    not null."""
+
+    units: Literal["nats"] | None = Field(None, exclude_if=_absent)
+    thresholds: LogprobThresholdsModel | None = Field(None, exclude_if=_absent)
+    claim_tokens: int | None = Field(None, exclude_if=_absent)
+    claim_token_logprobs: tuple[Score, ...] | None = Field(None, exclude_if=_absent)
+    scorer_model: str | None = Field(None, exclude_if=_absent)
+
+    logprob: LogprobTraceResultModel | None = Field(
+        None, exclude_if=_absent, description="estimator both: the log-probability trace of the same claim"
+    )
+    agreement: AgreementModel | None = Field(
+        None, exclude_if=_absent, description="estimator both: how the two traces agree"
+    )
+    declared: DeclaredAuditModel | None = Field(
+        None, exclude_if=_absent, description="the declared-attribution audit of the sentence"
+    )
+    proxy_model: str | None = Field(
+        None, exclude_if=_absent, description="estimator proxy: the local model that ranked the sources"
+    )
+    confirmed: bool | None = Field(
+        None,
+        exclude_if=_absent,
+        description="estimator proxy: whether the hosted "
+        "judge confirmed the proxy's ranking (else the full judged search ran)",
+    )
+    confirmation: str | None = Field(None, exclude_if=_absent, description="estimator proxy: that, in words")
+    proxy: ProxyReportModel | None = Field(
+        None, exclude_if=_absent, description="estimator proxy: both rankings and the hosted judge's measurements"
+    )
+
+
+class ProbeCallsModel(_Model):
+    planned: int = Field(description="2k regenerations")
+    made: int
+    failed: int
+
+
+class ProbeResultModel(_Model):
+    """Algorithm 6's verdict for one (claim, source) pair (``GET /v1/probes/{id}``)."""
+
+    kind: Literal["probe"] = "probe"
+    verdict: ProbeVerdict
+    note: str | None
+    target_id: str = Field(description="the source removed")
+    anchors: tuple[str, ...]
+    # B and W are None when not measured: the bail-out sent nothing, and a failed call leaves only partial
+    # data, which is never reported as a count.
+    baseline: int | None = Field(description="B: full-context runs that repeat the claim; null when not measured")
+    without: int | None = Field(description="W: runs without the source that repeat it; null when not measured")
+    k: int
+    calls: ProbeCallsModel
+    usage: UsageModel
+    cost_usd: float | None
+    prompt_version: str
+    model: str
+
+    @property
+    def required(self) -> bool:
+        return self.verdict == "required"
+
+
+class QuoteCallsModel(_Model):
+    """The planned calls of a quote, by stage (worst case)."""
+
+    round1: int
+    round2: int
+    redundancy: int = Field(0, description="redundancy resolution, worst case: each candidate kept alone once")
+    spans: int
+    probe: int
+
+    @property
+    def ablation(self) -> int:
+        """Calls of the scalar (judge or scorer): rounds 1 and 2 and redundancy resolution."""
+        return self.round1 + self.round2 + self.redundancy
+
+
+class ScoringQuoteModel(_Model):
+    """Whether the model can score (log p of a supplied claim) and what a logprob trace's scoring costs."""
+
+    can_score: bool
+    how: Literal["in-process", "completions-echo", "none"]
+    reason: str
+    scoring_calls: int = Field(description="prompt-only scoring calls of a logprob trace (worst case)")
+    span_calls: int
+    scoring_prompt_tokens: int
+    scoring_output_tokens: int
+
+
+def job_result_kind(value: Any) -> str:
+    """The kind of a job result: its ``kind``, else (stored before ``kind`` existed) a probe by its
+    ``target_id``, else a trace."""
+    if isinstance(value, dict):
+        kind = value.get("kind")
+        return str(kind) if kind else ("probe" if "target_id" in value else "trace")
+    return str(getattr(value, "kind", "trace"))
+
+
+JobResult = Annotated[
+    Annotated[TraceJobResultModel, Tag("trace")] | Annotated[ProbeResultModel, Tag("probe")],
+    Discriminator(job_result_kind),
+]
+"""The result of a job of either kind, told apart by ``kind``."""
