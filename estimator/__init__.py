@@ -17,66 +17,160 @@ Beyond the paper: the expected digit and the log-probability scalars (``loo/``),
 (chat model, scorer) in ``seams/``. ``estimator/README.md`` holds the same map.
 
 The names below are the estimator's public API: everything the service uses, importable from here
-(``from estimator import Params``). A test keeps ``__all__`` equal to them.
+(``from estimator import Params``). They load on first use (PEP 562), so importing one part of the estimator
+does not import all of it (the CLI's free commands start without the result models). A test keeps the
+type checkers' imports, ``_EXPORTS`` and ``__all__`` equal.
 """
 
 from __future__ import annotations
 
-from estimator.audit.answer_gate import (
-    Decision,
-    GateSentence,
-    Rule,
-    SentenceOutcome,
-    decide,
-    outcome_from_trace,
-    quoted_outcome,
-)
-from estimator.audit.declared import audit_declared, audit_trace
-from estimator.corpus.build import build_corpus
-from estimator.corpus.turn import StoredTurn
-from estimator.corpus.units import Corpus, Layer, Unit
-from estimator.cost import MESSAGE_OVERHEAD_TOKENS, CostQuote, Pricing, quote_cost, request_tokens, round_usd
-from estimator.free_tier.gating import GateReport, gate_turn
-from estimator.free_tier.segment import Segment, client_segments, segment_response
-from estimator.free_tier.selection import Selection, select_claim
-from estimator.ledger import AttemptRefused, CallEvent, CallLedger, CallRecord, another_attempt
-from estimator.loo.diagnosis import GROUNDED, KNEW_IT, MISREAD, OVERRODE, UNVERIFIABLE
-from estimator.loo.labels import (
-    DIAGNOSIS_LABELS,
-    INSTRUCTION_SUPPORT_LABELS,
-    ROLE_LABELS,
-    SUPPORT_LABELS,
-    VERDICT_LABELS,
-)
-from estimator.loo.logprob_cost import (
-    EstimatorChoice,
-    ScoringCapability,
-    ScoringQuote,
-    quote_scoring,
-    scoring_capability,
-)
-from estimator.params import DEFAULT_PARAMS, Params
-from estimator.probe import probe_source
-from estimator.proxy.confirm import DEFAULT_PROXY_PARAMS
-from estimator.proxy.cost import proxy_capability, quote_proxy
-from estimator.proxy.result import ProxyTraceResultModel
-from estimator.results.models import (
-    DeclaredAuditModel,
-    ProbeResultModel,
-    QuoteCallsModel,
-    ScoringQuoteModel,
-    SourceScoreModel,
-    TraceJobResultModel,
-    TraceResultModel,
-    Verdict,
-)
-from estimator.results.proxy import HostedCheckModel, ProxyQuoteModel, RankedModel
-from estimator.results.trace import ProgressEvent
-from estimator.seams.llm import LLM, LLMError, LLMRequest, LLMResponse, Message, Usage
-from estimator.seams.scorer import QWEN_TEMPLATE, ChatTemplate, ScoredTarget, Scorer, ScorerError
-from estimator.spans.verify import normalise
-from estimator.tokens import ApproxTokenizer, Tokenizer
-from estimator.trace import ESTIMATORS, needs_scorer, planned_calls, run_trace
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from estimator.audit.answer_gate import (
+        Decision,
+        GateSentence,
+        Rule,
+        SentenceOutcome,
+        decide,
+        outcome_from_trace,
+        quoted_outcome,
+    )
+    from estimator.audit.declared import audit_declared, audit_trace
+    from estimator.corpus.build import build_corpus
+    from estimator.corpus.turn import StoredTurn
+    from estimator.corpus.units import Corpus, Layer, Unit
+    from estimator.cost import MESSAGE_OVERHEAD_TOKENS, CostQuote, Pricing, quote_cost, request_tokens, round_usd
+    from estimator.free_tier.gating import GateReport, gate_turn
+    from estimator.free_tier.segment import Segment, client_segments, segment_response
+    from estimator.free_tier.selection import Selection, select_claim
+    from estimator.ledger import AttemptRefused, CallEvent, CallLedger, CallRecord, another_attempt
+    from estimator.loo.diagnosis import GROUNDED, KNEW_IT, MISREAD, OVERRODE, UNVERIFIABLE
+    from estimator.loo.labels import (
+        DIAGNOSIS_LABELS,
+        INSTRUCTION_SUPPORT_LABELS,
+        ROLE_LABELS,
+        SUPPORT_LABELS,
+        VERDICT_LABELS,
+    )
+    from estimator.loo.logprob_cost import (
+        EstimatorChoice,
+        ScoringCapability,
+        ScoringQuote,
+        quote_scoring,
+        scoring_capability,
+    )
+    from estimator.params import DEFAULT_PARAMS, Params
+    from estimator.probe import probe_source
+    from estimator.proxy.confirm import DEFAULT_PROXY_PARAMS
+    from estimator.proxy.cost import proxy_capability, quote_proxy
+    from estimator.proxy.result import ProxyTraceResultModel
+    from estimator.results.models import (
+        DeclaredAuditModel,
+        ProbeResultModel,
+        QuoteCallsModel,
+        ScoringQuoteModel,
+        SourceScoreModel,
+        TraceJobResultModel,
+        TraceResultModel,
+        Verdict,
+    )
+    from estimator.results.proxy import HostedCheckModel, ProxyQuoteModel, RankedModel
+    from estimator.results.trace import ProgressEvent
+    from estimator.seams.llm import LLM, LLMError, LLMRequest, LLMResponse, Message, Usage
+    from estimator.seams.scorer import QWEN_TEMPLATE, ChatTemplate, ScoredTarget, Scorer, ScorerError
+    from estimator.spans.verify import normalise
+    from estimator.tokens import ApproxTokenizer, Tokenizer
+    from estimator.trace import ESTIMATORS, needs_scorer, planned_calls, run_trace
+
+# name -> the module that defines it
+_EXPORTS: dict[str, str] = {
+    "ApproxTokenizer": "estimator.tokens",
+    "AttemptRefused": "estimator.ledger",
+    "CallEvent": "estimator.ledger",
+    "CallLedger": "estimator.ledger",
+    "CallRecord": "estimator.ledger",
+    "ChatTemplate": "estimator.seams.scorer",
+    "Corpus": "estimator.corpus.units",
+    "CostQuote": "estimator.cost",
+    "DEFAULT_PARAMS": "estimator.params",
+    "DEFAULT_PROXY_PARAMS": "estimator.proxy.confirm",
+    "DIAGNOSIS_LABELS": "estimator.loo.labels",
+    "Decision": "estimator.audit.answer_gate",
+    "DeclaredAuditModel": "estimator.results.models",
+    "ESTIMATORS": "estimator.trace",
+    "EstimatorChoice": "estimator.loo.logprob_cost",
+    "GROUNDED": "estimator.loo.diagnosis",
+    "GateReport": "estimator.free_tier.gating",
+    "GateSentence": "estimator.audit.answer_gate",
+    "HostedCheckModel": "estimator.results.proxy",
+    "INSTRUCTION_SUPPORT_LABELS": "estimator.loo.labels",
+    "KNEW_IT": "estimator.loo.diagnosis",
+    "LLM": "estimator.seams.llm",
+    "LLMError": "estimator.seams.llm",
+    "LLMRequest": "estimator.seams.llm",
+    "LLMResponse": "estimator.seams.llm",
+    "Layer": "estimator.corpus.units",
+    "MESSAGE_OVERHEAD_TOKENS": "estimator.cost",
+    "MISREAD": "estimator.loo.diagnosis",
+    "Message": "estimator.seams.llm",
+    "OVERRODE": "estimator.loo.diagnosis",
+    "Params": "estimator.params",
+    "Pricing": "estimator.cost",
+    "ProbeResultModel": "estimator.results.models",
+    "ProgressEvent": "estimator.results.trace",
+    "ProxyQuoteModel": "estimator.results.proxy",
+    "ProxyTraceResultModel": "estimator.proxy.result",
+    "QWEN_TEMPLATE": "estimator.seams.scorer",
+    "QuoteCallsModel": "estimator.results.models",
+    "ROLE_LABELS": "estimator.loo.labels",
+    "RankedModel": "estimator.results.proxy",
+    "Rule": "estimator.audit.answer_gate",
+    "SUPPORT_LABELS": "estimator.loo.labels",
+    "ScoredTarget": "estimator.seams.scorer",
+    "Scorer": "estimator.seams.scorer",
+    "ScorerError": "estimator.seams.scorer",
+    "ScoringCapability": "estimator.loo.logprob_cost",
+    "ScoringQuote": "estimator.loo.logprob_cost",
+    "ScoringQuoteModel": "estimator.results.models",
+    "Segment": "estimator.free_tier.segment",
+    "Selection": "estimator.free_tier.selection",
+    "SentenceOutcome": "estimator.audit.answer_gate",
+    "SourceScoreModel": "estimator.results.models",
+    "StoredTurn": "estimator.corpus.turn",
+    "Tokenizer": "estimator.tokens",
+    "TraceJobResultModel": "estimator.results.models",
+    "TraceResultModel": "estimator.results.models",
+    "UNVERIFIABLE": "estimator.loo.diagnosis",
+    "Unit": "estimator.corpus.units",
+    "Usage": "estimator.seams.llm",
+    "VERDICT_LABELS": "estimator.loo.labels",
+    "Verdict": "estimator.results.models",
+    "another_attempt": "estimator.ledger",
+    "audit_declared": "estimator.audit.declared",
+    "audit_trace": "estimator.audit.declared",
+    "build_corpus": "estimator.corpus.build",
+    "client_segments": "estimator.free_tier.segment",
+    "decide": "estimator.audit.answer_gate",
+    "gate_turn": "estimator.free_tier.gating",
+    "needs_scorer": "estimator.trace",
+    "normalise": "estimator.spans.verify",
+    "outcome_from_trace": "estimator.audit.answer_gate",
+    "planned_calls": "estimator.trace",
+    "probe_source": "estimator.probe",
+    "proxy_capability": "estimator.proxy.cost",
+    "quote_cost": "estimator.cost",
+    "quote_proxy": "estimator.proxy.cost",
+    "quote_scoring": "estimator.loo.logprob_cost",
+    "quoted_outcome": "estimator.audit.answer_gate",
+    "request_tokens": "estimator.cost",
+    "round_usd": "estimator.cost",
+    "run_trace": "estimator.trace",
+    "scoring_capability": "estimator.loo.logprob_cost",
+    "segment_response": "estimator.free_tier.segment",
+    "select_claim": "estimator.free_tier.selection",
+}
 
 __all__ = [
     "DEFAULT_PARAMS",
@@ -164,3 +258,16 @@ __all__ = [
     "segment_response",
     "select_claim",
 ]
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'estimator' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -2,7 +2,7 @@
 
 ``estimator/__init__.py`` and ``estimator/README.md`` map each paragraph of §7 to a path; the paths exist and
 each says which paragraph it implements, so the map cannot drift from the code. ``estimator.__all__`` is
-exactly the public names of the package (as httpx keeps its own), and every name the service
+exactly the names the package exports (as httpx keeps its own), each loaded on first use, and every name the service
 imports from the estimator is among them. A cycle between the estimator's parts breaks ``lint-imports`` (its
 ``acyclic_siblings`` contract; tests/project/test_layers.py breaks it on purpose).
 """
@@ -10,8 +10,10 @@ imports from the estimator is among them. A cycle between the estimator's parts 
 from __future__ import annotations
 
 import ast
+import importlib
 import re
-import types
+import subprocess
+import sys
 from pathlib import Path
 
 import estimator
@@ -60,15 +62,32 @@ def test_every_folder_of_the_estimator_says_what_it_holds() -> None:
                 assert f"``{module.stem}``" in doc, f"estimator/{folder.name}'s docstring omits {module.stem}"
 
 
-def test_all_is_sorted_and_is_exactly_the_public_names() -> None:
-    public = sorted(
-        name
-        for name, value in vars(estimator).items()
-        if not name.startswith("_") and not isinstance(value, types.ModuleType) and name != "annotations"
-    )
-    # The order is ruff's (RUF022: constants, classes, functions), checked by the lint step.
+def test_all_is_exactly_the_public_names_and_each_loads_from_its_module() -> None:
+    """The names load on first use: the type checkers' imports, ``_EXPORTS`` and ``__all__`` agree, and each
+    name is the object its module defines."""
+    tree = ast.parse((PACKAGE / "__init__.py").read_text(encoding="utf-8"))
+    checked = {
+        alias.name: node.module
+        for block in tree.body
+        if isinstance(block, ast.If)
+        for node in block.body
+        if isinstance(node, ast.ImportFrom) and node.module
+        for alias in node.names
+    }
+    exports = estimator._EXPORTS
+    assert checked == exports
     assert len(set(estimator.__all__)) == len(estimator.__all__)
-    assert sorted(estimator.__all__) == public
+    assert sorted(estimator.__all__) == sorted(exports)
+    for name, module in exports.items():
+        assert getattr(estimator, name) is getattr(importlib.import_module(module), name), name
+        assert name in dir(estimator)
+
+
+def test_importing_one_part_of_the_estimator_does_not_import_all_of_it() -> None:
+    code = "import sys, estimator.seams.llm; print(sorted(m for m in sys.modules if m.startswith('estimator')))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    loaded = ast.literal_eval(done.stdout.strip())
+    assert "estimator.results.models" not in loaded and "estimator.loo.driver" not in loaded, loaded
 
 
 def test_every_name_the_service_takes_from_the_estimator_is_public() -> None:
