@@ -7,7 +7,7 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 UV_LINK_MODE=copy
 RUN python -m pip install "uv==0.13.9" && python -m venv /opt/venv
 WORKDIR /src
 COPY requirements.lock ./
-RUN uv pip sync --python /opt/venv/bin/python --require-hashes requirements.lock
+RUN uv pip sync --python /opt/venv/bin/python --require-hashes --compile-bytecode requirements.lock
 COPY pyproject.toml README.md ./
 COPY estimator ./estimator
 COPY prompts ./prompts
