@@ -49,11 +49,14 @@ def default_llm_factory(settings: Settings, cache: JudgementCache | None = None)
     key = settings.judge_api_key.get_secret_value() if settings.judge_api_key else None
     timeout = settings.judge_timeout_seconds
     shared = settings.judgement_cache_shared
+    attempts = settings.provider_max_attempts or 4  # the judge's default: up to 3 retries
 
     def build(model: str, api_base: str | None) -> LLM:
         from provenance_api.providers.llm_litellm import LiteLLMClient
 
-        client = LiteLLMClient(model, api_base=api_base, api_key=key, timeout=timeout, disclose_endpoint=False)
+        client = LiteLLMClient(
+            model, api_base=api_base, api_key=key, timeout=timeout, disclose_endpoint=False, max_attempts=attempts
+        )
         # unscoped here: the trace runner scopes it to the job's tenant (CachingLLM.for_tenant)
         return client if cache is None else CachingLLM(client, cache, api_base=api_base, shared=shared)
 
@@ -76,7 +79,12 @@ def default_scorer_factory(settings: Settings) -> ScorerFactory:
             )
         name = settings.scorer_model or model.split("/", 1)[-1]
         return CompletionsScorer(
-            name, base, key, timeout=max(settings.judge_timeout_seconds, 600.0), disclose_endpoint=False
+            name,
+            base,
+            key,
+            timeout=max(settings.judge_timeout_seconds, 600.0),
+            disclose_endpoint=False,
+            max_attempts=settings.provider_max_attempts or 3,  # the scoring server's default: up to 2 retries
         )
 
     return build

@@ -102,6 +102,13 @@ class Settings(BaseSettings):
     judge_api_base: str | None = Field(None, description="Overrides the provider's base URL (else litellm's env).")
     judge_api_key: SecretStr | None = Field(None, description="Overrides the provider's key (else litellm's env).")
     judge_timeout_seconds: float = Field(120.0, gt=0, le=3600)
+    provider_max_attempts: int | None = Field(
+        None,
+        ge=1,
+        le=10,
+        description="HTTP attempts per model call, the first included (429, 5xx, timeouts and connection errors "
+        "are retried with backoff); default 4 for the judge, 3 for the scoring server. 1 turns retries off.",
+    )
     scorer_api_base: str | None = Field(
         None,
         description="An OpenAI-compatible server whose /v1/completions echoes log-probabilities "

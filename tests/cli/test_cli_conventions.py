@@ -130,6 +130,7 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Traced]:
     yield Traced(data_dir, turn, redirected, terminal)
 
 
+@pytest.mark.slow  # child processes: two CLI traces, each importing the provider library
 def test_redirected_output_has_no_colour_and_no_carriage_return(traced: Traced) -> None:
     ran = traced.piped
     assert ran.code == 0, ran.err
@@ -139,6 +140,7 @@ def test_redirected_output_has_no_colour_and_no_carriage_return(traced: Traced) 
     assert "Verdict: attributed" in ran.out
 
 
+@pytest.mark.slow  # child processes: two CLI traces, each importing the provider library
 def test_a_terminal_gets_colour_and_progress_redrawn_in_place(traced: Traced) -> None:
     ran = traced.terminal
     assert ran.code == 0, ran.out
@@ -161,6 +163,7 @@ def test_a_terminal_gets_colour_from_gate(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- the claim, plurals, help
 
 
+@pytest.mark.slow  # child processes: two CLI traces, each importing the provider library
 def test_trace_and_quote_echo_the_claim_given_by_its_segment_id(
     traced: Traced, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -205,6 +208,7 @@ def test_help_is_plain_text_without_markup() -> None:
 # --------------------------------------------------------------------------- the trace log
 
 
+@pytest.mark.slow  # child processes: two CLI traces, each importing the provider library
 def test_traces_lists_the_logged_trace_and_shows_it(
     traced: Traced, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -233,6 +237,7 @@ def test_traces_lists_the_logged_trace_and_shows_it(
     assert "provenance traces lists the logged traces" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # child processes: two CLI traces, each importing the provider library
 def test_traces_on_a_terminal_is_a_table_with_a_header(traced: Traced) -> None:
     ran = on_terminal(_env(traced.data_dir, NO_COLOR="1"), "traces")
     header = ran.out.splitlines()[0]

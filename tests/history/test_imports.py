@@ -94,6 +94,7 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow  # volume: all 760 τ-bench turns, imported twice and gated
 def test_cli_imports_tau_bench_idempotently_and_gates_every_turn(
     data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -176,6 +177,7 @@ def jsonl_chunks(lines: list[str]) -> Iterator[bytes]:
         yield data[len(data) // 2 :]
 
 
+@pytest.mark.slow  # volume: all 760 τ-bench turns, imported twice and gated
 def test_api_imports_tau_bench_idempotently_and_reports_gating(server: InProcessApi) -> None:
     lines = [json.dumps(c) for c in json.loads(tau_path().read_text(encoding="utf-8"))]
     with server.client(server.key("tau", "importer"), timeout=60.0) as api:

@@ -139,6 +139,7 @@ PROBE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # child processes (the service, the CLI) importing the provider library under the guard
 def test_nothing_reaches_the_network(tmp_path: Path) -> None:
     guard_dir = tmp_path / "guard"
     guard_dir.mkdir()

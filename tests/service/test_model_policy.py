@@ -532,6 +532,7 @@ PROBE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a child process (the service under a network guard) importing the provider library
 def test_a_model_naming_a_host_is_refused_and_nothing_leaves_the_machine(tmp_path: Path) -> None:
     guard_dir = tmp_path / "guard"
     guard_dir.mkdir()

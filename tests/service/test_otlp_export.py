@@ -264,11 +264,12 @@ def silent_endpoint() -> Iterator[str]:
 
 
 def test_an_endpoint_that_hangs_or_is_gone_never_touches_the_trace(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Spans are sent on the SDK's own thread: traces end (and the next ones run) while the collector hangs,
     and the failed send is logged, not raised."""
     caplog.set_level(logging.WARNING)
+    monkeypatch.setattr(otel_export, "EXPORT_TIMEOUT_SECONDS", 1.0)  # the hang is given up sooner; same path
     with silent_endpoint() as hanging:
         with service(tmp_path / "hangs", otlp_endpoint=hanging) as api:
             done = [run_trace(api), run_trace(api)]
@@ -296,6 +297,7 @@ UNCONFIGURED = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a child process (the service) importing what it imports, to see what it loaded
 def test_with_no_endpoint_nothing_is_sent_and_the_exporter_is_never_imported() -> None:
     with otlp_receiver() as receiver:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PROVENANCE_OTLP")}

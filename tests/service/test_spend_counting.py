@@ -166,6 +166,26 @@ def test_every_http_attempt_is_a_made_call_and_the_budget_keeps_it(
     assert float(failed_metric.group(1)) == sum(s["calls"]["failed"] for s, _ in states)
 
 
+@pytest.mark.parametrize("attempts", [1, 2])
+def test_the_operator_sets_how_many_http_attempts_a_failing_call_takes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, attempts: int
+) -> None:
+    overloaded = lambda index, request: FakeReply.error(503, "overloaded")  # noqa: E731
+    with FakeOpenAI(KeyedJudge().openai, faults=overloaded, api_key=PROVIDER_KEY) as provider:
+        with (
+            service(tmp_path, monkeypatch, provider, provider_max_attempts=attempts) as srv,
+            srv.client(srv.key("acme", "carol")) as api,
+        ):
+            assert api.post("/v1/turns", json=small_turn()).status_code == 201
+            state = run_trace(api)
+            calls = api.get(f"/v1/traces/{state['trace_id']}/calls").json()
+        sent = len(provider.requests)
+    assert state["status"] == "failed" and state["calls"]["made"] == sent, state
+    taken = [c["attempts"] for c in calls["calls"]]
+    print(f"provider_max_attempts={attempts}: {sent} HTTP requests for {len(taken)} failed calls, attempts {taken}")
+    assert sum(taken) == sent and max(taken) == attempts  # a call stops at the limit (or when the trace ends)
+
+
 def test_sigkill_mid_trace_settles_from_the_persisted_call_log(tmp_path: Path) -> None:
     judge = KeyedJudge()
     # the first two calls answer at once, the rest hang: the trace is surely mid-run when killed

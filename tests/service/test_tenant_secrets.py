@@ -169,6 +169,7 @@ def unreachable(tmp_path: Path) -> Iterator[Service]:
         judge_api_base=judge,
         judge_api_key=JUDGE_KEY,
         judge_timeout_seconds=5,
+        provider_max_attempts=1,  # what is said is the same on every attempt; no backoff to wait
         history_sources=sources(tmp_path),
     ) as srv:
         yield Service(srv, [MARK, f"127.0.0.1:{port}", str(tmp_path)], refused=("proxy",))  # no scorer URL
