@@ -135,8 +135,11 @@ def _sqlite_pragmas(dbapi_connection: Any, connection_record: Any) -> None:
 def make_engine(url: str) -> AsyncEngine:
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
-        if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        database = parsed.database or ""
+        if database.startswith("file:"):  # an SQLite URI (uri=true): its path, without the query
+            database = "" if parsed.query.get("mode") in ("ro", "memory") else database[5:].split("?", 1)[0]
+        if database and database != ":memory:":
+            Path(database).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         engine = create_async_engine(url, connect_args={"timeout": 15})
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine

@@ -79,7 +79,9 @@ def test_readyz_proves_a_write_on_a_read_only_connection(tmp_path: Path) -> None
         await ro.dispose()
         return ok_rw, why_rw, ok_ro, why_ro
 
+    before = set(Path.cwd().iterdir())
     ok_rw, why_rw, ok_ro, why_ro = asyncio.run(run())
+    assert set(Path.cwd().iterdir()) == before  # the URI is not taken for a relative path ("file:/…" folders)
     assert ok_rw, why_rw
     assert not ok_ro
     assert "write" in why_ro
