@@ -4,6 +4,7 @@ tier in the same run, and BestVerbatim against difflib.
 Runs from the repository root or anywhere else:
 
     python bench/free_tier.py [--data PATH] [--labels PATH] [--difflib-seconds 60] [--seed 7] [--rounds 3]
+    python bench/free_tier.py --labels-only --labels tests/data/gating/multilingual.jsonl
 
 * Recall and precision of the gate against ``tests/data/gating/labelled.jsonl`` (labelled by
   reading, see its GUIDE.md), for the seed's free tier (the seed's anchor patterns, texts compared
@@ -11,6 +12,8 @@ Runs from the repository root or anywhere else:
   *fact* statements offered for tracing or resolved for free (traceable, quoted or action);
   precision the share of sentences offered for tracing (traceable) that are *fact*. Per split
   (dev / held_out) and overall.
+* With ``--labels tests/data/gating/multilingual.jsonl`` (turns in ``multilingual_turns.json`` beside
+  it), the same figures per language too; ``--labels-only`` stops after them.
 * Speed: corpus construction once, then gating of every τ-bench turn with the seed's free tier and
   with today's, alternated over ``--rounds`` rounds (best of each); the ratio is printed.
 * ``best_verbatim`` (index build included) against the plain difflib definition on the same
@@ -47,6 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = ROOT / "tests" / "data" / "tau-bench" / "airline-gpt-4o-dev.json"
 DEFAULT_LABELS = ROOT / "tests" / "data" / "gating" / "labelled.jsonl"
 FIXTURES = ROOT / "fixtures"
+GATING_DATA = ROOT / "tests" / "data" / "gating"
 SPEED_TARGET = 20.0
 SYNTHETIC_TOKENS = 60_000
 SYNTHETIC_TARGET_SECONDS = 1.0
@@ -124,8 +128,27 @@ def _turn_of(source: str, by_id: dict[str, StoredTurn]) -> tuple[StoredTurn, str
     if name.startswith("fixtures/"):
         path = ROOT / name
         return StoredTurn.model_validate_json(path.read_text(encoding="utf-8")), rest
+    if name.endswith(".json") and (GATING_DATA / name).is_file():  # turns written beside a labelled set
+        found = [t for t in _gating_turns(name) if t.turn_id == rest]
+        return (found[0], None) if found else None
     turn = by_id.get(rest)
     return (turn, None) if turn is not None else None
+
+
+_TURN_FILES: dict[str, list[StoredTurn]] = {}
+
+
+def _gating_turns(name: str) -> list[StoredTurn]:
+    if name not in _TURN_FILES:
+        raw = json.loads((GATING_DATA / name).read_text(encoding="utf-8"))
+        _TURN_FILES[name] = [StoredTurn.model_validate(t) for t in raw]
+    return _TURN_FILES[name]
+
+
+def language_of(row: Labelled) -> str | None:
+    """The language of a sentence of the multilingual set (its turn id starts with it: ``de-3``)."""
+    name, _, turn_id = row.source.rpartition(" ")
+    return turn_id.split("-")[0] if name.endswith("multilingual_turns.json") else None
 
 
 def statuses_of(labels: Sequence[Labelled], turns: Sequence[StoredTurn], tier: Tier) -> dict[int, str]:
@@ -307,19 +330,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--rounds", type=int, default=3, help="alternated timing rounds per free tier")
+    parser.add_argument("--labels-only", action="store_true", help="stop after recall and precision")
     args = parser.parse_args(argv)
 
     turns = tau_turns(args.data)
     labels = load_labels(args.labels)
     scores: dict[str, dict[str | None, Score]] = {}
+    languages = sorted({lang for row in labels if (lang := language_of(row)) is not None})
     for tier in (SEED, TODAY):
         statuses = statuses_of(labels, turns, tier)
         scores[tier.name] = {split: score(labels, statuses, split) for split in ("dev", "held_out", None)}
+        for lang in languages:
+            mine = {i: s for i, s in statuses.items() if language_of(labels[i]) == lang}
+            scores[tier.name][f"lang:{lang}"] = score(labels, mine, None)
     print(f"labelled set: {len(labels)} sentences ({args.labels.name})")
-    for split in ("dev", "held_out", None):
+    for split in ("dev", "held_out", None, *(f"lang:{lang}" for lang in languages)):
         name = split or "all"
         print(f"  {name:9s} seed:  {scores['seed'][split].line()}")
         print(f"  {'':9s} today: {scores['today'][split].line()}")
+    if args.labels_only:
+        return 0
 
     prepared, corpus_seconds = prepare(turns)
     sentences = sum(len(s) for _, s in prepared)

@@ -42,6 +42,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import regex
 
@@ -116,11 +117,416 @@ _NUMBER = r"(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
 CURRENCY_SYMBOLS = "$€£¥₹"
 CURRENCY_CODES = ("USD", "EUR", "GBP", "JPY", "CAD", "AUD", "CHF", "CNY", "INR", "MXN", "NZD", "SGD", "HKD")
 _CODE = "(?:" + "|".join(CURRENCY_CODES) + ")"
+# Amounts as written outside the US: a decimal comma (39,90), grouping by points, spaces (thin and
+# non-breaking too) or apostrophes (1.234,50 · 1 234,50 · 1'234.50), the symbol or code before or
+# after (39,90 € · 189,00 zł · CHF 12.50 · 3,980円 · 50 kr).
+INTL_CURRENCY_CODES = (*CURRENCY_CODES, "PLN", "SEK", "NOK", "DKK", "CZK", "HUF", "BRL", "KRW", "RUB", "ZAR")
+_INTL_CODE = "(?:" + "|".join(INTL_CURRENCY_CODES) + ")"
+_SYMBOL_BEFORE = "[€£¥₹₩₽￥]"  # "$" is the ``currency`` group's
+_SYMBOL_AFTER = r"(?:[€£¥₹₩₽￥円元]|(?:zł|kč|Kč|kr|Fr)(?![\w]))"
+_INTL_NUMBER = r"(?:\d{1,3}(?:[,.']\d{3})+(?:[.,]\d{1,2})?|\d+(?:[.,]\d+)?)"
+_INTL_NUMBER_SPACED = r"(?:\d{1,3}(?:[,.'\u00a0\u202f\u2009 ]\d{3})+(?:[.,]\d{1,2})?|\d+(?:[.,]\d+)?)"
+_INTL_CURRENCY_STRINGS = (
+    *("€", "£", "¥", "₹", "₩", "₽", "￥", "円", "元", "zł", "kč", "Kč"),
+    *INTL_CURRENCY_CODES[len(CURRENCY_CODES) :],
+)
+_INTL_NUMBER_FORMS = re.compile(r"\d(?:\s?(?:kr|Fr)\b|,\d{1,2}(?!\d)|['\u00a0\u202f\u2009 ]\d{3}(?!\d)|\.\d{3},)")
+
+
+def _intl_currency_trigger(p: TextSketch) -> bool:
+    """A symbol or code of another currency, or a number written another way (39,90 · 1 234 · 1.234,5)."""
+    return any(c in p.text for c in _INTL_CURRENCY_STRINGS) or _INTL_NUMBER_FORMS.search(p.text) is not None
+
+
 _MONTH = (
     r"(?:January|February|March|April|May|June|July|August|September|October|November|December"
     r"|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)"
 )
 MONTH_STEMS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+
+# Month names of other languages, day first ("3. März 2025", "3 mars", "3 de marzo de 2025", "3 marca",
+# "3 maart", "3 Μαρτίου"): one table per language, the forms a date uses (Polish and Greek: genitive).
+MONTHS_BY_LANGUAGE: dict[str, tuple[str, ...]] = {
+    "de": (
+        "Januar",
+        "Jänner",
+        "Februar",
+        "März",
+        "April",
+        "Mai",
+        "Juni",
+        "Juli",
+        "August",
+        "September",
+        "Oktober",
+        "November",
+        "Dezember",
+        "Jan",
+        "Feb",
+        "Mär",
+        "Apr",
+        "Jun",
+        "Jul",
+        "Aug",
+        "Sep",
+        "Sept",
+        "Okt",
+        "Nov",
+        "Dez",
+    ),
+    "fr": (
+        "janvier",
+        "février",
+        "mars",
+        "avril",
+        "mai",
+        "juin",
+        "juillet",
+        "août",
+        "septembre",
+        "octobre",
+        "novembre",
+        "décembre",
+        "janv",
+        "févr",
+        "avr",
+        "juil",
+        "sept",
+        "oct",
+        "nov",
+        "déc",
+    ),
+    "es": (
+        "enero",
+        "febrero",
+        "marzo",
+        "abril",
+        "mayo",
+        "junio",
+        "julio",
+        "agosto",
+        "septiembre",
+        "setiembre",
+        "octubre",
+        "noviembre",
+        "diciembre",
+    ),
+    "it": (
+        "gennaio",
+        "febbraio",
+        "marzo",
+        "aprile",
+        "maggio",
+        "giugno",
+        "luglio",
+        "agosto",
+        "settembre",
+        "ottobre",
+        "novembre",
+        "dicembre",
+    ),
+    "pt": (
+        "janeiro",
+        "fevereiro",
+        "março",
+        "abril",
+        "maio",
+        "junho",
+        "julho",
+        "agosto",
+        "setembro",
+        "outubro",
+        "novembro",
+        "dezembro",
+    ),
+    "pl": (
+        "stycznia",
+        "lutego",
+        "marca",
+        "kwietnia",
+        "maja",
+        "czerwca",
+        "lipca",
+        "sierpnia",
+        "września",
+        "października",
+        "listopada",
+        "grudnia",
+    ),
+    "nl": (
+        "januari",
+        "februari",
+        "maart",
+        "april",
+        "mei",
+        "juni",
+        "juli",
+        "augustus",
+        "september",
+        "oktober",
+        "november",
+        "december",
+    ),
+    "el": (
+        "Ιανουαρίου",
+        "Φεβρουαρίου",
+        "Μαρτίου",
+        "Απριλίου",
+        "Μαΐου",
+        "Μαίου",
+        "Ιουνίου",
+        "Ιουλίου",
+        "Αυγούστου",
+        "Σεπτεμβρίου",
+        "Οκτωβρίου",
+        "Νοεμβρίου",
+        "Δεκεμβρίου",
+    ),
+}
+INTL_MONTHS: tuple[str, ...] = tuple(
+    sorted({m for names in MONTHS_BY_LANGUAGE.values() for m in names}, key=lambda m: (-len(m), m))
+)
+_INTL_MONTH = "(?i:" + "|".join(INTL_MONTHS) + r")(?!\w)"
+INTL_MONTH_STEMS: tuple[str, ...] = tuple(sorted({m[:3].lower() for m in INTL_MONTHS}))
+
+# Counted nouns of other languages (the forms that follow a number), one table per language; Polish
+# and Greek inflect, so their entries are stems.
+COUNTED_BY_LANGUAGE: dict[str, tuple[str, ...]] = {
+    "de": (
+        "Gepäckstück",
+        "Gepäckstücke",
+        "Koffer",
+        "Taschen?",
+        "Personen?",
+        "Passagiere?",
+        "Reisende",
+        "Erwachsene",
+        "Kinder?",
+        "Nächte",
+        "Nacht",
+        "Tage?n?",
+        "Wochen?",
+        "Monate?n?",
+        "Jahre?n?",
+        "Stunden?",
+        "Minuten?",
+        "Sitzplätze",
+        "Sitzplatz",
+        "Plätze",
+        "Tickets?",
+        "Artikel",
+        "Stück",
+        "Zimmer",
+        "Flüge",
+        "Flug",
+        "Bestellungen",
+        "Bestellung",
+        "Pakete?",
+        "Werktage?n?",
+        "Punkte?",
+    ),
+    "fr": (
+        "bagages?",
+        "valises?",
+        "personnes?",
+        "passagers?",
+        "adultes?",
+        "enfants?",
+        "nuits?",
+        "jours?",
+        "semaines?",
+        "mois",
+        "ans",
+        "années?",
+        "heures?",
+        "minutes?",
+        "sièges?",
+        "places?",
+        "billets?",
+        "articles?",
+        "chambres?",
+        "vols?",
+        "commandes?",
+        "colis",
+        "points",
+    ),
+    "es": (
+        "maletas?",
+        "equipajes?",
+        "personas?",
+        "pasajeros?",
+        "adultos?",
+        "niños?",
+        "noches?",
+        "días?",
+        "semanas?",
+        "meses",
+        "mes",
+        "años?",
+        "horas?",
+        "minutos?",
+        "asientos?",
+        "billetes?",
+        "boletos?",
+        "artículos?",
+        "habitaciones",
+        "habitación",
+        "vuelos?",
+        "pedidos?",
+        "paquetes?",
+        "puntos",
+    ),
+    "it": (
+        "bagagli",
+        "bagaglio",
+        "valigie",
+        "valigia",
+        "persone",
+        "persona",
+        "passeggeri",
+        "adulti",
+        "bambini",
+        "notti",
+        "notte",
+        "giorni",
+        "giorno",
+        "settimane",
+        "mesi",
+        "anni",
+        "ore",
+        "minuti",
+        "posti",
+        "biglietti",
+        "articoli",
+        "camere",
+        "voli",
+        "ordini",
+        "pacchi",
+    ),
+    "pt": (
+        "malas?",
+        "bagagens",
+        "bagagem",
+        "pessoas?",
+        "passageiros?",
+        "adultos?",
+        "crianças?",
+        "noites?",
+        "dias?",
+        "semanas?",
+        "meses",
+        "anos?",
+        "horas?",
+        "minutos?",
+        "assentos?",
+        "bilhetes?",
+        "artigos?",
+        "quartos?",
+        "voos?",
+        "pedidos?",
+        "pacotes?",
+    ),
+    "pl": (
+        "bagaż",
+        "walizk",
+        "walizek",
+        "osob",
+        "osób",
+        "pasażer",
+        "dorosł",
+        "dzieci",
+        "dziecko",
+        "noc",
+        "dni",
+        "dzień",
+        "tygodni",
+        "tydzień",
+        "miesi",
+        "lat",
+        "rok",
+        "godzin",
+        "minut",
+        "miejsc",
+        "bilet",
+        "produkt",
+        "pokoj",
+        "pokój",
+        "lot",
+        "zamówie",
+        "paczk",
+        "paczek",
+        "sztuk",
+        "punkt",
+    ),
+    "nl": (
+        "koffers?",
+        "tassen",
+        "personen",
+        "persoon",
+        "passagiers?",
+        "volwassenen",
+        "kinderen",
+        "kind",
+        "nachten",
+        "nacht",
+        "dagen",
+        "dag",
+        "weken",
+        "week",
+        "maanden",
+        "maand",
+        "jaar",
+        "uur",
+        "minuten",
+        "stoelen",
+        "tickets?",
+        "artikelen",
+        "kamers?",
+        "vluchten",
+        "vlucht",
+        "bestellingen",
+        "pakketten",
+    ),
+    "el": (
+        "αποσκευ",
+        "βαλίτσ",
+        "άτομ",
+        "επιβάτ",
+        "ενήλικ",
+        "παιδι",
+        "νύχτ",
+        "διανυκτερεύσ",
+        "ημέρ",
+        "μέρ",
+        "εβδομάδ",
+        "μήν",
+        "μην",
+        "χρόνι",
+        "έτ",
+        "ώρ",
+        "λεπτ",
+        "θέσ",
+        "εισιτήρι",
+        "προϊόν",
+        "δωμάτι",
+        "πτήσ",
+        "παραγγελ",
+        "δέμα",
+        "δέματ",
+        "πόντ",
+    ),
+}
+_STEM_LANGUAGES = ("pl", "el")  # entries are stems: any word that starts with one
+_INTL_COUNTED = (
+    "(?i:(?:"
+    + "|".join(w for lang, words in COUNTED_BY_LANGUAGE.items() if lang not in _STEM_LANGUAGES for w in words)
+    + r")(?!\w)|(?:"
+    + "|".join(w for lang in _STEM_LANGUAGES for w in COUNTED_BY_LANGUAGE[lang])
+    + r")\w*)"
+)
+# Counters written right after the number in Japanese and Chinese (3名, 2泊, 5個, 10日間)
+_CJK_COUNTER = "(?:名様|名|人|個|件|泊|営業日|日間|日|枚|点|本|台|回|時間|分間|週間|か月|ヶ月|カ月|年間|席|便|つ)"
+
 NUMBER_WORDS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve")
 _DAY = r"(?:[12]\d|3[01]|0?[1-9])(?:st|nd|rd|th)?"
 _ZONE = r"(?:[A-Z]{1,4}T|UTC|GMT|Z)"
@@ -308,6 +714,46 @@ NOT_NAMES = frozenset(
 
 
 _DIGIT_WORD = re.compile(r"\d\s[a-z]")
+_DIGIT_WORDS = re.compile(r"(?<!\d)\d+(?:\s?[-–]\s?\d+)?\s(?=(\w+)(?:\s(\w+))?)")  # zero-width: overlapping
+_DAY_WORD = re.compile(r"\d(?:st|nd|rd|th|er|º|ª)?\.?\s(?:de\s)?(\w+)")
+_YEAR = re.compile(r"\s\d{4}")
+_DIGIT_H = re.compile(r"\d ?h")
+_CJK_TIME = re.compile(r"\d時|[^\x00-\x7f]\d{1,2}:\d")
+_TWO_DASHES = re.compile(r"\d-\d+-\d")
+_AFTER_CJK = re.compile(r"[^\x00-\x7f]\d{4}")
+_DOTTED_DATE = re.compile(r"\d\.\d{1,2}\.\d")
+_INTL_MONTH_STEM_SET = frozenset(INTL_MONTH_STEMS)
+
+
+def _intl_date_trigger(p: TextSketch) -> bool:
+    """A day number before a word, or a word before a year, where the word starts like a month name of
+    another language; or a CJK month (月); or a dotted date (3.3.2025)."""
+    if ("月" in p.text and not p.text.isascii()) or _DOTTED_DATE.search(p.text):
+        return True
+    if any(m.group(1)[:3] in _INTL_MONTH_STEM_SET for m in _DAY_WORD.finditer(p.lower)):
+        return True
+    for m in _YEAR.finditer(p.lower):  # the word before a year
+        before = p.lower[max(0, m.start() - 40) : m.start()].split()
+        if before and before[-1][:3] in _INTL_MONTH_STEM_SET:
+            return True
+    return False
+
+
+_INTL_COUNT_PREFIXES = frozenset(w[:3].lower() for words in COUNTED_BY_LANGUAGE.values() for w in words)
+
+
+def _intl_count_trigger(p: TextSketch) -> bool:
+    """A word right after a number, or the one after it, starts like a counted noun of another language."""
+    if not p.text.isascii() and _CJK_COUNT_TRIGGER.search(p.text):
+        return True
+    for m in _DIGIT_WORDS.finditer(p.lower):
+        for word in m.groups():
+            if word and (word[:3] in _INTL_COUNT_PREFIXES or word[:2] in _INTL_COUNT_PREFIXES):
+                return True
+    return False
+
+
+_CJK_COUNT_TRIGGER = re.compile(r"\d\s?[名人個件泊営日枚点本台回時分週かヶカ年席便つ]")
 
 
 def _count_trigger(p: TextSketch) -> bool:
@@ -332,9 +778,77 @@ def _key_value(match: regex.Match[str]) -> str | None:
     return f"{key}: {value}".replace("**", "").lower()
 
 
+# Languages that capitalise every noun: there a capitalised word after a lower-case one is a noun, not
+# a name (German: "Bitte prüfen Sie Ihre Buchungsnummer" names nothing).
+NOUN_CAPITALISING_WORDS: dict[str, frozenset[str]] = {
+    "de": frozenset(
+        {
+            "der",
+            "die",
+            "das",
+            "den",
+            "dem",
+            "des",
+            "und",
+            "ist",
+            "sind",
+            "nicht",
+            "mit",
+            "für",
+            "auf",
+            "bei",
+            "von",
+            "zu",
+            "zum",
+            "zur",
+            "sich",
+            "wird",
+            "werden",
+            "kann",
+            "ein",
+            "eine",
+            "einen",
+            "einem",
+            "ich",
+            "wir",
+            "sie",
+            "ihr",
+            "ihre",
+            "ihren",
+            "ihnen",
+            "bitte",
+            "auch",
+            "noch",
+            "oder",
+            "wenn",
+            "sobald",
+        }
+    ),
+}
+_ENGLISH_TOO = frozenset(
+    {"die", "den", "des", "bitte", "sie", "ich", "ihr", "oder", "noch", "auch", "bei", "von", "zu"}
+)
+_UMLAUT = regex.compile(r"[äöüÄÖÜß]")
+_WORD = regex.compile(r"\w+")
+
+
+@lru_cache(maxsize=256)
+def capitalises_nouns(text: str) -> bool:
+    """Is ``text`` written in a language that capitalises its nouns? Two of its function words, or
+    one that is no English word, or one with an umlaut in the text."""
+    words = {w.lower() for w in _WORD.findall(text)}
+    for table in NOUN_CAPITALISING_WORDS.values():
+        found = words & table
+        if len(found) >= 2 or found - _ENGLISH_TOO or (found and _UMLAUT.search(text)):
+            return True
+    return False
+
+
 def _proper_name(match: regex.Match[str]) -> str | None:
     name = match.group()
-    return None if name.split()[0].lower() in NOT_NAMES else name
+    if name.split()[0].lower() in NOT_NAMES or capitalises_nouns(match.string):
+        return None
+    return name
 
 
 def _list_name(match: regex.Match[str]) -> str | None:
@@ -350,6 +864,15 @@ AGENT_GROUPS: tuple[PatternGroup, ...] = (
         covers=True,
         digit=True,
         trigger=has(*CURRENCY_SYMBOLS, *(c.lower() for c in CURRENCY_CODES)),
+    ),
+    PatternGroup(
+        "currency_intl",
+        rf"(?<![\w$]){_SYMBOL_BEFORE}\s?{_INTL_NUMBER}(?![\d,.]\d)"
+        rf"|(?<![\d.,A-Za-z_]){_INTL_NUMBER_SPACED}\s?(?:{_SYMBOL_AFTER}|{_INTL_CODE}\b)"
+        rf"|\b{_INTL_CODE}\s?{_INTL_NUMBER}(?![\d,.]\d)",
+        covers=True,
+        digit=True,
+        trigger=_intl_currency_trigger,
     ),
     PatternGroup(
         "clock_time",
@@ -368,6 +891,53 @@ AGENT_GROUPS: tuple[PatternGroup, ...] = (
         covers=True,
         digit=True,
         trigger=has(*MONTH_STEMS),
+    ),
+    PatternGroup(
+        "clock_time_intl",
+        r"(?<![\w.,:])(?:[01]?\d|2[0-3])\s?h(?:\s?[0-5]\d)?(?![\w])"
+        r"|\b(?:[01]?\d|2[0-3])(?:[:.][0-5]\d)?\s?Uhr\b"
+        r"|(?<!\d)(?:[01]?\d|2[0-3])時(?:[0-5]?\d分|半)?"
+        r"|(?<=[^\x00-\x7f])(?:[01]?\d|2[0-3]):[0-5]\d(?!\d)",  # 10:05に: a digit right after CJK text
+        covers=True,
+        digit=True,
+        trigger=lambda p: (
+            "Uhr" in p.text
+            or _DIGIT_H.search(p.text) is not None
+            or (not p.text.isascii() and _CJK_TIME.search(p.text) is not None)
+        ),
+    ),
+    PatternGroup(
+        "natural_date_intl",
+        rf"\b{_DAY}(?:er|º|ª)?\.?\s(?:de\s)?{_INTL_MONTH}(?:,?\s(?:de\s)?\d{{4}}\b)?"
+        rf"|(?<!\w){_INTL_MONTH}\s\d{{4}}\b"
+        r"|(?<!\d)(?:\d{2,4}\s?年\s?)?\d{1,2}\s?月\s?\d{1,2}\s?日|(?<!\d)\d{4}\s?年\s?\d{1,2}\s?月"
+        r"|\b(?:[12]\d|3[01]|0?[1-9])\.(?:1[0-2]|0?[1-9])\.(?:\d{4}|\d{2})(?![\d.]\d)",
+        covers=True,
+        digit=True,
+        trigger=_intl_date_trigger,
+    ),
+    PatternGroup(
+        "seat_or_gate",  # 14C, 22A, 18K: a row and a seat letter
+        r"(?<![A-Za-z0-9_.,-])\d{1,3}[A-K](?![A-Za-z0-9_])",
+        digit=True,
+        trigger=search(r"\d[A-K]"),
+    ),
+    PatternGroup(
+        "dashed_number",  # 4567-8901-2345, 1-2-3 (a Japanese address), 20250303-118 after CJK text
+        r"(?<![A-Za-z0-9_.,/-])\d+(?:-\d+){2,}(?![A-Za-z0-9_/-])"
+        r"|(?<=[^\x00-\x7f])\d{4,}(?:-\d+)*(?![A-Za-z0-9_/-]|[.,]\d)",
+        digit=True,
+        trigger=lambda p: (
+            _TWO_DASHES.search(p.text) is not None or (not p.text.isascii() and _AFTER_CJK.search(p.text) is not None)
+        ),
+    ),
+    PatternGroup(
+        "count_intl",
+        rf"(?<![\w.,:/$-])\d+(?:\s?(?:-|–)\s?\d+)?\s(?:\w+\s)?{_INTL_COUNTED}"
+        rf"|(?<!\d)\d+\s?{_CJK_COUNTER}",
+        covers=True,
+        digit=True,
+        trigger=_intl_count_trigger,
     ),
     PatternGroup(
         "count",

@@ -103,6 +103,18 @@ RECOMMEND = regex.compile(
 )
 
 
+_GREEK = regex.compile(r"\p{Greek}")
+
+
+def _is_question(text: str) -> bool:
+    """Ends with a question mark: ``?``, full-width ``？``, or the Greek ``;`` (U+037E, or the ASCII
+    semicolon it is usually typed as, in a Greek sentence)."""
+    body = text.rstrip(_CLOSERS)
+    if body.endswith(("?", "？", "\u037e")):
+        return True
+    return body.endswith(";") and _GREEK.search(body) is not None
+
+
 def classify(
     text: str, params: Params = DEFAULT_PARAMS, anchor_set: AnchorSet = DEFAULT_SET
 ) -> tuple[GateClass, tuple[str, ...]]:
@@ -112,7 +124,7 @@ def classify(
     weak ones (names, tiers, ``key: value`` lines), each in order of appearance."""
     hits = anchor_hits(text, params, anchor_set)
     found = tuple(h.token for h in hits if not h.weak) + tuple(h.token for h in hits if h.weak)
-    if text.rstrip(_CLOSERS).endswith("?"):
+    if _is_question(text):
         return GateClass.QUESTION, found
     if SELF_REPORT.search(text):
         return GateClass.SELF_REPORT, found

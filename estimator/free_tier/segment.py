@@ -8,7 +8,21 @@ as given and never re-split (``client_segments``). For clients that send none,
 * A list item may split into its sentences but never merges with the next item.
 * Paragraph text is split at ``.``, ``!``, ``?`` followed by whitespace — so decimals (30.1) and
   URLs (``https://a.b/c?d=e``) never split — unless the next word starts in lower case or the
-  word before the full stop is an abbreviation (e.g., i.e., Dr., approx., U.S., an initial).
+  word before the full stop is an abbreviation (e.g., i.e., Dr., approx., U.S., an initial, a
+  single letter as in German "z. B.", or one of the per-language tables below) or a day number
+  before a month name or after a German article or preposition ("bis zum 3. März", "am 3. Okt.").
+* Chinese and Japanese sentence ends (``。``, ``！``, ``？``) split with no space after them, and a
+  Greek question mark (``;`` after a Greek word, or U+037E) ends a sentence.
+
+Why rules and not a library: pySBD (the maintained rule-based segmenter closest to this) needs the
+language named up front — with ``language="en"`` it cuts German at "bis zum 3." / "März" and
+"z." / "B."; with the right language it still merges "Abschnitt 2. Der …" and cuts French
+"p." / "ex." — and it took about 1.1 ms per English sentence where the whole free tier spends about
+0.2 ms, which the throughput target of ``bench/free_tier.py`` cannot absorb. ICU's sentence breaker
+needs a compiled dependency and a locale per text, and knows few abbreviations without one. The
+rules below need no language: the abbreviation tables are data, one per language, and an
+abbreviation that is also a common English word at a sentence's end (``art``, ``min``, ``ok``) is one
+only before a number (German "Art. 5", Polish "ok. 3 dni").
 * Soft line breaks inside a paragraph are spaces, as a CommonMark renderer draws them.
 
 Every segment satisfies ``response[start:end] == text``; text is stripped of surrounding
@@ -38,8 +52,12 @@ _HEADING = regex.compile(r"^ {0,3}#{1,6}(?:\s|$)")
 _THEMATIC_BREAK = regex.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _LIST_ITEM = regex.compile(r"^[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]+|$)")
 _TABLE_SEPARATOR = regex.compile(r"^[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
-_TERMINATOR = regex.compile(r"[.!?…]+[\"'”’)\]*_`]*(?=\s)")
+_TERMINATOR = regex.compile(
+    r"[.!?…]+[\"'”’)\]*_`]*(?=\s)|(?<=\p{Greek})[;\u037e][\"'”’)\]*_`]*(?=\s)"
+    r"|[。！？\u037e]+[」』）\"'”’)\]*_`]*"
+)
 _LAST_WORD = regex.compile(r"(\S+)$")
+_SHORT_DOTTED = regex.compile(r"\w{1,3}\.")
 _DOTTED_ABBREVIATION = regex.compile(r"^(?:[A-Za-z]\.)+[A-Za-z]$")
 
 ABBREVIATIONS: frozenset[str] = frozenset(
@@ -89,6 +107,218 @@ ABBREVIATIONS: frozenset[str] = frozenset(
         "a.m",
         "p.m",
     }
+)
+# Abbreviations of other languages, one table per language, compared in lower case like the English
+# ones. Single letters ("z. B.", "p. ex.", "d. h.") are abbreviations whatever the language.
+ABBREVIATIONS_BY_LANGUAGE: dict[str, frozenset[str]] = {
+    "de": frozenset(
+        {
+            "vgl",
+            "nr",
+            "nrn",
+            "bzw",
+            "ggf",
+            "usw",
+            "inkl",
+            "zzgl",
+            "evtl",
+            "str",
+            "hr",
+            "hrn",
+            "abs",
+            "bd",
+            "kap",
+            "abb",
+            "anm",
+            "bspw",
+            "sog",
+            "mio",
+            "mrd",
+            "std",
+            "jh",
+            "dipl",
+            "ing",
+            "geb",
+            "gem",
+            "lt",
+            "tsd",
+            "ca",
+            "jan",
+            "feb",
+            "mär",
+            "apr",
+            "jun",
+            "jul",
+            "aug",
+            "sep",
+            "sept",
+            "okt",
+            "nov",
+            "dez",
+            "u.a",
+            "d.h",
+            "z.b",
+            "o.ä",
+            "s.o",
+            "s.u",
+            "i.d.r",
+            "u.u",
+            "z.t",
+            "v.a",
+        }
+    ),
+    "fr": frozenset(
+        {
+            "mm",
+            "mme",
+            "mmes",
+            "mlle",
+            "mlles",
+            "pr",
+            "cf",
+            "env",
+            "etc",
+            "av",
+            "bd",
+            "réf",
+            "tél",
+            "chap",
+            "éd",
+            "janv",
+            "févr",
+            "avr",
+            "juil",
+            "sept",
+            "oct",
+            "nov",
+            "déc",
+            "n°",
+            "p.ex",
+            "c.-à-d",
+            "c.à.d",
+        }
+    ),
+    "es": frozenset(
+        {
+            "sr",
+            "sra",
+            "srta",
+            "dra",
+            "ud",
+            "uds",
+            "vd",
+            "vds",
+            "núm",
+            "pág",
+            "págs",
+            "aprox",
+            "ej",
+            "tel",
+            "avda",
+            "dpto",
+            "n.º",
+            "p.ej",
+            "etc",
+            "admón",
+            "cía",
+        }
+    ),
+    "it": frozenset({"sig", "sig.ra", "sigg", "dott", "dott.ssa", "ecc", "pag", "tel", "p.es", "ing", "avv", "geom"}),
+    "pt": frozenset({"sra", "dra", "pág", "tel", "nº", "aprox", "p.ex", "av", "exmo", "exma", "lda", "cia"}),
+    "pl": frozenset(
+        {
+            "ul",
+            "nr",
+            "tel",
+            "np",
+            "tzn",
+            "tj",
+            "godz",
+            "wg",
+            "m.in",
+            "itd",
+            "itp",
+            "pn",
+            "ds",
+            "tys",
+            "mln",
+            "mld",
+            "św",
+            "inż",
+            "mgr",
+            "zob",
+            "ok",
+            "r",
+            "al",
+            "os",
+            "poz",
+        }
+    ),
+    "nl": frozenset(
+        {"bijv", "bv", "o.a", "d.w.z", "dhr", "mevr", "mw", "nr", "blz", "enz", "evt", "incl", "excl", "tel"}
+    ),
+    "el": frozenset({"κ", "κα", "π.χ", "δηλ", "τηλ", "αρ", "οδ", "κλπ", "κτλ", "βλ", "σελ"}),
+}
+# Abbreviations elsewhere that are English words ending English sentences: abbreviations only before a
+# number ("Art. 5", "ok. 3 dni", "min. 2"); "I love modern art. The …" still splits
+_ENGLISH_WORDS = frozenset({"ok", "r", "al", "os", "art", "min", "max", "ex", "tel", "pl"})
+_FOREIGN_ABBREVIATIONS: frozenset[str] = frozenset().union(*ABBREVIATIONS_BY_LANGUAGE.values()) - _ENGLISH_WORDS
+_MONTH_NAMES: frozenset[str] = frozenset(
+    {
+        "januar",
+        "jänner",
+        "februar",
+        "märz",
+        "april",
+        "mai",
+        "juni",
+        "juli",
+        "august",
+        "september",
+        "oktober",
+        "november",
+        "dezember",
+        "okt",
+        "dez",
+        "jan",
+        "feb",
+        "mär",
+        "apr",
+        "jun",
+        "jul",
+        "aug",
+        "sep",
+        "sept",
+        "nov",
+        "january",
+        "march",
+        "may",
+        "june",
+        "july",
+        "october",
+        "december",
+        "mei",
+        "maart",
+        "januari",
+        "februari",
+        "augustus",
+        "ιανουαρίου",
+        "φεβρουαρίου",
+        "μαρτίου",
+        "απριλίου",
+        "μαΐου",
+        "ιουνίου",
+        "ιουλίου",
+        "αυγούστου",
+        "σεπτεμβρίου",
+        "οκτωβρίου",
+        "νοεμβρίου",
+        "δεκεμβρίου",
+    }
+)
+# the word before a day number written as an ordinal ("bis zum 3. März", "ab dem 1. Juli")
+_ORDINAL_CONTEXT: frozenset[str] = frozenset(
+    {"zum", "am", "vom", "bis", "ab", "seit", "dem", "den", "der", "die", "das", "im", "zur", "ihrem", "ihren"}
 )
 _NO_SPLIT_BEFORE = frozenset(",;:)]}")
 
@@ -176,15 +406,29 @@ def _blocks(response: str) -> Iterator[_Block]:
             i = j
 
 
-def _is_abbreviation(before: str) -> bool:
-    """Is the word ending just before a full stop an abbreviation or an initial?"""
+def _is_abbreviation(before: str, after: str) -> bool:
+    """Is the word ending just before a full stop an abbreviation, an initial or a day number
+    written as an ordinal (``after`` is the text after the full stop)?"""
     word_match = _LAST_WORD.search(before)
     if word_match is None:
         return False
-    word = word_match.group(1).lstrip("([{\"'“‘*_`")
-    if len(word) == 1 and word.isalpha() and word.isupper():
-        return True  # an initial: "J. Smith"
-    return word.lower() in ABBREVIATIONS or bool(_DOTTED_ABBREVIATION.match(word))
+    word = word_match.group(1).lstrip("([{\"'“‘„«*_`")
+    if len(word) == 1 and word.isalpha() and (word.isupper() or _SHORT_DOTTED.match(after)):
+        return True  # an initial ("J. Smith"), or one letter of "z. B.", "p. ex.", "d. h."
+    lower = word.lower()
+    if lower in _ENGLISH_WORDS and after[:1].isdigit():  # "Art. 5", "ok. 3 dni", "tel. 22 123 45 67"
+        return True
+    if lower in ABBREVIATIONS or bool(_DOTTED_ABBREVIATION.match(word)):
+        return True
+    if lower in _FOREIGN_ABBREVIATIONS or lower.replace(".", "") in _FOREIGN_ABBREVIATIONS:
+        return True
+    if word.isdigit() and len(word) <= 2:  # "bis zum 3. März", "am 1. Juli"
+        following = after.split(maxsplit=1)[0].strip(".,;:*_").lower() if after.strip() else ""
+        if following in _MONTH_NAMES:
+            return True
+        previous = before[: word_match.start()].split()
+        return bool(previous) and previous[-1].lower() in _ORDINAL_CONTEXT
+    return False
 
 
 def _sentence_spans(response: str, start: int, end: int, body: int) -> list[tuple[int, int]]:
@@ -202,7 +446,7 @@ def _sentence_spans(response: str, start: int, end: int, body: int) -> list[tupl
         if (
             m.group().startswith(".")
             and len(m.group().rstrip("\"'”’)]*_`")) == 1
-            and _is_abbreviation(response[current : m.start()])
+            and _is_abbreviation(response[current : m.start()], response[nxt:end])
         ):
             continue
         spans.append((current, m.end()))

@@ -86,11 +86,40 @@ def word_bounded(sentence: str, i: int, source: str, j: int, size: int) -> tuple
 _TRAILING = " \t\n,;:(-"
 
 
+def _digit_at(text: str, at: int) -> bool:
+    return 0 <= at < len(text) and text[at].isdigit()
+
+
+def _number_conflict(a: str, i: int, b: str, j: int, edge: int, outside: int) -> bool:
+    """One end of the block: ``edge`` is its last character on that side (an offset relative to the
+    block's start ``i``/``j``), ``outside`` the offset of the first character past it."""
+    edge_a = a[i + edge]
+    numeric = edge_a.isdigit() or (edge_a in ".," and _digit_at(a, i + edge + (1 if outside < edge else -1)))
+    out_a, out_b = _digit_at(a, i + outside), _digit_at(b, j + outside)
+    return (numeric and (out_a or out_b)) or (edge_a.isspace() and out_a and out_b)
+
+
+def cuts_number(sentence: str, i: int, source: str, j: int, size: int) -> bool:
+    """Does the maximal common block sentence[i:i+size] == source[j:j+size] end where the two texts
+    state different numbers? Either the block stops inside a number that goes on in one text
+    (``55 usd (to be charged…`` against ``5 usd (to be charged…``: ``$55`` is not ``$5``; ``39.9``
+    then ``0`` or ``5``), or a space ends it and both texts have a number just beyond it (``39.90 is
+    the amount…`` against ``39.95 is the amount…``). Then the block is no quote of the sentence. Both
+    sides are folded (``numbers.fold``), so one number written two ways (``39,90`` and ``39.90``) is
+    the same text and never stops a block."""
+    if size <= 0:
+        return False
+    return _number_conflict(sentence, i, source, j, 0, -1) or _number_conflict(sentence, i, source, j, size - 1, size)
+
+
 def _accept(
     sentence: Folded, i: int, source_id: str, source: Folded, j: int, size: int, params: Params
 ) -> Citation | None:
-    """The decision shared by both BestVerbatim implementations: trim the longest block to word
-    boundaries, test |b| ≥ ℓq and |b|/|sentence| ≥ ρ on what is left, and cite the source's own text."""
+    """The decision shared by both BestVerbatim implementations: refuse a block that ends inside a
+    number the two texts write differently, trim it to word boundaries, test |b| ≥ ℓq and
+    |b|/|sentence| ≥ ρ on what is left, and cite the source's own text."""
+    if cuts_number(sentence.text, i, source.text, j, size):
+        return None
     offset, size = word_bounded(sentence.text, i, source.text, j, size)
     n = len(sentence.text)
     if size < params.quote_min_chars or size / n < params.quote_min_fraction:

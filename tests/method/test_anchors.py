@@ -215,6 +215,12 @@ def test_seed_set_is_the_seed_s_nine_patterns_and_the_default_adds_the_agent_gro
         "list_item_name",
         "service_tier",
         "proper_name",
+        "currency_intl",
+        "clock_time_intl",
+        "natural_date_intl",
+        "count_intl",
+        "seat_or_gate",
+        "dashed_number",
     }
     # the seed's set misses what the issue lists; the default set does not
     for text in ("Economy Price: $121", "Seats: 12", "- **Insurance:** No"):

@@ -28,7 +28,17 @@ from estimator.free_tier.numbers import fold, literal
         ("[100, 200]", "[100, 200]"),
         ("v1.2.3", "v1.2.3"),
         ("the $ sign", "the $ sign"),
-        ("1,23", "1,23"),
+        ("1,2,3", "1,2,3"),  # a list, not a number
+        # a decimal comma reads as a point; a comma before three digits stays English grouping
+        ("1,23", "1.23"),
+        ("39,90 €", "39.90 eur"),
+        ("1.234,50", "1234.50"),
+        ("1\u202f234,50\xa0€", "1234.50 eur"),
+        ("189,00 zł", "189 pln"),
+        ("CHF 12.50", "12.50 chf"),
+        ("3,980円", "3980 jpy"),
+        ("２０２５年３月３日", "2025年3月3日"),
+        ("in 2 123 cases", "in 2 123 cases"),
     ],
 )
 def test_fold_table(text: str, folded: str) -> None:

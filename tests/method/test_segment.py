@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -205,3 +206,37 @@ def test_code_blocks_and_list_items_stay_whole(response: str) -> None:
         # an item never merges with the next one: no segment spans two list markers at line starts
         item_starts = [ln for ln in seg.text.split("\n")[1:] if ln[:3] in {f"{i}. " for i in range(1, 10)}]
         assert not item_starts or seg.text.startswith("```")
+
+
+@pytest.mark.parametrize(
+    ("response", "expected"),
+    [
+        ("Lieferung bis zum 3. März 2025. Danke.", ["Lieferung bis zum 3. März 2025.", "Danke."]),
+        ("Ab dem 1. Juli gilt der Tarif. Danke.", ["Ab dem 1. Juli gilt der Tarif.", "Danke."]),
+        ("Prüfen Sie z. B. die Rechnung. Danke.", ["Prüfen Sie z. B. die Rechnung.", "Danke."]),
+        (
+            "Vgl. Abschnitt 3. Die Rechnung Nr. 4711 ist offen.",
+            ["Vgl. Abschnitt 3.", "Die Rechnung Nr. 4711 ist offen."],
+        ),
+        ("Siehe Art. 5 der AGB. Danke.", ["Siehe Art. 5 der AGB.", "Danke."]),
+        ("M. Dupont a payé. Voir p. ex. la facture.", ["M. Dupont a payé.", "Voir p. ex. la facture."]),
+        ("Adres: ul. Długa 5. Dostawa zajmie ok. 3 dni.", ["Adres: ul. Długa 5.", "Dostawa zajmie ok. 3 dni."]),
+        ("Kwota: 189,00 zł. Dziękujemy.", ["Kwota: 189,00 zł.", "Dziękujemy."]),
+        (
+            "発送しました。合計は3,980円です！ありがとう？はい",
+            ["発送しました。", "合計は3,980円です！", "ありがとう？", "はい"],
+        ),
+        (
+            "Η παραγγελία έφτασε. Θέλετε κάτι άλλο; Ευχαριστώ.",
+            ["Η παραγγελία έφτασε.", "Θέλετε κάτι άλλο;", "Ευχαριστώ."],
+        ),
+        # English sentence ends that are abbreviations elsewhere still end a sentence
+        ("That is ok. Next one.", ["That is ok.", "Next one."]),
+        ("I love modern art. The museum is open.", ["I love modern art.", "The museum is open."]),
+        ("The total is 3. Then we stop.", ["The total is 3.", "Then we stop."]),
+    ],
+)
+def test_abbreviations_ordinal_dates_and_sentence_ends_of_other_languages(response: str, expected: list[str]) -> None:
+    assert texts(response) == expected
+    for segment in segment_response(response):
+        assert response[segment.start : segment.end] == segment.text
