@@ -24,6 +24,7 @@ from provenance_api.importers.common import (
     NeutralToolCall,
     NeutralToolResult,
     split_turns,
+    turn_key,
 )
 
 Importer = Callable[[Any, str], ImportResult]
@@ -37,7 +38,7 @@ IMPORTERS: dict[str, Importer] = {
     otel.FORMAT: otel.import_otel,
 }
 FORMATS: tuple[str, ...] = tuple(IMPORTERS)
-MAX_CONVERSATION_ID = 240  # a turn id is "<conversation id>:<reply index>", at most 256 characters
+MAX_CONVERSATION_ID = 236  # a turn id is "<conversation id>:<12 hex>[.<n>]" (common.content_ids), at most 256
 
 __all__ = [
     "FORMATS",
@@ -53,6 +54,7 @@ __all__ = [
     "import_conversation",
     "normalize_format",
     "split_turns",
+    "turn_key",
 ]
 
 

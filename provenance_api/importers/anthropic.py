@@ -5,7 +5,9 @@ Content is a string or a list of blocks: ``text``, ``image`` / ``document`` (nam
 ``tool_result`` / ``mcp_tool_result`` (``tool_use_id``, content a string or blocks, ``is_error``) and
 the server-tool results in the same assistant message (``web_search_tool_result``,
 ``web_fetch_tool_result``, ``code_execution_tool_result``, … — any ``*_tool_result``). ``thinking``
-blocks are not context for provenance and are skipped.
+blocks are not context for provenance and are skipped. A reply's adjacent text blocks are one text, joined as
+the model produced them (a streamed or cited answer comes as many blocks: ``"4"``, ``"."``, ``"5"`` is ``4.5``);
+texts that a call or a result separates are paragraphs.
 
 A lone response object (``{"type": "message", "role": "assistant", "content", "model"}``) is a
 conversation of one reply, with no query. A user message that only carries tool results is not a query.
@@ -38,7 +40,8 @@ from provenance_api.importers.mcp import flatten_content, media_name, message_co
 FORMAT = "anthropic"
 _CALLS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 _MEDIA = frozenset({"image", "document", "container_upload"})
-_ANTHROPIC_BLOCKS = _CALLS | {"tool_result", "thinking", "redacted_thinking"}
+_SKIPPED = frozenset({"thinking", "redacted_thinking"})
+_ANTHROPIC_BLOCKS = _CALLS | {"tool_result"} | _SKIPPED
 
 
 def looks_like(obj: Any, messages: list[Any]) -> bool:
@@ -97,6 +100,7 @@ def import_anthropic(obj: Any, conversation_id: str) -> ImportResult:
 
 def _message(message: dict[str, Any], blocks: list[Any]) -> NeutralMessage:
     texts: list[str] = []
+    runs: list[list[str]] = [[]]  # the reply's text: adjacent text blocks are one text the model streamed
     media: list[str] = []
     calls: list[NeutralToolCall] = []
     results: list[NeutralToolResult] = []
@@ -106,10 +110,16 @@ def _message(message: dict[str, Any], blocks: list[Any]) -> NeutralMessage:
         kind = str(block.get("type"))
         if kind == "text" and isinstance(block.get("text"), str):
             texts.append(block["text"])
-        elif kind in _MEDIA:
+            runs[-1].append(block["text"])
+            continue
+        if kind not in _SKIPPED and runs[-1]:
+            runs.append([])  # a call, a result or a document between texts: a new text
+        if kind in _MEDIA:
             text = message_content([block])[0] if kind == "document" else ""
             if text:
                 texts.append(text)
+                runs[-1].append(text)
+                runs.append([])
             else:
                 media.append(media_name(block))
         elif kind in _CALLS:
@@ -132,7 +142,7 @@ def _message(message: dict[str, Any], blocks: list[Any]) -> NeutralMessage:
         return NeutralMessage("user", "\n".join(texts), calls, results, attachments=media, created_at=created)
     return NeutralMessage(
         "assistant",
-        "\n\n".join(t for t in texts if t),
+        "\n\n".join(text for text in ("".join(run) for run in runs) if text),
         calls,
         results,
         model=opt_str(message.get("model")),

@@ -8,12 +8,18 @@ Each format module reads its own shape into a list of :class:`NeutralMessage` an
 * its query is the last *real* user message before it (a user message carrying only tool results
   is not a query); its tool calls are those made between that message and the reply;
 * everything before the query is the history, as OpenAI-chat-shaped messages ending with the query;
+* text the agent sent with its calls before the reply is its interim reply: a text part of the turn's own
+  messages (``model_messages``, the pydantic-ai shape) and, like every message, history for later turns;
 * calls pair with returns by id only (by name where a format has no ids); a reused id pairs with the
-  most recent still-unanswered call of that id, never overwriting an earlier one.
+  most recent still-unanswered call of that id, never overwriting an earlier one;
+* a turn's id is ``<conversation id>:<content key>`` (:func:`turn_key`, from its query, reply and calls, never
+  from its place in the list), so a history that was trimmed or summarised (LangGraph's ``RemoveMessage``)
+  gives its kept turns the ids they had; the second turn of the same content in a conversation is ``.2``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -217,6 +223,39 @@ def is_reply(message: NeutralMessage) -> bool:
     return all(c.failure is not None or (c.id is not None and c.id in inline) for c in message.tool_calls)
 
 
+KEY_DIGITS = 12
+"""Hex digits of a turn's content key in its id: a turn id is ``<conversation id>:<12 hex>[.<n>]``."""
+
+
+def turn_key(turn: StoredTurn) -> str:
+    """What a turn is, whatever history preceded it: the SHA-256 of its query, attachments, reply and the
+    calls it made (name, arguments, return). Its history, instructions, model and time are left out, so a
+    turn keeps its key when earlier messages are trimmed or summarised away. Computed from the stored
+    turn, so turns stored under the positional ids of earlier versions are recognised by it too."""
+    calls = [[c.name, c.arguments, c.response] for c in turn.response_payload.tool_calls]
+    body = json.dumps(
+        [turn.query, list(turn.attachments), turn.response, calls],
+        ensure_ascii=False,
+        separators=(",", ":"),
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def content_ids(conversation_id: str, turns: Sequence[StoredTurn]) -> list[StoredTurn]:
+    """The turns with their content ids: ``<conversation id>:<key>``, ``.2``, ``.3`` … for repeats of the same
+    content (the same question answered the same way twice) in one conversation."""
+    seen: dict[str, int] = {}
+    out: list[StoredTurn] = []
+    for turn in turns:
+        key = turn_key(turn)[:KEY_DIGITS]
+        seen[key] = seen.get(key, 0) + 1
+        ident = f"{conversation_id}:{key}" + (f".{seen[key]}" if seen[key] > 1 else "")
+        out.append(turn.model_copy(update={"turn_id": ident}))
+    return out
+
+
 @dataclass
 class _Pair:
     """One call and, once seen, the return that answers it (and the index of the message carrying it)."""
@@ -314,18 +353,23 @@ def _native(
     answers: list[list[_Pair | None]],
 ) -> list[dict[str, Any]]:
     """The current turn in the pydantic-ai shape (tool-call / tool-return with outcome), so the corpus's
-    primary path sees and discloses the calls that failed."""
+    primary path sees and discloses the calls that failed. Text the agent sent with its calls ("No problem,
+    I can look that up…") is a text part of the response that carries them: the agent's interim reply, kept
+    with its turn (it is no evidence for the reply; later turns have it in their history)."""
     ours = {id(p) for i in segment for p in calls[i]}
     out: list[dict[str, Any]] = [
         {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": query_text(query) if query else ""}]}
     ]
     for i in segment:
-        if calls[i]:
+        interim = messages[i] is not reply and messages[i].role == "assistant" and messages[i].text.strip()
+        if calls[i] or interim:
+            text = [{"part_kind": "text", "content": messages[i].text}] if interim else []
             out.append(
                 {
                     "kind": "response",
                     "model_name": messages[i].model,
-                    "parts": [
+                    "parts": text
+                    + [
                         {
                             "part_kind": "tool-call",
                             "tool_name": p.call.name,
@@ -410,11 +454,12 @@ def split_turns(
                 if p.failure_by(index) is None
             ]
             has_calls = any(calls[i] for i in segment)
+            interim = any(messages[i].role == "assistant" and messages[i].text.strip() for i in segment if i != index)
             prompt = "\n\n".join([*system_parts, *([instructions] if instructions else [])])
             turns.append(
                 StoredTurn.model_validate(
                     {
-                        "turn_id": f"{conversation_id}:{len(turns)}",
+                        "turn_id": f"{conversation_id}:{len(turns)}",  # replaced by its content id below
                         "model": message.model or model,
                         "agent": agent,
                         "response": message.text,
@@ -424,7 +469,7 @@ def split_turns(
                         "system_prompt_versioned": bool(prompt),
                         "attachments": list(query.attachments) if query is not None else [],
                         "model_messages": _native(query, message, segment, messages, calls, answers)
-                        if marks_failure and has_calls
+                        if (marks_failure and has_calls) or interim
                         else [],
                         "response_payload": {"tool_calls": flat},
                         "request_payload": {"messages": history[:history_at_query]},
@@ -449,4 +494,4 @@ def split_turns(
         if trailing
         else []
     )
-    return ImportResult(turns=turns, errors=issues, notes=notes)
+    return ImportResult(turns=content_ids(conversation_id, turns), errors=issues, notes=notes)

@@ -8,9 +8,17 @@ Conversations read but yielding no turn are reported as notes.
 
 Conversation ids: ``<name>#<id field>`` (``conversation_id`` / ``id`` / ``task_id``-``trial``), else
 ``<name>`` for a file holding one conversation, else ``<name>#<content hash>``; ``<name>`` is the file's
-path relative to the directory given (``/`` written ``~``, so ids stay one URL path segment) or the
-upload's name. So ``s1/history.jsonl`` and ``s2/history.jsonl`` never collide, and re-importing the
+path relative to the directory given, that directory named as it is on disk (the path resolved: ``./a/../a``,
+``/abs/a`` and a symlink to ``a`` are the same ``a``), ``/`` written ``~`` so ids stay one URL path segment,
+or the upload's name. So ``s1/history.jsonl`` and ``s2/history.jsonl`` never collide, and re-importing the
 same content gives the same ids.
+
+Turn ids are ``<conversation id>:<content key>`` (``importers.common.turn_key``), never list positions. A
+conversation's turns are matched against what the tenant holds under its id (and under the ids earlier
+versions gave it, ``Item.aliases``) by that key: a turn already stored — under its content id, or under the
+positional id ``<conversation id>:<n>`` of an earlier version — is ``unchanged`` even when the history
+before it was trimmed or summarised since (the stored turn, with the history it had, is kept); only turns
+whose content is not there yet are stored.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ import json
 import secrets
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -31,7 +39,13 @@ from pydantic import ValidationError
 from estimator.corpus.turn import StoredTurn
 from estimator.corpus.units import Layer, Unit
 from provenance_api.core.errors import InvalidInput
-from provenance_api.importers import MAX_CONVERSATION_ID, detect_format, import_conversation, normalize_format
+from provenance_api.importers import (
+    MAX_CONVERSATION_ID,
+    detect_format,
+    import_conversation,
+    normalize_format,
+    turn_key,
+)
 from provenance_api.providers import free_tier
 from provenance_api.storage import crud_turns
 from provenance_api.storage.errors import RecordConflict, RecordUnreadable, StorageError
@@ -93,7 +107,8 @@ class ImportCounts:
 @dataclass(frozen=True)
 class Item:
     """One conversation to import (``obj``), or one that could not be read (``problem``). ``name`` prefixes
-    its conversation id; ``single``: the only conversation of its file, so ``name`` alone identifies it."""
+    its conversation id; ``single``: the only conversation of its file, so ``name`` alone identifies it;
+    ``aliases``: names earlier versions gave its source (their stored turns are matched by content too)."""
 
     where: str
     name: str
@@ -101,6 +116,7 @@ class Item:
     obj: Any = None
     problem: str | None = None
     single: bool = False
+    aliases: tuple[str, ...] = ()
 
 
 def check_format(name: str | None) -> str | None:
@@ -183,19 +199,29 @@ def document_items(text: str, where: str, name: str) -> Iterator[Item]:
         yield Item(where, name, 0, obj=data, single=True)
 
 
-def file_items(path: Path, base: Path | None = None) -> Iterator[Item]:
+def file_items(path: Path) -> Iterator[Item]:
     """The conversations of a .json (one, or a list) or .jsonl file, or of such files under a directory.
-    Names are relative to the directory given (its own name included); a file given alone is its name."""
+    Names are relative to the directory given, its own name included as it is on disk (the path resolved,
+    so every spelling of it, symlinks too, names the same conversations); a file given alone is its name."""
+    real = path.resolve()
     if path.is_dir():
         try:
             children = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl"))
         except OSError as exc:
-            yield Item(str(path), path.name, 0, problem=f"cannot list: {exc}")
+            yield Item(str(path), real.name, 0, problem=f"cannot list: {exc}")
             return
         for child in children:
-            yield from file_items(child, base or path.parent)
+            name = (Path(real.name) / child.relative_to(path)).as_posix().replace("/", "~")
+            earlier = child.relative_to(path.parent).as_posix().replace("/", "~")  # the name as typed
+            for item in _file_items(child, name):
+                yield replace(item, aliases=(earlier,)) if earlier != name else item
         return
-    name = (path.relative_to(base) if base else Path(path.name)).as_posix().replace("/", "~")
+    earlier = path.name
+    for item in _file_items(path, real.name):
+        yield replace(item, aliases=(earlier,)) if earlier != real.name else item
+
+
+def _file_items(path: Path, name: str) -> Iterator[Item]:
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -275,13 +301,56 @@ async def import_one(
         counts.reject(f"{item.where}: {issue.where}", issue.reason)
     for issue in result.notes:
         counts.note(f"{item.where}: {issue.where}", issue.reason)
-    if not result.turns and not result.notes:
-        counts.note(f"{item.where}: {ident}", "no assistant reply with text: no turn")
+    if not result.turns:
+        if not result.notes:
+            counts.note(f"{item.where}: {ident}", "no assistant reply with text: no turn")
+        return
+    prefixes = [f"{name}:" for name in (ident, *aliases(item))]
+    try:
+        found = await crud_turns.turns_under(db, tenant, prefixes)
+    except Exception as exc:
+        counts.reject(f"{item.where}: {ident}", _failure(exc))
+        return
+    # this conversation's turns only: "<id>:<n>" or "<id>:<key>", not those of a conversation "<id>:more"
+    held = [r for r in found if any(r.turn_id.startswith(p) and ":" not in r.turn_id[len(p) :] for p in prefixes)]
+    held_turns = already_held(held, result.turns)
     for turn in result.turns:
+        if turn.turn_id in held_turns:
+            counts.unchanged += 1
+            continue
         try:
             await store(db, tenant, user, turn, item.where, counts)
         except Exception as exc:
             counts.reject(f"{item.where}: {turn.turn_id}", _failure(exc))
+
+
+def aliases(item: Item) -> list[str]:
+    """The conversation ids earlier versions gave ``item`` (under the names in ``item.aliases``)."""
+    return [conversation_id(replace(item, name=name, aliases=())) for name in item.aliases if name != item.name]
+
+
+def already_held(records: list[crud_turns.TurnRecord], turns: list[StoredTurn]) -> set[str]:
+    """The ids of ``turns`` the tenant holds already: a stored turn of the same id and content key, else (for
+    turns stored under other ids: the positional ids of earlier versions, another name of the store) one of
+    the same content key. Each stored turn answers one incoming turn; its stored form stands, whatever
+    history it had then. A stored turn of the same id but other content is left to ``put_turn`` (a conflict)."""
+    by_id = {r.turn_id: turn_key(r.turn) for r in records}
+    taken: set[str] = set()
+    held: set[str] = set()
+    keys = {t.turn_id: turn_key(t) for t in turns}
+    for turn in turns:
+        if by_id.get(turn.turn_id) == keys[turn.turn_id]:
+            taken.add(turn.turn_id)
+            held.add(turn.turn_id)
+    free: dict[str, list[str]] = {}
+    for stored_id, key in by_id.items():
+        if stored_id not in taken and stored_id not in keys:
+            free.setdefault(key, []).append(stored_id)
+    for turn in turns:
+        if turn.turn_id not in held and free.get(keys[turn.turn_id]):
+            free[keys[turn.turn_id]].pop(0)
+            held.add(turn.turn_id)
+    return held
 
 
 async def store(db: Database, tenant: str, user: str, turn: StoredTurn, where: str, counts: ImportCounts) -> None:

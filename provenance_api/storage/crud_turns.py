@@ -224,6 +224,26 @@ async def search_turns(db: Database, tenant: str, query: str, *, limit: int, aft
     return await list_turns(db, tenant, limit=limit, after=after, seqs=seqs) if seqs else []
 
 
+async def turns_under(db: Database, tenant: str, prefixes: list[str]) -> list[TurnRecord]:
+    """The tenant's turns whose id starts with one of ``prefixes`` (a conversation's turns: ``<id>:``), in storage
+    order; each prefix is an index range on ``(tenant, turn_id)``, compared byte-wise (``C`` on PostgreSQL, so a
+    locale's collation cannot reorder the punctuation). Rows that no longer read as turns are left out."""
+    found: dict[int, TurnRecord] = {}
+    postgres = db.engine.dialect.name == "postgresql"
+    async with db.session() as session:
+        for prefix in dict.fromkeys(p for p in prefixes if p):
+            upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+            column = StoredTurnRow.turn_id.collate("C") if postgres else StoredTurnRow.turn_id
+            query = select(StoredTurnRow).where(StoredTurnRow.tenant == tenant, column >= prefix, column < upper)
+            for row in (await session.execute(query)).scalars().all():
+                if row.turn_id.startswith(prefix) and row.seq not in found:
+                    try:
+                        found[row.seq] = _record(row)
+                    except RecordUnreadable:
+                        continue
+    return [found[seq] for seq in sorted(found)]
+
+
 async def iter_turns(
     db: Database, tenant: str, *, batch: int = 200, on_unreadable: Callable[[RecordUnreadable], None] | None = None
 ) -> AsyncIterator[TurnRecord]:

@@ -10,6 +10,7 @@ import sqlite3
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
@@ -44,15 +45,21 @@ def imported(capsys: pytest.CaptureFixture[str], url: str, fmt: str) -> dict[str
     return result
 
 
-def stored(data_dir: Path, turn_id: str, tenant: str = "local") -> StoredTurn:
-    async def work() -> StoredTurn:
+def nth(data_dir: Path, url: str, fmt: str, thread: str, n: int, tenant: str = "local") -> StoredTurn:
+    """The ``n``-th stored turn (in storage order) of ``thread`` in the store at ``url``: turn ids come from
+    content, so a test finds a turn by its conversation (``<store>#<thread>``) and place."""
+    prefix = f"{parse_source(url, fmt).store}#{thread}:"
+
+    async def work() -> list[StoredTurn]:
         db = Database(f"sqlite+aiosqlite:///{data_dir / 'provenance.db'}")
         try:
-            return (await crud_turns.get_turn(db, tenant, turn_id)).turn
+            return [r.turn for r in await crud_turns.turns_under(db, tenant, [prefix])]
         finally:
             await db.dispose()
 
-    return asyncio.run(work())
+    turns = asyncio.run(work())
+    assert len(turns) > n, f"{prefix} holds {len(turns)} turn(s)"
+    return turns[n]
 
 
 def tool_returns(turn: StoredTurn) -> list[str]:
@@ -73,7 +80,7 @@ def test_agents_session_file_imports_in_place_then_only_what_is_new(
     first = imported(capsys, url, "openai-agents-session")
     assert (first["imported"], first["rejected"]) == (2, 0)
     assert first["source"]["first_import"] and first["source"]["conversations_changed"] == 2
-    alice = stored(data_dir, "agent.db#alice:0")
+    alice = nth(data_dir, url, "openai-agents-session", "alice", 0)
     assert (alice.query, alice.response, tool_returns(alice)) == ("Weather in Paris?", outputs[0], [log.returns[0]])
 
     again = imported(capsys, url, "openai-agents-session")
@@ -86,13 +93,13 @@ def test_agents_session_file_imports_in_place_then_only_what_is_new(
     third = imported(capsys, url, "openai-agents-session")
     assert third["source"]["conversations_changed"] == 2 and third["source"]["conversations_total"] == 3
     assert (third["imported"], third["unchanged"]) == (2, 1)  # alice's first turn is re-checked, not re-stored
-    follow_up = stored(data_dir, "agent.db#alice:1")
+    follow_up = nth(data_dir, url, "openai-agents-session", "alice", 1)
     assert (follow_up.query, follow_up.response, tool_returns(follow_up)) == ("And Oslo?", more[0], [log.returns[2]])
     assert [m.content for m in follow_up.request_payload.messages if m.role == "user"] == [
         "Weather in Paris?",
         "And Oslo?",
     ]
-    assert stored(data_dir, "agent.db#carol:0").response == more[1]
+    assert nth(data_dir, url, "openai-agents-session", "carol", 0).response == more[1]
 
 
 def test_a_recreated_store_is_read_from_the_start_and_says_so(
@@ -106,7 +113,7 @@ def test_a_recreated_store_is_read_from_the_start_and_says_so(
     result = imported(capsys, f"sqlite:///{db}", "openai-agents-session")
     assert (result["imported"], result["source"]["conversations_changed"]) == (1, 1)
     assert "recreated" in result["notes"][0]["reason"]
-    assert stored(data_dir, "agent.db#dave:0").response == outputs[0]
+    assert nth(data_dir, f"sqlite:///{db}", "openai-agents-session", "dave", 0).response == outputs[0]
 
 
 def test_a_bad_session_row_is_reported_and_the_rest_imported(
@@ -124,7 +131,7 @@ def test_a_bad_session_row_is_reported_and_the_rest_imported(
     assert code == 1 and (result["imported"], result["rejected"]) == (1, 1)
     assert result["errors"][0]["where"].endswith(f"item id {bad_id}")
     assert "not JSON" in result["errors"][0]["reason"]
-    assert tool_returns(stored(data_dir, "agent.db#alice:0")) == log.returns
+    assert tool_returns(nth(data_dir, f"sqlite:///{db}", "openai-agents-session", "alice", 0)) == log.returns
 
 
 def test_wrong_format_missing_file_and_no_format_are_clear_errors(
@@ -181,7 +188,7 @@ def test_langgraph_sqlite_checkpoints_import_incrementally(
 
     first = imported(capsys, url, "langgraph-sqlite")
     assert (first["imported"], first["rejected"], first["source"]["conversations_total"]) == (2, 0, 2)
-    t1 = stored(data_dir, "checkpoints.db#t1:0")
+    t1 = nth(data_dir, url, "langgraph-sqlite", "t1", 0)
     assert (t1.query, t1.response, t1.system_prompt) == (
         "Weather in Paris?",
         "Sunny in Paris.",
@@ -193,7 +200,7 @@ def test_langgraph_sqlite_checkpoints_import_incrementally(
     messages = ask(graph, "t2", HumanMessage("Tomorrow?"))
     second = imported(capsys, url, "langgraph-sqlite")
     assert second["source"]["conversations_changed"] == 1 and (second["imported"], second["unchanged"]) == (1, 1)
-    t2 = stored(data_dir, "checkpoints.db#t2:1")
+    t2 = nth(data_dir, url, "langgraph-sqlite", "t2", 1)
     assert (t2.query, t2.response, tool_returns(t2)) == ("Tomorrow?", messages[-1].content, [log.returns[2]])
     graphs.close()
 
@@ -221,7 +228,7 @@ def test_an_unreadable_checkpoint_rejects_its_thread_alone(
     result = json.loads(out)
     assert code == 1 and (result["imported"], result["rejected"]) == (1, 1)
     assert "thread bad" in result["errors"][0]["where"] and "pickle" in result["errors"][0]["reason"]
-    assert stored(data_dir, "checkpoints.db#good:0").response == "Sunny."
+    assert nth(data_dir, f"sqlite:///{path}", "langgraph-sqlite", "good", 0).response == "Sunny."
 
 
 def test_checkpoint_values_decode_without_langgraph() -> None:
@@ -266,8 +273,7 @@ def test_langgraph_postgres_checkpoints_import_incrementally(
         messages = ask(graph, "pg-1", HumanMessage("And Oslo?"))
         second = imported(capsys, url, "langgraph-postgres")
     assert (second["imported"], second["unchanged"]) == (1, 1)
-    name = parse_source(url, "langgraph-postgres").name
-    turn = stored(data_dir, f"{name}#pg-1:1")
+    turn = nth(data_dir, url, "langgraph-postgres", "pg-1", 1)
     assert (turn.query, turn.response, turn.system_prompt) == (
         "And Oslo?",
         messages[-1].content,
@@ -305,7 +311,10 @@ def test_api_imports_a_configured_source_per_tenant_and_never_takes_a_url(tmp_pa
             first = acme.post("/v1/imports/sources/desk").json()
             assert (first["imported"], first["source"]["first_import"]) == (1, True)
             assert "url" not in first["source"]
-            turn = acme.get("/v1/turns/desk%23alice:0").json()
+            store = parse_source(f"sqlite:///{db}", "openai-agents-session", "desk").store
+            ids = [t["turn_id"] for t in acme.get("/v1/turns").json()["items"]]
+            assert [i.split(":")[0] for i in ids] == [f"{store}#alice"]
+            turn = acme.get(f"/v1/turns/{quote(ids[0], safe='')}").json()
             assert turn["turn"]["query"] == "Weather in Paris?"
             again = acme.post("/v1/imports/sources/desk").json()
             assert (again["imported"], again["source"]["conversations_changed"]) == (0, 0)

@@ -17,6 +17,7 @@ from provenance_api.importers import (
     detect_format,
     import_conversation,
 )
+from provenance_api.importers.common import turn_key
 from provenance_api.importers.mcp import flatten_result
 
 HISTORY = Path(__file__).resolve().parents[2] / "fixtures" / "history"
@@ -61,7 +62,7 @@ def test_reimport_is_identical_and_every_turn_round_trips(path: Path) -> None:
         json.loads(path.read_text(encoding="utf-8")), path.parent.name, conversation_id="conv-1"
     )
     assert first.turns and [t.model_dump() for t in first.turns] == [t.model_dump() for t in again.turns]
-    assert [t.turn_id for t in first.turns] == [f"conv-1:{i}" for i in range(len(first.turns))]
+    assert [t.turn_id for t in first.turns] == [f"conv-1:{turn_key(t)[:12]}" for t in first.turns]
     for turn in first.turns:
         assert StoredTurn.model_validate_json(turn.model_dump_json()) == turn
         assert turn.request_payload.messages[-1].role == "user"

@@ -141,13 +141,19 @@ def test_cli_reports_bad_lines_with_their_numbers_and_imports_the_rest(
     code, out, _ = run(capsys, "import", str(data_dir / "history"), "--json")
     assert code == 1  # something was rejected
     assert_mixed(json.loads(out), "mixed.jsonl:")
-    # the same ids again, one answer changed: a conflict, reported and counted, never overwritten
+    # the same conversation again, one answer changed: turn ids come from content, so the changed answer is a
+    # turn of its own, stored beside the first one, which is never overwritten
+    code, out, _ = run(capsys, "gate", "--all", "--json")
+    before = {t["turn_id"] for t in json.loads(out)["turns"]}
     changed = [json.dumps(chat("c1", "Order c1 was lost.")), *MIXED_LINES[1:]]
     mixed.write_text("\n".join(changed) + "\n", encoding="utf-8")
     code, out, _ = run(capsys, "import", str(data_dir / "history"), "--json", "--format", "openai-chat")
     counts = json.loads(out)
-    assert code == 1 and counts["conflicting"] == 1 and counts["unchanged"] == 2 and counts["imported"] == 0
-    assert any("history~nested~mixed.jsonl#c1:0" in e["where"] for e in counts["errors"])
+    assert counts["conflicting"] == 0 and counts["unchanged"] == 2 and counts["imported"] == 1, counts
+    code, out, _ = run(capsys, "gate", "--all", "--json")
+    after = {t["turn_id"] for t in json.loads(out)["turns"]}
+    assert before < after and len(after - before) == 1
+    assert next(iter(after - before)).startswith("history~nested~mixed.jsonl#c1:")
 
 
 def test_cli_gate_needs_a_file_or_all_and_import_an_existing_path(
@@ -254,7 +260,10 @@ def test_cli_a_5000_deep_file_between_two_good_ones_rejects_it_alone_and_prints_
     assert "3 conversations: 2 imported, 0 unchanged, 0 conflicting, 1 rejected" in out
     assert "b_deep.json: nested too deeply" in out and "Traceback" not in out + err
     code, out, _ = run(capsys, "gate", "--all", "--json")
-    assert {t["turn_id"] for t in json.loads(out)["turns"]} == {"history~a_good.json#c1:0", "history~c_good.json#c2:0"}
+    assert {t["turn_id"].split(":")[0] for t in json.loads(out)["turns"]} == {
+        "history~a_good.json#c1",
+        "history~c_good.json#c2",
+    }
     (folder / "b_deep.json").unlink()
     code, out, _ = run(capsys, "import", str(folder))
     assert code == 0 and "2 unchanged" in out and "0 rejected" in out
@@ -299,11 +308,11 @@ def test_cli_ids_come_from_the_relative_path_and_are_stable(data_dir: Path, caps
     assert code == 0 and json.loads(out)["imported"] == 4 and json.loads(out)["conflicting"] == 0
     code, out, _ = run(capsys, "gate", "--all", "--json")
     ids = sorted(t["turn_id"] for t in json.loads(out)["turns"])
-    named = [i for i in ids if i.endswith("#c1:0")]
-    assert named == ["history~s1~history.jsonl#c1:0", "history~s2~history.jsonl#c1:0"]
+    named = [i for i in ids if i.split(":")[0].endswith("#c1")]
+    assert [i.split(":")[0] for i in named] == ["history~s1~history.jsonl#c1", "history~s2~history.jsonl#c1"]
     hashed = [i for i in ids if i not in named]
     assert [i.split("#")[0] for i in hashed] == ["history~s1~history.jsonl", "history~s2~history.jsonl"]
-    assert len({i.split("#")[1] for i in hashed}) == 2 and all(len(i.split("#")[1]) == 14 for i in hashed)
+    assert len({i.split("#")[1] for i in hashed}) == 2 and all(len(i.split("#")[1].split(":")[0]) == 12 for i in hashed)
     # the lines reordered: the hash ids follow the content, not the line number
     for session in ("s1", "s2"):
         path = root / session / "history.jsonl"

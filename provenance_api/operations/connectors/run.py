@@ -3,9 +3,12 @@
 The tenant's cursor on the source (``import_cursors``) holds the position its last import reached. A run
 asks the source what changed after it, imports each changed conversation whole (through the same path as
 ``provenance import`` files: every turn idempotent, every failure isolated and reported), then moves the
-cursor to the position it read up to. A conversation is read only up to that position, so what arrives
-during the run is left for the next one. Turns of a changed conversation that were imported before come
-back ``unchanged``; conversations with nothing new are not read at all.
+cursor to the position it read up to — unless a turn conflicted with a stored one: then the cursor stays, so
+the next run reads those conversations again and reports them again rather than "nothing new". A
+conversation is read only up to that position, so what arrives during the run is left for the next one.
+Turns of a changed conversation that were imported before come back ``unchanged`` (matched by content, so
+a history trimmed or summarised since still finds them); conversations with nothing new are not read at
+all. Conversation ids are ``<store>#<thread>`` with ``Source.store`` named by what the store is.
 """
 
 from __future__ import annotations
@@ -102,8 +105,16 @@ async def import_source(
                 counts.reject(where, reason)
             if conversation.obj is None:
                 continue
-            item = bulk.Item(conversation.where, source.name, 0, obj=conversation.obj)
+            item = bulk.Item(conversation.where, source.store, 0, obj=conversation.obj, aliases=source.earlier_names)
             await bulk.import_one(db, tenant, user, item, reader.importer, counts)
+        if counts.conflicting and upto is not None:
+            counts.note(
+                source.name,
+                f"{counts.conflicting} turn(s) conflict with stored turns: the position stays at "
+                f"{since or 'the start'} so the next import reads these conversations again (delete the stored "
+                "turns named to take the new ones)",
+            )
+            upto = None
         if upto is not None:
             await crud_sources.put_cursor(db, tenant, source.key, upto, changes.total)
     finally:

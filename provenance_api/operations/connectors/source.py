@@ -9,6 +9,7 @@ the source (SQLite files are opened read-only).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,12 +80,14 @@ def source_format(name: str | None, field_name: str = "format") -> str:
 
 @dataclass(frozen=True)
 class Source:
-    """One source to read: ``name`` prefixes its conversation ids (``<name>#<thread or session id>``)."""
+    """One source to read: ``name`` is what it is called (the configured name, else the file or database name);
+    its conversation ids are ``<store>#<thread or session id>``, ``store`` named by what the store is
+    (:attr:`store`), never by how its path was typed or which name it was imported under."""
 
     name: str
     format: str
     url: str
-    path: Path | None = None  # the SQLite file
+    path: Path | None = None  # the SQLite file, resolved (symlinks followed)
 
     @property
     def shown_url(self) -> str:
@@ -94,9 +97,38 @@ class Source:
         return make_url(self.url).render_as_string(hide_password=True)
 
     @property
+    def identity(self) -> str:
+        """What the store is: the SQLite file's resolved path, or a PostgreSQL server's host, port and database
+        (neither the user, the password nor the spelling of the URL)."""
+        if self.path is not None:
+            return f"sqlite:{self.path}"
+        url = make_url(self.url)
+        host = (url.host or str(url.query.get("host") or "")).lower().rstrip(".")
+        if host in ("127.0.0.1", "::1"):
+            host = "localhost"
+        return f"postgresql://{host}:{url.port or 5432}/{url.database or ''}"
+
+    @property
+    def store(self) -> str:
+        """The prefix of its conversation ids: its format and 8 hex digits of the SHA-256 of its identity
+        (``langgraph-sqlite@1a2b3c4d``), so two ``checkpoints.db`` in two folders never share ids, and the CLI
+        and a configured source of the same store always do. Neither a file, host nor database name is in
+        it: ids are shown to every caller, where a configured store lives is not."""
+        digest = hashlib.sha256(self.identity.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+        return f"{self.format}@{digest}"
+
+    @property
+    def earlier_names(self) -> tuple[str, ...]:
+        """The prefixes earlier versions gave its conversation ids (the name it was imported under, the file
+        or database name): their stored turns are recognised by content, not stored again."""
+        label = self.path.name if self.path is not None else make_url(self.url).database
+        return tuple(dict.fromkeys(n for n in (self.name, label) if n))
+
+    @property
     def key(self) -> str:
-        """What the import cursor is kept under: name, format and the URL without its password."""
-        return f"{self.name}|{self.format}|{self.shown_url}"[:512]
+        """What the import cursor is kept under: the format and the store's identity (one cursor per store,
+        whichever name or spelling it was imported by)."""
+        return f"{self.format}|{self.identity}"[:512]
 
 
 def parse_source(
