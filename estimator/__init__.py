@@ -13,8 +13,9 @@ Where each paragraph of §7 lives:
 - §7.9 what a run costs ............................. ``cost.py`` (the gate), ``ledger.py`` (the one meter)
 
 Beyond the paper: the expected digit and the log-probability scalars (``loo/``), proxy-first tracing
-(``proxy/``), the audits (``audit/``). The results each trace returns are in ``results/``; the I/O seams
-(chat model, scorer) in ``seams/``. ``estimator/README.md`` holds the same map.
+(``proxy/``), the audits (``audit/``), action provenance's free tier (``actions/``: what the agent did).
+The results each trace returns are in ``results/``; the I/O seams (chat model, scorer) in ``seams/``.
+``estimator/README.md`` holds the same map.
 
 The names below are the estimator's public API: everything the service uses, importable from here
 (``from estimator import Params``). They load on first use (PEP 562), so importing one part of the estimator
@@ -28,6 +29,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from estimator.actions.report import screen_actions
     from estimator.audit.answer_gate import (
         Decision,
         GateSentence,
@@ -65,16 +67,17 @@ if TYPE_CHECKING:
     from estimator.probe import probe_source
     from estimator.proxy.confirm import DEFAULT_PROXY_PARAMS
     from estimator.proxy.cost import proxy_capability, quote_proxy
-    from estimator.proxy.result import ProxyTraceResultModel
     from estimator.results.models import (
         DeclaredAuditModel,
         ProbeResultModel,
+        ProxyTraceResultModel,
         QuoteCallsModel,
         ScoringQuoteModel,
         SourceScoreModel,
-        TraceJobResultModel,
+        TraceJobResult,
         TraceResultModel,
         Verdict,
+        trace_job_result,
     )
     from estimator.results.proxy import HostedCheckModel, ProxyQuoteModel, RankedModel
     from estimator.results.trace import ProgressEvent
@@ -86,6 +89,7 @@ if TYPE_CHECKING:
 
 # name -> the module that defines it
 _EXPORTS: dict[str, str] = {
+    "screen_actions": "estimator.actions.report",
     "ApproxTokenizer": "estimator.tokens",
     "AttemptRefused": "estimator.ledger",
     "CallEvent": "estimator.ledger",
@@ -121,7 +125,7 @@ _EXPORTS: dict[str, str] = {
     "ProbeResultModel": "estimator.results.models",
     "ProgressEvent": "estimator.results.trace",
     "ProxyQuoteModel": "estimator.results.proxy",
-    "ProxyTraceResultModel": "estimator.proxy.result",
+    "ProxyTraceResultModel": "estimator.results.models",
     "QWEN_TEMPLATE": "estimator.seams.scorer",
     "QuoteCallsModel": "estimator.results.models",
     "ROLE_LABELS": "estimator.loo.labels",
@@ -140,7 +144,7 @@ _EXPORTS: dict[str, str] = {
     "SourceScoreModel": "estimator.results.models",
     "StoredTurn": "estimator.corpus.turn",
     "Tokenizer": "estimator.tokens",
-    "TraceJobResultModel": "estimator.results.models",
+    "TraceJobResult": "estimator.results.models",
     "TraceResultModel": "estimator.results.models",
     "UNVERIFIABLE": "estimator.loo.diagnosis",
     "Unit": "estimator.corpus.units",
@@ -170,6 +174,7 @@ _EXPORTS: dict[str, str] = {
     "scoring_capability": "estimator.loo.logprob_cost",
     "segment_response": "estimator.free_tier.segment",
     "select_claim": "estimator.free_tier.selection",
+    "trace_job_result": "estimator.results.models",
 }
 
 __all__ = [
@@ -229,7 +234,7 @@ __all__ = [
     "SourceScoreModel",
     "StoredTurn",
     "Tokenizer",
-    "TraceJobResultModel",
+    "TraceJobResult",
     "TraceResultModel",
     "Unit",
     "Usage",
@@ -255,8 +260,10 @@ __all__ = [
     "round_usd",
     "run_trace",
     "scoring_capability",
+    "screen_actions",
     "segment_response",
     "select_claim",
+    "trace_job_result",
 ]
 
 

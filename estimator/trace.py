@@ -30,8 +30,9 @@ from estimator.results.models import (
     DeclaredAuditModel,
     DumpsAsModel,
     LogprobTraceResultModel,
-    TraceJobResultModel,
+    TraceJobResult,
     TraceResultModel,
+    trace_job_result,
 )
 from estimator.results.trace import ProgressEvent
 from estimator.seams.llm import LLM
@@ -66,12 +67,14 @@ class TraceOutcome(DumpsAsModel):
     logprob: LogprobTraceResultModel | None = None
     agreement: AgreementModel | None = None
 
-    def to_model(self, declared: DeclaredAuditModel | None = None) -> TraceJobResultModel:
-        """The job result: the trace (with its log-probability fields under ``logprob``), under ``both``
-        the log-probability trace and the agreement, and the sentence's ``declared`` audit when given."""
-        return TraceJobResultModel.model_validate(
-            {**dict(self.result), "logprob": self.logprob, "agreement": self.agreement, "declared": declared}
-        )
+    def to_model(self, declared: DeclaredAuditModel | None = None) -> TraceJobResult:
+        """The job result, the variant of the trace's estimator: the trace (with its log-probability fields
+        under ``logprob``, the proxy's under ``proxy``), under ``both`` the judged trace with the
+        log-probability trace and the agreement, and the sentence's ``declared`` audit when given."""
+        fields = {**dict(self.result), "declared": declared}
+        if self.logprob is not None or self.agreement is not None:
+            fields.update(estimator="both", logprob=self.logprob, agreement=self.agreement)
+        return trace_job_result(fields)
 
 
 async def run_trace(

@@ -4,7 +4,8 @@ search after a disagreement — with both rankings where both were measured, and
 Confirmed, the scores are the proxy's log-probabilities (nats) and the span checks are the hosted judge's
 for the top source(s); after a fallback, the scores are the judge's digits of the full search and the
 proxy's ranking is kept beside them. ``calls`` counts hosted model calls (``made``, …) and, as ``scored``,
-the local scoring passes.
+the local scoring passes. Its shape, ``ProxyTraceResultModel``, is the proxy variant of the stored trace
+result (``results.models.TraceJobResult``), declared there with the others.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from estimator.corpus.units import Corpus
 from estimator.loo.assembly import describe_mask
 from estimator.loo.diagnosis import attribution_level, claim_diagnosis, diagnose
 from estimator.proxy.confirm import Confirmation
-from estimator.results.models import SourceScoreModel, SupportVerdictModel, TraceJobResultModel, TraceResultModel
-from estimator.results.proxy import HostedCheckModel, ProxyReportModel, RankedModel
+from estimator.results.models import ProxyTraceResultModel, SourceScoreModel, SupportVerdictModel, TraceResultModel
+from estimator.results.proxy import HostedCheckModel, RankedModel
 
 __all__ = [
     "ProxyTraceResultModel",
@@ -28,16 +29,6 @@ __all__ = [
 ]
 
 NO_SPANS = "No span checks were made"
-
-
-class ProxyTraceResultModel(TraceJobResultModel):
-    """A proxy trace (``estimator`` proxy): the trace's fields, its log-probability fields when the proxy's
-    scores are shown (confirmed; absent after a fallback), and the proxy's own, here always present."""
-
-    proxy_model: str
-    confirmed: bool
-    confirmation: str
-    proxy: ProxyReportModel
 
 
 def _finite(value: float | None) -> bool:

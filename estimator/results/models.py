@@ -13,24 +13,34 @@ description in ``/openapi.json`` under the same component names), so making them
 JSON and the OpenAPI document as they were, while the estimator's code changes only in how it builds and
 copies a result (keywords, ``model_copy``).
 
-The estimator-specific parts stay subclasses and optional members (``LogprobTraceResultModel`` adds the
-log-probability fields, ``proxy_result.ProxyTraceResultModel`` the proxy's, ``TraceJobResultModel``
-holds any of them, absent when not produced), not a union keyed on ``estimator``: a trace under
-``both`` is stored with ``estimator`` judged (the judged trace, with the log-probability trace and the
-agreement beside it), so a union keyed on it would change that JSON, and it would turn ``TraceOut.result``
-in the OpenAPI document into a union of new components.
+What the estimator returns for one claim is ``TraceResultModel`` (``estimator`` judged or expected),
+``LogprobTraceResultModel`` (logprob: the log-probability fields added) or ``ProxyTraceResultModel``. What a
+trace job stores and ``GET /v1/traces/{id}`` returns is ``TraceJobResult``: a union keyed on ``estimator``,
+one variant per estimator the service runs, each with the sentence's ``declared`` audit —
+``JudgedTraceJobResultModel``, ``ExpectedTraceJobResultModel`` (the common fields),
+``LogprobTraceJobResultModel`` (the log-probability fields required), ``BothTraceJobResultModel`` (the judged
+trace's fields at the top, and the log-probability trace ``logprob`` and the ``agreement`` required) and
+``ProxyTraceResultModel`` (the proxy's fields required; the log-probability fields when the proxy's scores
+are shown). ``estimator`` names the job's estimator: a ``both`` result says ``both`` though its top-level
+scores are the judged trace's. In ``/openapi.json`` ``TraceOut.result`` is a ``oneOf`` of the five
+components with a ``discriminator`` on ``estimator``.
 
 Results stored by earlier versions validate: fields added since (``alone``, ``redundancy``, the
-``billed``/``refused`` call counts, ``declared``, ``kind``, ``usage.estimated``) have defaults. A job
-result says its ``kind`` (``trace`` or ``probe``); one stored without it is told apart by its fields
-(``JobResult``).
+``billed``/``refused`` call counts, ``declared``, ``kind``, ``usage.estimated``) have defaults. A trace
+result stored before the union says ``estimator`` judged under ``both`` (with ``logprob`` and ``agreement``
+beside the judged trace), or no ``estimator`` at all: ``trace_estimator`` reads the first as ``both``, one
+with the proxy's fields as ``proxy`` and one without ``estimator`` as ``judged``, before the discriminator
+picks the variant (a validator before a discriminator on the field, not a callable ``Discriminator``: only a
+field's discriminator puts its ``mapping`` in the OpenAPI document). A job result says its ``kind``
+(``trace`` or ``probe``); one stored without it is told apart by its fields (``JobResult``).
 """
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Discriminator, Field, Tag, computed_field
+from pydantic import BaseModel, BeforeValidator, Discriminator, Field, Tag, TypeAdapter, computed_field
 
 from estimator.corpus.units import Layer
 from estimator.results.proxy import ProxyReportModel
@@ -39,18 +49,23 @@ from estimator.results.score import RESULT_CONFIG, Score, json_number
 __all__ = [
     "AgreementModel",
     "AgreementSummaryModel",
+    "BothTraceJobResultModel",
     "CallAccountModel",
     "DeclaredAuditModel",
     "DeclaredOutcome",
     "DeclaredRefModel",
     "DumpsAsModel",
+    "ExpectedTraceJobResultModel",
     "JobResult",
+    "JudgedTraceJobResultModel",
     "LayerScoreModel",
     "LogprobThresholdsModel",
+    "LogprobTraceJobResultModel",
     "LogprobTraceResultModel",
     "ProbeCallsModel",
     "ProbeResultModel",
     "ProbeVerdict",
+    "ProxyTraceResultModel",
     "QuoteCallsModel",
     "RefKind",
     "Role",
@@ -59,12 +74,14 @@ __all__ = [
     "SourceScoreModel",
     "SupportLabel",
     "SupportVerdictModel",
-    "TraceJobResultModel",
+    "TraceJobResult",
     "TraceResultModel",
     "UsageModel",
     "Verdict",
     "job_result_kind",
     "json_number",
+    "trace_estimator",
+    "trace_job_result",
 ]
 
 Role = Literal["grounds", "distractor", "irrelevant", "redundant"]
@@ -278,40 +295,123 @@ def _absent(value: object) -> bool:
     return value is None
 
 
-class TraceJobResultModel(TraceResultModel):
-    """The stored result of a trace job (``GET /v1/traces/{id}``): the trace, its declared-attribution
-    audit, under estimator both the log-probability trace and the agreement, and under estimator logprob
-    the log-probability fields of ``LogprobTraceResultModel``; a member that was not produced is absent,
-    not null."""
+def _declared() -> Any:
+    return Field(None, exclude_if=_absent, description="the declared-attribution audit of the sentence")
 
+
+class JudgedTraceJobResultModel(TraceResultModel):
+    """The stored result of a trace job under estimator judged: the trace and its declared-attribution audit."""
+
+    estimator: Literal["judged"] = Field(description="judged: the forced-choice judge's digit")
+    declared: DeclaredAuditModel | None = _declared()
+
+
+class ExpectedTraceJobResultModel(TraceResultModel):
+    """The stored result of a trace job under estimator expected: the trace and its declared-attribution audit."""
+
+    estimator: Literal["expected"] = Field(
+        description="expected: the judge's expected digit from its top log-probabilities"
+    )
+    declared: DeclaredAuditModel | None = _declared()
+
+
+class LogprobTraceJobResultModel(LogprobTraceResultModel):
+    """The stored result of a trace job under estimator logprob: the log-probability trace (scores in nats)
+    and its declared-attribution audit."""
+
+    estimator: Literal["logprob"] = Field(description="logprob: log p(claim) from a scoring-capable model")
+    declared: DeclaredAuditModel | None = _declared()
+
+
+class BothTraceJobResultModel(TraceResultModel):
+    """The stored result of a trace job under estimator both: the judged trace's fields (its scores are the
+    judge's digits), the log-probability trace of the same claim, their agreement, and the declared audit."""
+
+    estimator: Literal["both"] = Field(
+        description="both: the judged trace (these scores), then the log-probability trace beside it"
+    )
+    logprob: LogprobTraceResultModel = Field(description="the log-probability trace of the same claim")
+    agreement: AgreementModel = Field(description="how the two traces agree")
+    declared: DeclaredAuditModel | None = _declared()
+
+
+class ProxyTraceResultModel(TraceResultModel):
+    """A proxy trace (estimator proxy), as the estimator returns it and a trace job stores it: the trace's
+    fields, its log-probability fields when the proxy's scores are shown (confirmed; absent after a
+    fallback), the declared audit when made, and the proxy's own fields, always present."""
+
+    estimator: Literal["proxy"] = Field(
+        description="proxy: a local scoring model ranked the sources and the hosted judge confirmed the ranking"
+    )
     units: Literal["nats"] | None = Field(None, exclude_if=_absent)
     thresholds: LogprobThresholdsModel | None = Field(None, exclude_if=_absent)
     claim_tokens: int | None = Field(None, exclude_if=_absent)
     claim_token_logprobs: tuple[Score, ...] | None = Field(None, exclude_if=_absent)
     scorer_model: str | None = Field(None, exclude_if=_absent)
+    declared: DeclaredAuditModel | None = _declared()
+    proxy_model: str = Field(description="the local model that ranked the sources")
+    confirmed: bool = Field(
+        description="whether the hosted judge confirmed the proxy's ranking (else the full judged search ran)"
+    )
+    confirmation: str = Field(description="that, in words")
+    proxy: ProxyReportModel = Field(description="both rankings and the hosted judge's measurements")
 
-    logprob: LogprobTraceResultModel | None = Field(
-        None, exclude_if=_absent, description="estimator both: the log-probability trace of the same claim"
-    )
-    agreement: AgreementModel | None = Field(
-        None, exclude_if=_absent, description="estimator both: how the two traces agree"
-    )
-    declared: DeclaredAuditModel | None = Field(
-        None, exclude_if=_absent, description="the declared-attribution audit of the sentence"
-    )
-    proxy_model: str | None = Field(
-        None, exclude_if=_absent, description="estimator proxy: the local model that ranked the sources"
-    )
-    confirmed: bool | None = Field(
-        None,
-        exclude_if=_absent,
-        description="estimator proxy: whether the hosted "
-        "judge confirmed the proxy's ranking (else the full judged search ran)",
-    )
-    confirmation: str | None = Field(None, exclude_if=_absent, description="estimator proxy: that, in words")
-    proxy: ProxyReportModel | None = Field(
-        None, exclude_if=_absent, description="estimator proxy: both rankings and the hosted judge's measurements"
-    )
+
+_PROXY_MEMBERS = ("proxy_model", "confirmed", "confirmation", "proxy")
+_BOTH_MEMBERS = ("logprob", "agreement")
+
+
+def trace_estimator(value: Any) -> Any:
+    """A stored trace result with the ``estimator`` of its variant: one stored before the union said
+    ``judged`` under ``both`` (its ``logprob`` and ``agreement`` beside the judged trace) and may say
+    nothing; the proxy's fields make it ``proxy``, ``logprob``/``agreement`` make it ``both``, and one
+    without ``estimator`` is ``judged``. A result that already names another estimator is left as it is,
+    and a trace result the estimator returned (not a variant) is read by its fields."""
+    if isinstance(value, _TRACE_JOB_VARIANTS):
+        return value
+    if isinstance(value, BaseModel):
+        value = {name: getattr(value, name) for name in type(value).model_fields}
+    if not isinstance(value, dict):
+        return value
+    said = value.get("estimator")
+    if said not in (None, "judged"):
+        return value
+    if any(value.get(name) is not None for name in _PROXY_MEMBERS):
+        return {**value, "estimator": "proxy"}
+    if any(value.get(name) is not None for name in _BOTH_MEMBERS):
+        return {**value, "estimator": "both"}
+    return value if said == "judged" else {**value, "estimator": "judged"}
+
+
+_TRACE_JOB_VARIANTS = (
+    JudgedTraceJobResultModel,
+    ExpectedTraceJobResultModel,
+    LogprobTraceJobResultModel,
+    BothTraceJobResultModel,
+    ProxyTraceResultModel,
+)
+
+TraceJobResult = Annotated[
+    JudgedTraceJobResultModel
+    | ExpectedTraceJobResultModel
+    | LogprobTraceJobResultModel
+    | BothTraceJobResultModel
+    | ProxyTraceResultModel,
+    Field(discriminator="estimator"),
+    BeforeValidator(trace_estimator),
+]
+"""The stored result of a trace job (``GET /v1/traces/{id}``): one variant per estimator, keyed on
+``estimator``; earlier rows are read by ``trace_estimator`` first."""
+
+
+@cache
+def _trace_job_adapter() -> TypeAdapter[TraceJobResult]:
+    return TypeAdapter(TraceJobResult)
+
+
+def trace_job_result(value: Any) -> TraceJobResult:
+    """A stored trace result (its JSON, or a model with its fields) as its variant of ``TraceJobResult``."""
+    return _trace_job_adapter().validate_python(value)
 
 
 class ProbeCallsModel(_Model):
@@ -381,7 +481,7 @@ def job_result_kind(value: Any) -> str:
 
 
 JobResult = Annotated[
-    Annotated[TraceJobResultModel, Tag("trace")] | Annotated[ProbeResultModel, Tag("probe")],
+    Annotated[TraceJobResult, Tag("trace")] | Annotated[ProbeResultModel, Tag("probe")],
     Discriminator(job_result_kind),
 ]
 """The result of a job of either kind, told apart by ``kind``."""

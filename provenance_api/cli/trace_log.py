@@ -19,7 +19,7 @@ from estimator.cost import CostQuote
 from estimator.free_tier.selection import Selection
 from estimator.ledger import CallLedger
 from estimator.params import DEFAULT_PARAMS
-from estimator.results.models import TraceJobResultModel
+from estimator.results.models import TraceJobResult
 from estimator.seams.llm import LLM
 from provenance_api.cli.settings import load_settings
 from provenance_api.cli.style import Style
@@ -127,7 +127,7 @@ class TraceLog:
     async def finish(
         self,
         ledger: CallLedger,
-        result: TraceJobResultModel | None,
+        result: TraceJobResult | None,
         failure: str | None,
         query: str,
         corpus_digest: str,

@@ -111,7 +111,7 @@ def _table(items: list[TraceSummary], style: Style) -> str:
 
 def cmd_traces_show(args: argparse.Namespace) -> int:
     from estimator.params import Params
-    from estimator.results.models import TraceJobResultModel
+    from estimator.results.models import trace_job_result
     from provenance_api.cli import render_text
     from provenance_api.core.errors import NotFound
     from provenance_api.operations.trace_log import ShownTrace, logged_trace
@@ -140,7 +140,7 @@ def cmd_traces_show(args: argparse.Namespace) -> int:
     )
     sys.stdout.write(f"Turn   {job.turn_id}\nModel  {job.model}\n")
     if job.status == "succeeded" and job.result:
-        result = TraceJobResultModel.model_validate(job.result)
+        result = trace_job_result(job.result)
         corpus = free_tier.corpus_for(shown.turn, Params.model_validate(job.params))
         sys.stdout.write(render_text.trace_text(corpus, result, style))
         return 0

@@ -19,7 +19,7 @@ from estimator.results.models import (
     ProbeResultModel,
     QuoteCallsModel,
     ScoringQuoteModel,
-    TraceJobResultModel,
+    TraceJobResult,
     Verdict,
 )
 from estimator.results.proxy import ProxyQuoteModel
@@ -406,7 +406,9 @@ class TraceOut(_Out):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
-    result: TraceJobResultModel | None = Field(description="the trace result, only when status is succeeded")
+    result: TraceJobResult | None = Field(
+        description="the trace result, only when status is succeeded: one shape per estimator, keyed on estimator"
+    )
 
 
 TraceSort = Literal["-created_at", "created_at", "cost", "-cost"]

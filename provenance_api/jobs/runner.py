@@ -36,7 +36,7 @@ from estimator.ledger import CallEvent, CallLedger
 from estimator.loo.logprob_cost import EstimatorChoice
 from estimator.params import Params
 from estimator.probe import probe_source
-from estimator.results.models import ProbeResultModel, TraceJobResultModel
+from estimator.results.models import ProbeResultModel, TraceJobResult
 from estimator.results.trace import ProgressEvent
 from estimator.seams.llm import LLM, LLMRequest, Usage
 from estimator.seams.scorer import Scorer
@@ -399,7 +399,7 @@ class _Run:
 class _Done:
     """What one kind of job produced: the typed result (stored as its ``model_dump``) and its audit fields."""
 
-    result: TraceJobResultModel | ProbeResultModel
+    result: TraceJobResult | ProbeResultModel
     prompt_versions: dict[str, Any]
     params: dict[str, Any]
     usage: Usage

@@ -12,7 +12,7 @@ import math
 import re
 from datetime import datetime
 
-from estimator.results.models import SourceScoreModel, TraceJobResultModel
+from estimator.results.models import ProxyTraceResultModel, SourceScoreModel, TraceJobResult
 from provenance_api.core.glossary import GLOSSARY
 from provenance_api.core.schemas import TraceOut
 
@@ -74,9 +74,9 @@ def _calls(planned: int, made: int, cached: int, billed: int, failed: int) -> st
     )
 
 
-def _unit(result: TraceJobResultModel) -> tuple[str, str]:
-    """(unit, scale in words) of the trace's scores."""
-    if result.units == "nats" or result.estimator == "logprob":
+def _unit(result: TraceJobResult) -> tuple[str, str]:
+    """(unit, scale in words) of the trace's scores (a proxy's in nats when confirmed)."""
+    if result.estimator == "logprob" or (isinstance(result, ProxyTraceResultModel) and result.units == "nats"):
         return "nats", "log-probability of the claim's words, in nats"
     return "points", "on the judge's 1–9 scale of how likely the sources make the claim"
 
@@ -101,7 +101,7 @@ def _source(index: int, source: SourceScoreModel, unit: str) -> list[str]:
     return lines
 
 
-def _result_block(trace: TraceOut, result: TraceJobResultModel) -> list[str]:
+def _result_block(trace: TraceOut, result: TraceJobResult) -> list[str]:
     label, meaning = _words(f"verdict.{result.verdict}", result.verdict_text)
     unit, scale = _unit(result)
     out = [f"**Verdict: {label}** — {meaning}", ""]
@@ -127,7 +127,8 @@ def _result_block(trace: TraceOut, result: TraceJobResultModel) -> list[str]:
     if result.warnings:
         out += ["", "**Warnings**", ""] + [f"- {escape(w)}" for w in result.warnings]
     calls = result.calls
-    estimator_label, estimator_meaning = _words(f"estimator.{result.estimator}", result.estimator)
+    scored_by = "judged" if result.estimator == "both" else result.estimator  # both: the scores shown are judged
+    estimator_label, estimator_meaning = _words(f"estimator.{scored_by}", scored_by)
     cost = _cost(result.cost_usd, calls.billed)
     out += [
         "",

@@ -20,7 +20,7 @@ from estimator.cost import CostQuote
 from estimator.ledger import CallLedger
 from estimator.loo.logprob_cost import EstimatorChoice
 from estimator.params import Params
-from estimator.results.models import TraceJobResultModel, Verdict
+from estimator.results.models import TraceJobResult, Verdict
 from provenance_api.core.schemas import TraceSummary
 from provenance_api.operations.tracing import job_calls
 from provenance_api.storage import crud_calls, crud_traces, crud_turns
@@ -118,7 +118,7 @@ async def finish_cli_trace(
     logged: LoggedTrace,
     ledger: CallLedger,
     *,
-    result: TraceJobResultModel | None,
+    result: TraceJobResult | None,
     reason: str | None,
     query: str,
     corpus_digest: str,

@@ -15,7 +15,7 @@ from estimator.corpus.turn import StoredTurn
 from estimator.corpus.units import Corpus
 from estimator.loo.logprob_cost import EstimatorChoice
 from estimator.params import Params
-from estimator.results.models import ProbeResultModel, TraceJobResultModel
+from estimator.results.models import ProbeResultModel, trace_job_result
 from provenance_api.core.errors import Conflict, InvalidInput, RateLimited
 from provenance_api.core.observability import trace_id_var
 from provenance_api.core.schemas import (
@@ -351,7 +351,7 @@ def trace_out(job: JobRecord) -> TraceOut:
         created_at=job.created_at,
         started_at=job.started_at,
         finished_at=job.finished_at,
-        result=TraceJobResultModel.model_validate(job.result) if job.status == "succeeded" and job.result else None,
+        result=trace_job_result(job.result) if job.status == "succeeded" and job.result else None,
     )
 
 

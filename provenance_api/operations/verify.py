@@ -19,7 +19,7 @@ import anyio.to_thread
 
 from estimator.audit.answer_gate import GateSentence, SentenceOutcome, decide, outcome_from_trace, quoted_outcome
 from estimator.audit.declared import audit_declared, audit_trace
-from estimator.results.models import DeclaredAuditModel, TraceJobResultModel
+from estimator.results.models import DeclaredAuditModel, trace_job_result
 from provenance_api.core.errors import CostRefused, ProvenanceError
 from provenance_api.core.schemas import TraceCalls, VerifyIn, VerifyOut, VerifySentenceOut
 from provenance_api.operations.auth import Principal
@@ -137,7 +137,7 @@ async def verify_turn(services: Services, caller: Principal, turn_id: str, body:
         sid = job.segment_id or ""
         by_segment[sid] = job
         if job.status == "succeeded" and job.result is not None:
-            traced = TraceJobResultModel.model_validate(job.result)
+            traced = trace_job_result(job.result)
             audit = audit_trace(text[sid], corpus, traced)
             outcomes[sid] = outcome_from_trace(sid, traced, audit)
             declared[sid] = audit

@@ -84,7 +84,9 @@ def test_both_stores_the_judged_result_with_logprob_and_agreement(api: httpx.Cli
     quote = api.post("/v1/quotes", json={"turn_id": "t-small-1", "sentence": SMALL_CLAIM, "estimator": "both"})
     assert quote.json()["estimator"] == "both"
     result = run(api, {"quote_id": quote.json()["quote_id"]})["result"]
-    assert result["estimator"] != "logprob" and result["logprob"]["estimator"] == "logprob"
+    # the result names the job's estimator; its top-level scores are the judged trace's (no nats)
+    assert result["estimator"] == "both" and result["logprob"]["estimator"] == "logprob"
+    assert "units" not in result and result["verdict"] == result["agreement"]["judged"]["verdict"]
     agree = result["agreement"]
     assert agree["same_verdict"] is True and agree["same_top_source"] is True
     assert agree["judged"]["top_source"] == agree["logprob"]["top_source"] == tool_source(api)

@@ -208,6 +208,28 @@ def test_a_proxy_trace_the_judge_disagrees_with_shows_the_judged_ranking_and_why
         assert run.errors == []
 
 
+def test_a_both_trace_says_its_scores_are_the_judged_traces(served: ProxyServed) -> None:
+    """A trace under estimator both: its result says both, and the page shows its top-level scores as the
+    judged trace's, as it did when the result said judged; there is no proxy block."""
+    v, turn_id = served.v, CONFIRMED_TURN["turn_id"]
+    quote = v.api.post("/v1/quotes", json={"turn_id": turn_id, "sentence": SMALL_CLAIM, "estimator": "both"})
+    assert quote.status_code == 201, quote.text
+    started = v.api.post("/v1/traces", json={"quote_id": quote.json()["quote_id"]})
+    assert started.status_code == 202, started.text
+    done = v.api.get(f"/v1/traces/{started.json()['trace_id']}", params={"wait": "true"}, timeout=120).json()
+    assert done["status"] == "succeeded", done
+    assert done["result"]["estimator"] == "both" and done["result"]["logprob"]["units"] == "nats"
+    with browser("both-scores") as run:
+        sign_in_as_admin(run, v, f"#/turn/{turn_id}/trace/{done['trace_id']}")
+        page = run.page
+        expect(page.locator("#result-estimator .term")).to_have_attribute("data-term", "estimator.judged")
+        expect(page.locator("#result-estimator [data-glossary-label]")).to_have_text(
+            served.glossary["estimator.judged"]["label"]
+        )
+        expect(page.locator("#proxy-panel")).to_have_count(0)
+        assert run.errors == []
+
+
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_the_proxy_block_is_accessible_and_fits_390_px(served: ProxyServed, scheme: str) -> None:
     found: dict[str, list[dict[str, Any]]] = {}

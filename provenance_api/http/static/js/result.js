@@ -30,7 +30,9 @@ export function renderResult(t) {
   state.resultTrace = t;
   const wrap = h('div', { class: 'panel', id: 'result-panel' });
   const estimator = r.estimator || 'judged';
-  const scores = estimator === 'proxy' && r.confirmed === false ? 'judged' : estimator;  // after a fallback: the judge's
+  // The estimator of the scores shown: after a proxy's fallback the judge's; under both the judged trace's
+  // (its log-probability trace and their agreement are beside it in the result).
+  const scores = (estimator === 'proxy' && r.confirmed === false) || estimator === 'both' ? 'judged' : estimator;
   wrap.append(
     h('h2', { id: 'result-title', tabindex: '-1' }, 'Result'),
     h('blockquote', { class: 'claim' }, t.claim),
