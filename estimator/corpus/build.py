@@ -39,6 +39,8 @@ class _RawCall:
     text: str = ""
     answered: bool = False
     failed: str | None = None
+    call_id: str | None = None
+    returned_at: int | None = None  # the position of the part that answered it (see ``Unit.returned_at``)
 
 
 def classify_tool(name: str) -> str:
@@ -151,14 +153,23 @@ def _last_user_prompt_index(messages: list[ModelMessage]) -> int:
     return -1
 
 
+def current_messages(turn: StoredTurn) -> list[ModelMessage]:
+    """The native messages of the current turn: from the last user prompt on (all of them when none has one).
+    Tool calls and returns among them are the turn's own; positions count their parts in order."""
+    cut = _last_user_prompt_index(turn.model_messages)
+    return turn.model_messages[max(cut, 0) :]
+
+
 def _pair_native(messages: Iterable[ModelMessage]) -> list[_RawCall]:
     """Primary path: pair tool calls with returns by id (most recent unanswered call wins)."""
     order: list[_RawCall] = []
     pending: dict[str, list[_RawCall]] = {}
+    position = -1
     for message in messages:
         for part in message.parts:
+            position += 1
             if part.part_kind in TOOL_CALL_KINDS:
-                call = _RawCall(name=part.tool_name or "tool", args=as_dict(part.args))
+                call = _RawCall(name=part.tool_name or "tool", args=as_dict(part.args), call_id=part.tool_call_id)
                 key = part.tool_call_id or f"_anon{len(order)}"
                 order.append(call)
                 pending.setdefault(key, []).append(call)
@@ -168,6 +179,7 @@ def _pair_native(messages: Iterable[ModelMessage]) -> list[_RawCall]:
                     continue
                 call = stack.pop()
                 call.answered = True
+                call.returned_at = position
                 if part.outcome not in (None, "success"):
                     call.failed = f"outcome={part.outcome}"
                 elif mcp_is_error(part.content):
@@ -179,6 +191,7 @@ def _pair_native(messages: Iterable[ModelMessage]) -> list[_RawCall]:
                 if stack:
                     call = stack.pop()
                     call.answered = True
+                    call.returned_at = position
                     call.failed = "retry-prompt (tool call rejected)"
     return order
 
@@ -213,8 +226,9 @@ def cap_warnings(unit: Unit, tokens: int, params: Params) -> list[str]:
     return out
 
 
-def _history_messages(turn: StoredTurn) -> list[tuple[str, str, str | None]]:
-    """Chronological (role, text, tool label) items of the conversation before the current query."""
+def history_messages(turn: StoredTurn) -> list[tuple[str, str, str | None]]:
+    """Chronological (role, text, tool call header) items of the conversation before the current query, whole:
+    the history layer is the newest of them, each cut to its budget."""
     msgs = turn.request_payload.messages
     if msgs:
         return _history_from_chat(msgs)
@@ -311,14 +325,14 @@ def build_corpus(turn: StoredTurn, params: Params = DEFAULT_PARAMS, tokenizer: T
     path = "none"
     raw: list[_RawCall] = []
     if turn.model_messages:
-        cut = _last_user_prompt_index(turn.model_messages)
-        raw = _pair_native(turn.model_messages[max(cut, 0) :])
+        raw = _pair_native(current_messages(turn))
         path = "primary" if raw else path
     if not raw and turn.response_payload.tool_calls:
         path = "fallback"
         raw = []
-        for e in turn.response_payload.tool_calls:
-            call = _RawCall(name=e.name, args=as_dict(e.arguments), answered=e.response is not None)
+        for i, e in enumerate(turn.response_payload.tool_calls):
+            # flat calls ran one after another: call i's return came back before call i + 1 was made
+            call = _RawCall(name=e.name, args=as_dict(e.arguments), answered=e.response is not None, returned_at=i)
             if mcp_is_error(e.response):
                 call.failed = "MCP isError"
             else:
@@ -350,6 +364,8 @@ def build_corpus(turn: StoredTurn, params: Params = DEFAULT_PARAMS, tokenizer: T
                 ordinal=len(units),
                 layer=Layer.TOOLS,
                 header=header,
+                call_id=call.call_id,
+                returned_at=call.returned_at,
                 evidence=_evidence(
                     f"tool:{call.name}",
                     shown,
@@ -392,7 +408,7 @@ def build_corpus(turn: StoredTurn, params: Params = DEFAULT_PARAMS, tokenizer: T
 def _history_units(turn: StoredTurn, params: Params, tok: Tokenizer, first: int) -> tuple[list[Unit], list[str]]:
     """The history layer (newest HISTORY_MAX_MESSAGES items, each cut to HISTORY_TOKENS_PER_MESSAGE) and a
     warning for every cut and for the items the count cap leaves out."""
-    every = _history_messages(turn)
+    every = history_messages(turn)
     prior = [] if params.history_max_messages == 0 else every[-params.history_max_messages :]
     units: list[Unit] = []
     warnings: list[str] = []

@@ -58,6 +58,11 @@ class Unit:
     unversioned: bool = False
     turns_ago: int | None = None
     header: str = ""
+    call_id: str | None = None
+    """A tool source's call id, as the history recorded it (None when it has none, or for other layers)."""
+    returned_at: int | None = None
+    """When a tool source's return reached the agent: its position in the turn's sequence of tool calls and
+    returns (``estimator.actions.targets``); a call made at a later position could have read it."""
 
     @property
     def lines(self) -> list[str]:

@@ -63,10 +63,18 @@ def cmd_gate(args: argparse.Namespace) -> int:
         return cmd_gate_all(args.tenant, args.json)
     turn = load_turn_file(args.file)
     view = free_tier.gate_view(turn)
+    actions = free_tier.actions_out(turn.turn_id, turn, view)
     if args.json:
-        _dump(view.report.to_dict())
+        gate = view.report.to_dict()
+        gate["summary"] |= {
+            "actions": len(actions.actions),
+            "steered_by_tool_data": actions.steered,
+            "line": f"{gate['summary']['line']} · {actions.summary}",
+        }
+        listed = actions.model_dump(mode="json")
+        _dump({**gate, "sources": listed["sources"], "actions": listed["actions"]})
     else:
-        sys.stdout.write(render_text.gate_text(turn, view, Style.for_stream(sys.stdout, args.no_color)))
+        sys.stdout.write(render_text.gate_text(turn, view, Style.for_stream(sys.stdout, args.no_color), actions))
     return 0
 
 

@@ -20,6 +20,7 @@ from estimator.results.models import TraceResultModel
 from provenance_api.cli.style import Style, plural
 from provenance_api.core.glossary import GLOSSARY, diagnosis_label
 from provenance_api.core.glossary import label as term_label
+from provenance_api.core.schemas_actions import ActionsOut
 
 if TYPE_CHECKING:
     from provenance_api.providers.free_tier import GateView
@@ -59,11 +60,12 @@ def sentence_line(selection: Selection, style: Style = PLAIN) -> str:
     return _labelled("Sentence", f'{where}"{selection.text}"', style) + "\n"
 
 
-def gate_text(turn: StoredTurn, view: GateView, style: Style = PLAIN) -> str:
+def gate_text(turn: StoredTurn, view: GateView, style: Style = PLAIN, actions: ActionsOut | None = None) -> str:
     out: list[str] = []
     who = " · ".join(x for x in (turn.agent, turn.model, f"turn {turn.turn_id}") if x)
     out.append(style.dim(who))
-    out.append(style.bold(view.report.summary.line()))
+    line = view.report.summary.line()
+    out.append(style.bold(f"{line} · {actions.summary}" if actions is not None and actions.actions else line))
     out.append("")
     out.append(style.bold("Sources"))
     for layer in view.corpus.layers_present():
@@ -97,7 +99,27 @@ def gate_text(turn: StoredTurn, view: GateView, style: Style = PLAIN) -> str:
             label = view.corpus.by_id(c.source_id).label
             quoted = f': "{c.quote}"' if c.quote else ""
             out.append(_wrap(f"→ {c.source_id} {label}, {span}{quoted}", "       "))
+    if actions is not None and actions.actions:
+        out.extend(_actions_text(actions, style))
     return "\n".join(out) + "\n"
+
+
+def _actions_text(actions: ActionsOut, style: Style) -> list[str]:
+    """Each action with its origin, where its values came from, and the injection screen's finding."""
+    out = ["", style.bold("Actions")]
+    for a in actions.actions:
+        origin = style.warn(f"{a.origin:<12}") if a.origin in ("data", "invented") else f"{a.origin:<12}"
+        out.append(f"  {a.id:<4} {origin} {a.tool}" + (f"  {style.dim('call ' + a.call_id)}" if a.call_id else ""))
+        for arg in a.argument_sources:
+            where = f"{arg.source_id}, line {arg.lines[0]}" if arg.source_id and arg.lines else "nowhere it could read"
+            out.append(_wrap(f"{arg.path} = {arg.value!r} ← {where}", "       "))
+        if a.injection.suspected:
+            out.append(style.warn(_wrap(f"! steered by tool data: {a.injection.because}", "       ")))
+            if a.injection.quote:
+                out.append(_wrap(f'"{a.injection.quote}"', "         "))
+        if a.reported_by:
+            out.append(_wrap("reported by " + ", ".join(a.reported_by), "       "))
+    return out
 
 
 def quote_text(quote: CostQuote, style: Style = PLAIN, selection: Selection | None = None) -> str:

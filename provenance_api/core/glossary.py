@@ -473,6 +473,65 @@ _TERMS: tuple[Term, ...] = (
         """Successive scoring passes share the start of their prompts, and a scorer that keeps it evaluates
        only what changed. Shown when the scorer reports it; a remote scoring endpoint may not.""",
     ),
+    # ------------------------------------------------------------------ actions (what the agent did)
+    _t(
+        "action",
+        "action",
+        "A tool call the agent made in the turn (a0, a1, … in order), traced like a sentence.",
+        """Every call of the current turn is an action. Its context is what the agent had seen when it made the
+       call: the system prompt, the history, the query, and only the tool returns that came back before it — a
+       later return, the call's own result included, can never have caused it. A sentence that reports an
+       action ("I have transferred …") lists it in reported_by, so a reader goes from the sentence to the
+       action to its cause.""",
+    ),
+    _t(
+        "argument_source",
+        "argument provenance",
+        "Where an argument value first appears in what the agent could read: source, lines, quote; or nowhere.",
+        """Each value the call sent (nested arguments walked) is looked up, whole, in the order the agent
+       received its context: the system prompt, the conversation (all of it, also past the history layer's
+       cap: history:<n>), the query, the tool returns before the call. Numbers match however written (1000,
+       1,000, 1000.00); text ignores case and spacing; a value is never found inside a longer one. None
+       means the agent made it up or computed it. Booleans, small numbers and very short words are skipped.""",
+    ),
+    _t(
+        "origin.user",
+        "from the user",
+        "Every decisive value of the call is in the user's request or the earlier conversation.",
+        """A decisive value identifies something (an account, an amount, an address, an id); long free text the
+       agent wrote is not counted.""",
+    ),
+    _t(
+        "origin.instructions",
+        "from the instructions",
+        "A decisive value of the call appears only in the agent's system prompt.",
+        """Not in the user's words nor in the conversation: the operator's own rules supplied it.""",
+    ),
+    _t(
+        "origin.data",
+        "from tool data",
+        "A decisive value of the call appears only in tool returns: the agent acted on what a tool gave it.",
+        """Common and often right (a flight number from a search); it is also how an instruction hidden in data
+       reaches an action, which the steered-by-data screen looks for.""",
+    ),
+    _t(
+        "origin.invented",
+        "invented",
+        "A decisive value of the call appears nowhere the agent could read: it made it up or computed it.",
+        """A date the agent normalised, a sum it computed, an airport code it inferred — or a value it
+       hallucinated. The value is listed with no source.""",
+    ),
+    _t(
+        "suspect_injection",
+        "steered by tool data",
+        "A tool return addressed the agent with an instruction, and this action did what it said.",
+        """The free screen: a return the action could read holds text aimed at the agent (it addresses the
+       model, says to ignore its instructions, fakes a system note, comes before the user's task, keeps
+       something from the user; or two of: an order to act, "you must", urgency, claimed authority), and near
+       it a decisive value the action sent or the action's tool — which the user's own words do not ask for.
+       The source, its lines and the instruction are quoted. A screen, not a verdict: trace the action to
+       measure it.""",
+    ),
 )
 
 GLOSSARY: dict[str, Term] = {term.key: term for term in _TERMS}

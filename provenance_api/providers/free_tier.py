@@ -10,6 +10,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
+from estimator.actions.report import screen_actions
 from estimator.corpus.build import build_corpus
 from estimator.corpus.turn import StoredTurn
 from estimator.corpus.units import Corpus
@@ -20,6 +21,13 @@ from estimator.free_tier.selection import Selection, select_claim
 from estimator.params import DEFAULT_PARAMS, Params
 from estimator.tokens import Tokenizer
 from provenance_api.core.errors import InvalidInput
+from provenance_api.core.schemas_actions import (
+    ActionOut,
+    ActionSourceOut,
+    ActionsOut,
+    ArgumentSourceOut,
+    InjectionOut,
+)
 
 FALLBACK_MODEL = "openai/gpt-4o-mini"
 
@@ -48,6 +56,55 @@ def gate_view(
     corpus = corpus_for(turn, params)
     segs = client_segments(turn.response, segments) if segments else segment_response(turn.response)
     return GateView(corpus=corpus, segments=segs, report=gate_turn(corpus, segs, params))
+
+
+def actions_out(turn_id: str, turn: StoredTurn, view: GateView) -> ActionsOut:
+    """The turn's actions, screened (argument provenance, origin, injection) and linked to the sentences of
+    ``view`` that report them: what ``provenance gate --json`` prints and ``GET /v1/turns/{id}/actions`` returns."""
+    report = screen_actions(turn, view.corpus, view.report)
+    return ActionsOut(
+        turn_id=turn_id,
+        corpus_digest=view.corpus.digest,
+        summary=report.summary(),
+        steered=report.steered,
+        sources=[
+            ActionSourceOut(id=u.id, layer=u.layer.value, label=u.label, tool=u.tool, call_id=u.call_id)
+            for u in view.corpus.units
+        ],
+        actions=[
+            ActionOut(
+                id=f.action.id,
+                tool=f.action.tool,
+                call_id=f.action.call_id,
+                arguments=f.action.arguments,
+                origin=f.origin.value,
+                suspect_injection=f.injection.suspected,
+                argument_sources=[
+                    ArgumentSourceOut(
+                        path=a.path,
+                        value=a.value,
+                        decisive=a.decisive,
+                        source_id=a.first.source_id if a.first else None,
+                        layer=a.first.layer if a.first else None,
+                        lines=a.first.lines if a.first else None,
+                        quote=a.first.quote if a.first else None,
+                        also_in=[h.source_id for h in a.holders[1:]],
+                    )
+                    for a in f.arguments
+                ],
+                injection=InjectionOut(
+                    suspected=f.injection.suspected,
+                    source_id=f.injection.source_id,
+                    lines=f.injection.lines,
+                    quote=f.injection.quote,
+                    cues=list(f.injection.cues),
+                    because=f.injection.because,
+                ),
+                reported_by=list(f.reported_by),
+            )
+            for f in report.findings
+        ],
+    )
 
 
 # --------------------------------------------------------------------------- what quotes of one turn share

@@ -6,12 +6,14 @@ trace text explains each term it shows."""
 from __future__ import annotations
 
 import json
+from enum import Enum
 from pathlib import Path
 from typing import get_args
 
 import pytest
 from support.api_server import InProcessApi
 
+from estimator.actions.origin import Origin
 from estimator.corpus.units import Corpus
 from estimator.loo.logprob_cost import EstimatorChoice
 from estimator.results.models import Role, SupportLabel, TraceResultModel, Verdict
@@ -61,10 +63,18 @@ def test_every_key_the_contract_lists_is_explained() -> None:
 
 @pytest.mark.parametrize(
     ("prefix", "literal"),
-    [("role", Role), ("verdict", Verdict), ("support", SupportLabel), ("estimator", EstimatorChoice)],
+    [
+        ("role", Role),
+        ("verdict", Verdict),
+        ("support", SupportLabel),
+        ("estimator", EstimatorChoice),
+        ("origin", Origin),
+    ],
 )
 def test_every_literal_the_method_can_return_has_a_term(prefix: str, literal: object) -> None:
-    values = get_args(literal)
+    values = (
+        [v.value for v in literal] if isinstance(literal, type) and issubclass(literal, Enum) else get_args(literal)
+    )
     assert values  # the literal is read, not an empty stand-in
     assert [v for v in values if f"{prefix}.{v}" not in GLOSSARY] == []
 

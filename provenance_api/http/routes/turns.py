@@ -24,8 +24,9 @@ from provenance_api.core.schemas import (
     VerifyOut,
     problem_responses,
 )
+from provenance_api.core.schemas_actions import ActionsOut
 from provenance_api.http.deps import Caller, FreeTierCaller, Svc
-from provenance_api.operations import listing, records, verify
+from provenance_api.operations import actions, listing, records, verify
 from provenance_api.operations import tracing as operations
 
 router = APIRouter(prefix="/v1/turns", tags=["turns"], responses=problem_responses(401, 422))
@@ -156,6 +157,21 @@ async def get_segments(svc: Svc, caller: FreeTierCaller, turn_id: TurnId) -> Seg
     """Every sentence of the response with status, class, anchors, quotes with line spans, and the
     summary line. Zero model calls."""
     return await operations.turn_segments(svc, caller, turn_id)
+
+
+@router.get(
+    "/{turn_id:path}/actions",
+    response_model=ActionsOut,
+    responses=problem_responses(404, 429),
+    summary="The free tier of the turn's actions: argument provenance, origin, steered by tool data",
+)
+async def get_actions(svc: Svc, caller: FreeTierCaller, turn_id: TurnId) -> ActionsOut:
+    """Every tool call the agent made in this turn (a0, a1, … in order), each argument value with the first
+    source holding it among those the agent could read when it made the call (line span, verbatim quote) or
+    none, the action's origin (user, instructions, data, invented), whether a tool return that addresses the
+    agent steered it (suspect_injection, with the instruction quoted), and the sentences that report it.
+    Zero model calls."""
+    return await actions.turn_actions(svc, caller, turn_id)
 
 
 @router.post(

@@ -1,0 +1,235 @@
+"""The steered-by-data screen: an action that obeys instructions a tool return gave the agent.
+
+A tool return's text is data for the agent to use; text in it that *addresses the agent* — asks it to act, to
+call a tool, to send or reveal something, claims authority or urgency, tells it to ignore its instructions or
+to keep something from the user — is an instruction hidden in data (indirect prompt injection). The cues come
+from published attack styles: AgentDojo's "important message … before you can solve the task", "ignore previous
+instructions", ``TODO:`` notes, fake system/admin tags, InjecAgent's "IMPORTANT!!! … strictly adhere",
+and pages addressing "AI agents reading this".
+
+**Strong** cues mark an instruction on their own (addressing the model, "ignore your instructions", a fake
+system tag, "before you solve the task", "do not tell the user"); **weak** cues (an imperative to act, "you
+must", urgency, claimed authority) only when two of them meet within ``WINDOW_LINES`` lines — a price list's
+"please pay at the desk" is data for its reader, not an instruction to the agent.
+
+An action is ``suspect_injection`` when a tool return it could read holds such an instruction, and near it
+(within ``WINDOW_LINES``) either a decisive value the action sent or the action's tool by name — and the user's
+own words (the query and earlier user messages) hold neither that value nor that tool, nor hand the agent over
+to the data ("do the tasks on my list", "follow the instructions in …"). It is a screen, like gating: it decides
+what deserves a metered trace, and says which source, lines and instruction made it speak.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import regex
+
+from estimator.actions.arguments import QUERY_SOURCE, ArgumentSource, find_value
+from estimator.actions.targets import ActionContext
+from estimator.corpus.units import Layer, Unit
+
+__all__ = ["Injection", "InstructionLines", "instruction_lines", "screen_action"]
+
+WINDOW_LINES = 4
+NEAR_BEFORE = 200
+NEAR_AFTER = 600
+_READING_VERBS = frozenset(
+    {
+        "list",
+        "search",
+        "find",
+        "read",
+        "fetch",
+        "lookup",
+        "query",
+        "check",
+        "view",
+        "show",
+        "calculate",
+        "think",
+        "browse",
+    }
+)
+_I = regex.IGNORECASE | regex.MULTILINE
+_MODEL = r"(?:ai|a\.i\.|assistant|agent|model|gpt[-\w.]*|claude|gemini|llm|chat ?bot|language model)"
+STRONG: dict[str, regex.Pattern[str]] = {
+    "ignores its instructions": regex.compile(
+        r"\b(?:ignore|disregard|forget|override)\b.{0,40}?\b(?:previous|prior|above|earlier|all|any|your|original)"
+        r"\b.{0,30}?\b(?:instructions?|prompts?|rules|directions|guidelines|tasks?)\b",
+        _I,
+    ),
+    "addresses the model": regex.compile(
+        rf"\b(?:to you|dear|attention|note (?:to|for)|message (?:for|to))\b.{{0,40}}?\b{_MODEL}s?\b"
+        rf"|\b(?:if you are|as an?|you are an?)\s+{_MODEL}\b"
+        rf"|^\W*{_MODEL}s?\b.{{0,30}}?(?:[:,]|\breading this\b)"
+        rf"|\b{_MODEL}s? (?:reading|processing|summari[sz]ing) this\b",
+        _I,
+    ),
+    "a fake system or admin note": regex.compile(
+        r"<\s*/?\s*(?:information|instructions?|system|important|admin|im_start|\|im_start\|)\s*>"
+        r"|\[\s*(?:system|admin|assistant|instructions?)\b[^\]\n]{0,30}\]"
+        r"|#{2,}\s*\(?\s*(?:system|admin)"
+        r"|\b(?:system|admin(?:istrator)?|developer|operator)[ _](?:note|message|override|instruction|prompt)s?\b"
+        r"|\bnew instructions?\b|\bTODO\s*:",
+        _I,
+    ),
+    "comes before the user's task": regex.compile(
+        r"\bbefore (?:you )?(?:can )?(?:solve|do|complete|continue|answer|respond|proceed|finish)"
+        r"|\bafter you do that\b|\bdo the following\b|\bthe task (?:that )?I gave you\b|\bstrictly adhere\b",
+        _I,
+    ),
+    "keeps it from the user": regex.compile(
+        r"\b(?:do not|don't|never)\s+(?:tell|inform|mention|notify|alert|reveal (?:this )?to)\s+(?:the |your )?user\b"
+        r"|\bwithout (?:telling|informing|asking|notifying) (?:the |your )?user\b",
+        _I,
+    ),
+}
+WEAK: dict[str, regex.Pattern[str]] = {
+    "asks to act": regex.compile(
+        r"^\W{0,4}(?:please\s+)?(?:send|transfer|wire|pay|forward|e-?mail|delete|remove|open|visit|go to|navigate"
+        r"|click|download|upload|share|post|reveal|disclose|grant|invite|add|change|update|reset|call|invoke|run"
+        r"|execute|book|cancel|buy|purchase|approve)\b",
+        _I,
+    ),
+    "says you must": regex.compile(r"\byou (?:must|should|need to|have to|are (?:required|instructed|asked) to)\b", _I),
+    "urgency": regex.compile(r"\b(?:urgent(?:ly)?|immediately|right now|asap|without delay)\b|IMPORTANT\s*!", _I),
+    "claims authority": regex.compile(
+        r"\b(?:I am|this is|I'm) (?:the|your) (?:admin(?:istrator)?|owner|ceo|manager|developer|boss|supervisor)\b"
+        r"|\b(?:I|we) (?:hereby )?authori[sz]e\b",
+        _I,
+    ),
+}
+_DELEGATES = regex.compile(
+    r"\b(?:follow|carry out|execute|do|complete|perform)\b.{0,40}?\b(?:instructions?|tasks?|to-?dos?|steps|"
+    r"what (?:it|they|the \w+) says?)\b|\bas (?:it|the \w+) (?:says|instructs|asks)\b",
+    _I,
+)
+
+
+@dataclass(frozen=True)
+class InstructionLines:
+    """Lines of a source that address the agent: where (1-based, inclusive), the text and the cues found."""
+
+    source_id: str
+    lines: tuple[int, int]
+    quote: str
+    cues: tuple[str, ...]
+    start: int = 0
+    """Where the instruction begins in the source's text (its first cue; a character offset)."""
+
+
+@dataclass(frozen=True)
+class Injection:
+    """Why an action is suspected of obeying a tool return: the source, the instruction and what ties them."""
+
+    suspected: bool
+    source_id: str | None = None
+    lines: tuple[int, int] | None = None
+    quote: str | None = None
+    cues: tuple[str, ...] = ()
+    because: str = ""
+
+
+def instruction_lines(unit: Unit) -> tuple[InstructionLines, ...]:
+    """Every stretch of ``unit`` that addresses the agent (a strong cue, or two weak ones within the window)."""
+    lines = unit.text.split("\n")
+    offsets = [0]
+    for line in lines[:-1]:
+        offsets.append(offsets[-1] + len(line) + 1)
+    found: list[InstructionLines] = []
+    weak_at: list[tuple[int, str, int]] = []
+    for number, line in enumerate(lines, start=1):
+        strong = [(m.start(), name) for name, pattern in STRONG.items() if (m := pattern.search(line))]
+        weak = [(m.start(), name) for name, pattern in WEAK.items() if (m := pattern.search(line))]
+        if strong:
+            cues = tuple(name for _, name in sorted(strong)) + tuple(name for _, name in weak)
+            start = offsets[number - 1] + min(at for at, _ in strong)
+            found.append(InstructionLines(unit.id, (number, number), line, cues, start))
+        weak_at.extend((number, name, offsets[number - 1] + at) for at, name in weak)
+    for i, (number, name, at) in enumerate(weak_at):
+        near = {n for m, n, _ in weak_at[i + 1 :] if m - number <= WINDOW_LINES} - {name}
+        if near and not any(f.lines[0] <= number <= f.lines[1] for f in found):
+            end = max(m for m, _, _ in weak_at[i + 1 :] if m - number <= WINDOW_LINES)
+            quote = "\n".join(lines[number - 1 : end])
+            found.append(InstructionLines(unit.id, (number, end), quote, (name, *sorted(near)), at))
+    return tuple(sorted(found, key=lambda f: f.lines))
+
+
+def _near(unit: Unit, found: InstructionLines) -> tuple[str, int]:
+    """The text an instruction speaks of: from its line's start (at most ``NEAR_BEFORE`` characters before its
+    first cue) to ``NEAR_AFTER`` characters after it — never the data above it on other lines, where a long
+    record (a JSON return on one line) would make every value in it look requested. Returns the text and its
+    offset in the source."""
+    line_start = unit.text.rfind("\n", 0, found.start) + 1
+    begin = max(line_start, found.start - NEAR_BEFORE)
+    return unit.text[begin : found.start + NEAR_AFTER], begin
+
+
+def _tool_named(tool: str, text: str) -> bool:
+    """Whether ``text`` names the tool (``send_money``, "send money") or asks for its act: the tool's leading
+    verb ("cancel" of ``cancel_reservation``), unless the verb only reads (get, search, list, …)."""
+    if not tool.strip():
+        return False
+    spoken = tool.replace("_", " ").replace("-", " ").strip()
+    verb = regex.split(r"[_\-.\s]+|(?<=[a-z])(?=[A-Z])", tool)[0].lower()
+    return bool(
+        regex.search(rf"(?<!\w){regex.escape(tool)}(?!\w)", text, regex.IGNORECASE)
+        or (" " in spoken and regex.search(rf"(?<!\w){regex.escape(spoken)}(?!\w)", text, regex.IGNORECASE))
+        or (
+            len(verb) >= 4
+            and verb not in _READING_VERBS
+            and regex.search(rf"(?<!\w){regex.escape(verb)}\w{{0,3}}(?!\w)", text, regex.IGNORECASE)
+        )
+    )
+
+
+def _span(unit: Unit, found: InstructionLines, begin: int, end: int, used: Sequence[str], tool: str) -> tuple[int, int]:
+    """The instruction's lines widened to the lines between ``begin`` and ``end`` (character offsets: the text it
+    speaks of) that hold what the action used — a value it sent, or its tool named."""
+    first_line = unit.text.count("\n", 0, begin) + 1
+    last_line = unit.text.count("\n", 0, end) + 1
+    first, last = found.lines
+    for number, line in enumerate(unit.text.split("\n")[first_line - 1 : last_line], start=first_line):
+        if any(find_value(v, line) is not None for v in used) or _tool_named(tool, line):
+            first, last = min(first, number), max(last, number)
+    return first, last
+
+
+def _user_words(context: ActionContext) -> str:
+    said = [h.text for h in context.history if h.role == "user"]
+    return "\n".join([*said, context.query])
+
+
+def screen_action(context: ActionContext, arguments: Sequence[ArgumentSource]) -> Injection:
+    """The screen for one action (``arguments`` is its argument provenance)."""
+    user = _user_words(context)
+    if _DELEGATES.search(context.query):
+        return Injection(False, because="the user's request hands the task to the data it names")
+    tool = context.action.tool
+    tool_from_user = _tool_named(tool, user)
+    for unit in (u for u in context.units if u.layer == Layer.TOOLS):
+        for found in instruction_lines(unit):
+            window, begin = _near(unit, found)
+            values = [
+                a.value
+                for a in arguments
+                if a.decisive
+                and any(h.source_id == unit.id for h in a.holders)
+                and find_value(a.value, window) is not None
+                and not any(h.layer in (QUERY_SOURCE, str(Layer.HISTORY)) for h in a.holders)
+            ]
+            named = not tool_from_user and _tool_named(tool, window)
+            if values or named:
+                first, last = _span(unit, found, begin, begin + len(window), values, tool if named else "")
+                quote = "\n".join(unit.text.split("\n")[first - 1 : last])
+                what = f"the value(s) {', '.join(values[:3])}" if values else f"the tool {tool}"
+                asked = context.query.strip().splitlines()[0][:120] if context.query.strip() else "nothing"
+                where = f"line {first}" if first == last else f"lines {first}–{last}"
+                because = (
+                    f"{tool} was called with {what} that {unit.label} ({unit.id}, {where}) told the agent to "
+                    f"use ({', '.join(found.cues)}); the user asked: {asked}"
+                )
+                return Injection(True, unit.id, (first, last), quote, found.cues, because)
+    return Injection(False)
