@@ -12,11 +12,14 @@ system tag, "before you solve the task", "do not tell the user"); **weak** cues 
 must", urgency, claimed authority) only when two of them meet within ``WINDOW_LINES`` lines — a price list's
 "please pay at the desk" is data for its reader, not an instruction to the agent.
 
-An action is ``suspect_injection`` when a tool return it could read holds such an instruction, and near it
-(within ``WINDOW_LINES``) either a decisive value the action sent or the action's tool by name — and the user's
-own words (the query and earlier user messages) hold neither that value nor that tool, nor hand the agent over
-to the data ("do the tasks on my list", "follow the instructions in …"). It is a screen, like gating: it decides
-what deserves a metered trace, and says which source, lines and instruction made it speak.
+An action is ``suspect_injection`` when a tool return it could read holds such an instruction, and in the text
+it speaks of (its line, and ``NEAR_AFTER`` characters after its first cue: never the record above it) either a
+decisive value the action sent or the action's tool by name or leading verb — and the user's own words (the
+query and earlier user messages) hold neither that value nor that tool, nor hand the agent over to the data
+("do the tasks on my list", "follow the instructions in …"). A number counts only when the agent could have
+read it nowhere else (100 is everywhere); an identifier counts even when the data held it already. It is a
+screen, like gating: it decides what deserves a metered trace, and says which source, lines and instruction
+made it speak.
 """
 
 from __future__ import annotations
@@ -26,13 +29,14 @@ from dataclasses import dataclass
 
 import regex
 
-from estimator.actions.arguments import QUERY_SOURCE, ArgumentSource, find_value
+from estimator.actions.arguments import ArgumentSource, find_value
 from estimator.actions.targets import ActionContext
 from estimator.corpus.units import Layer, Unit
 
 __all__ = ["Injection", "InstructionLines", "instruction_lines", "screen_action"]
 
 WINDOW_LINES = 4
+_NUMERIC = regex.compile(r"[-+]?[\d.,]+")
 NEAR_BEFORE = 200
 NEAR_AFTER = 600
 _READING_VERBS = frozenset(
@@ -197,6 +201,16 @@ def _span(unit: Unit, found: InstructionLines, begin: int, end: int, used: Seque
     return first, last
 
 
+def _only_there(value: str, context: ActionContext, unit: Unit, begin: int, end: int) -> bool:
+    """For a number: whether the instruction is the one place the agent could have taken it from — in no other
+    source it had read and not elsewhere in the same return. A number is weak evidence (100 is everywhere);
+    an identifier (an account, an address, a URL) the instruction names counts even when the data held it."""
+    if find_value(value, unit.text[:begin] + "\n" + unit.text[end:]) is not None:
+        return False
+    texts = [u.text for u in context.units if u.id != unit.id] + [h.text for h in context.history]
+    return all(find_value(value, text) is None for text in [*texts, context.query])
+
+
 def _user_words(context: ActionContext) -> str:
     said = [h.text for h in context.history if h.role == "user"]
     return "\n".join([*said, context.query])
@@ -218,7 +232,8 @@ def screen_action(context: ActionContext, arguments: Sequence[ArgumentSource]) -
                 if a.decisive
                 and any(h.source_id == unit.id for h in a.holders)
                 and find_value(a.value, window) is not None
-                and not any(h.layer in (QUERY_SOURCE, str(Layer.HISTORY)) for h in a.holders)
+                and find_value(a.value, user) is None  # the user's own words did not give it
+                and (not _NUMERIC.fullmatch(a.value) or _only_there(a.value, context, unit, begin, begin + len(window)))
             ]
             named = not tool_from_user and _tool_named(tool, window)
             if values or named:
