@@ -250,7 +250,7 @@ def test_two_hundred_traces_under_faults_answer_correctly_or_disclose(tmp_path: 
     errors = [(o.tag, repr(o.error)) for o in outcomes if o.error is not None]
     assert not errors, errors[:5]
 
-    same = degraded = 0
+    same = degraded = unread = 0
     problems: list[str] = []
     for o in outcomes:
         assert o.result is not None
@@ -263,7 +263,11 @@ def test_two_hundred_traces_under_faults_answer_correctly_or_disclose(tmp_path: 
             answered.get(o.tag),
             injector.injected_by_tag.get(o.tag),
         )
-        assert o.client.calls_attempted == requests.get(o.tag, 0), (o.tag, o.client.counters())
+        # every request the provider read was an attempt the client counted; an attempt it never read is one the
+        # client gave up on first (its 2 s timeout, when the machine is loaded), never one it failed to count
+        received = requests.get(o.tag, 0)
+        assert answered.get(o.tag, 0) <= received <= o.client.calls_attempted, (o.tag, o.client.counters(), received)
+        unread += o.client.calls_attempted - received
         assert r.calls.made - r.calls.failed <= o.client.calls_billed
         check_disclosures(r)
         check_quotes(r, o.scenario.corpus)
@@ -294,7 +298,8 @@ def test_two_hundred_traces_under_faults_answer_correctly_or_disclose(tmp_path: 
     assert same >= TRACES // 2, (same, degraded)
     print(
         f"\n{TRACES} traces: {same} identical to the fault-free run, {degraded} degraded with disclosure; "
-        f"faults injected {dict(sorted(kinds.items()))} over {sum(requests.values())} requests"
+        f"faults injected {dict(sorted(kinds.items()))} over {sum(requests.values())} requests; "
+        f"{unread} attempts given up by the client before the provider read them"
     )
 
 
