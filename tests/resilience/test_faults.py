@@ -250,19 +250,24 @@ def test_two_hundred_traces_under_faults_answer_correctly_or_disclose(tmp_path: 
     errors = [(o.tag, repr(o.error)) for o in outcomes if o.error is not None]
     assert not errors, errors[:5]
 
-    same = degraded = unread = 0
+    same = degraded = unread = late = 0
     problems: list[str] = []
     for o in outcomes:
         assert o.result is not None
         r = o.result
         assert r.calls.made <= r.calls.planned, (o.tag, r.calls)
-        # billed calls recorded == calls the provider answered for this trace; every attempt reached it
-        assert o.client.calls_billed == answered.get(o.tag, 0), (
+        # every call billed is one the provider answered; an answer the client did not bill is one it had given
+        # up on (its 2 s timeout ran out while the answer was on its way, when the machine is loaded): one of
+        # its failed attempts, never an answer it received and failed to count
+        sent = answered.get(o.tag, 0)
+        failed_attempts = o.client.calls_attempted - o.client.calls_answered
+        assert o.client.calls_billed <= sent <= o.client.calls_billed + failed_attempts, (
             o.tag,
             o.client.counters(),
-            answered.get(o.tag),
+            sent,
             injector.injected_by_tag.get(o.tag),
         )
+        late += sent - o.client.calls_billed
         # every request the provider read was an attempt the client counted; an attempt it never read is one the
         # client gave up on first (its 2 s timeout, when the machine is loaded), never one it failed to count
         received = requests.get(o.tag, 0)
@@ -299,7 +304,7 @@ def test_two_hundred_traces_under_faults_answer_correctly_or_disclose(tmp_path: 
     print(
         f"\n{TRACES} traces: {same} identical to the fault-free run, {degraded} degraded with disclosure; "
         f"faults injected {dict(sorted(kinds.items()))} over {sum(requests.values())} requests; "
-        f"{unread} attempts given up by the client before the provider read them"
+        f"{unread} attempts given up by the client before the provider read them, {late} answered after it had"
     )
 
 
