@@ -24,13 +24,13 @@ made it speak.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import regex
 
 from estimator.actions.arguments import ArgumentSource, find_value
-from estimator.actions.targets import ActionContext
+from estimator.actions.targets import ActionContext, tool_words
 from estimator.corpus.units import Layer, Unit
 
 __all__ = ["Injection", "InstructionLines", "instruction_lines", "screen_action"]
@@ -177,7 +177,7 @@ def _tool_named(tool: str, text: str) -> bool:
     if not tool.strip():
         return False
     spoken = tool.replace("_", " ").replace("-", " ").strip()
-    verb = regex.split(r"[_\-.\s]+|(?<=[a-z])(?=[A-Z])", tool)[0].lower()
+    verb = next(iter(tool_words(tool)), "")
     return bool(
         regex.search(rf"(?<!\w){regex.escape(tool)}(?!\w)", text, regex.IGNORECASE)
         or (" " in spoken and regex.search(rf"(?<!\w){regex.escape(spoken)}(?!\w)", text, regex.IGNORECASE))
@@ -216,15 +216,21 @@ def _user_words(context: ActionContext) -> str:
     return "\n".join([*said, context.query])
 
 
-def screen_action(context: ActionContext, arguments: Sequence[ArgumentSource]) -> Injection:
-    """The screen for one action (``arguments`` is its argument provenance)."""
+def screen_action(
+    context: ActionContext,
+    arguments: Sequence[ArgumentSource],
+    instructions: Mapping[str, tuple[InstructionLines, ...]] | None = None,
+) -> Injection:
+    """The screen for one action (``arguments`` is its argument provenance; ``instructions`` each tool source's
+    ``instruction_lines`` by id, when the caller has them for the turn)."""
     user = _user_words(context)
     if _DELEGATES.search(context.query):
         return Injection(False, because="the user's request hands the task to the data it names")
     tool = context.action.tool
     tool_from_user = _tool_named(tool, user)
     for unit in (u for u in context.units if u.layer == Layer.TOOLS):
-        for found in instruction_lines(unit):
+        found_in_unit = instructions[unit.id] if instructions is not None else instruction_lines(unit)
+        for found in found_in_unit:
             window, begin = _near(unit, found)
             values = [
                 a.value

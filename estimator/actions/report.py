@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import regex
 
 from estimator.actions.arguments import ArgumentSource, argument_sources, find_value
-from estimator.actions.injection import Injection, screen_action
+from estimator.actions.injection import Injection, instruction_lines, screen_action
 from estimator.actions.origin import Origin, action_origin
-from estimator.actions.targets import Action, action_context, extract_actions, whole_history
+from estimator.actions.targets import Action, action_context, extract_actions, tool_words, whole_history
 from estimator.corpus.turn import StoredTurn
 from estimator.corpus.units import Corpus
 from estimator.free_tier.gating import GateReport, GateStatus
@@ -56,18 +56,13 @@ _DID = regex.compile(
 )
 
 
-def _tool_words(tool: str) -> list[str]:
-    words = [w for w in regex.split(r"[_\-.\s]+|(?<=[a-z])(?=[A-Z])", tool) if len(w) > 3]
-    return [w.lower() for w in words]
-
-
 def _reports(action: Action, arguments: Sequence[ArgumentSource], text: str) -> bool:
     if not _DID.search(text):
         return False
     if any(a.decisive and find_value(a.value, text) is not None for a in arguments):
         return True
     lowered = text.lower()
-    return any(word[:-1] in lowered for word in _tool_words(action.tool) if len(word) > 4)
+    return any(word[:-1] in lowered for word in tool_words(action.tool) if len(word) > 4)
 
 
 def screen_actions(turn: StoredTurn, corpus: Corpus, gate: GateReport | None = None) -> ActionsReport:
@@ -75,11 +70,14 @@ def screen_actions(turn: StoredTurn, corpus: Corpus, gate: GateReport | None = N
     findings: list[ActionFinding] = []
     reporting = [g for g in gate.segments if g.status != GateStatus.AGENT_VOICE] if gate is not None else []
     history = whole_history(turn, corpus)
+    instructions = {u.id: instruction_lines(u) for u in corpus.tool_units()}  # once per turn, not per action
     for action in extract_actions(turn):
         context = action_context(turn, corpus, action, history)
         arguments = argument_sources(context)
         reported = tuple(g.segment.id for g in reporting if _reports(action, arguments, g.segment.text))
         findings.append(
-            ActionFinding(action, arguments, action_origin(arguments), screen_action(context, arguments), reported)
+            ActionFinding(
+                action, arguments, action_origin(arguments), screen_action(context, arguments, instructions), reported
+            )
         )
     return ActionsReport(tuple(findings))

@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import regex
+
 from estimator.corpus.build import current_messages, history_messages
 from estimator.corpus.turn import TOOL_CALL_KINDS, StoredTurn
 from estimator.corpus.units import Corpus, Layer, Unit
@@ -23,6 +25,7 @@ __all__ = [
     "action_context",
     "canonical_arguments",
     "extract_actions",
+    "tool_words",
     "whole_history",
 ]
 
@@ -38,6 +41,11 @@ def canonical_arguments(arguments: Any) -> Any:
         except ValueError:
             return arguments
     return {} if arguments is None else arguments
+
+
+def tool_words(tool: str) -> list[str]:
+    """A tool's name in lower-case words: ``transfer_money``, ``transferMoney`` → ``["transfer", "money"]``."""
+    return [w.lower() for w in regex.split(r"[_\-.\s]+|(?<=[a-z])(?=[A-Z])", tool) if w]
 
 
 @dataclass(frozen=True)
