@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from estimator.actions.report import screen_actions
+    from estimator.actions.trace import ActionNotFound, action_corpus, find_action, trace_action
     from estimator.audit.answer_gate import (
         Decision,
         GateSentence,
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     )
     from estimator.audit.declared import audit_declared, audit_trace
     from estimator.corpus.build import build_corpus
+    from estimator.corpus.tool_content import RESULT_KEYS, is_mcp_block, json_object
     from estimator.corpus.turn import StoredTurn
     from estimator.corpus.units import Corpus, Layer, Unit
     from estimator.cost import MESSAGE_OVERHEAD_TOKENS, CostQuote, Pricing, quote_cost, request_tokens, round_usd
@@ -85,11 +87,18 @@ if TYPE_CHECKING:
     from estimator.seams.scorer import QWEN_TEMPLATE, ChatTemplate, ScoredTarget, Scorer, ScorerError
     from estimator.spans.verify import normalise
     from estimator.tokens import ApproxTokenizer, Tokenizer
-    from estimator.trace import ESTIMATORS, needs_scorer, planned_calls, run_trace
+    from estimator.trace import ESTIMATORS, TraceOutcome, needs_scorer, planned_calls, run_trace
 
 # name -> the module that defines it
 _EXPORTS: dict[str, str] = {
     "screen_actions": "estimator.actions.report",
+    "ActionNotFound": "estimator.actions.trace",
+    "action_corpus": "estimator.actions.trace",
+    "find_action": "estimator.actions.trace",
+    "trace_action": "estimator.actions.trace",
+    "RESULT_KEYS": "estimator.corpus.tool_content",
+    "is_mcp_block": "estimator.corpus.tool_content",
+    "json_object": "estimator.corpus.tool_content",
     "ApproxTokenizer": "estimator.tokens",
     "AttemptRefused": "estimator.ledger",
     "CallEvent": "estimator.ledger",
@@ -175,6 +184,7 @@ _EXPORTS: dict[str, str] = {
     "segment_response": "estimator.free_tier.segment",
     "select_claim": "estimator.free_tier.selection",
     "trace_job_result": "estimator.results.models",
+    "TraceOutcome": "estimator.trace",
 }
 
 __all__ = [
@@ -190,10 +200,12 @@ __all__ = [
     "MISREAD",
     "OVERRODE",
     "QWEN_TEMPLATE",
+    "RESULT_KEYS",
     "ROLE_LABELS",
     "SUPPORT_LABELS",
     "UNVERIFIABLE",
     "VERDICT_LABELS",
+    "ActionNotFound",
     "ApproxTokenizer",
     "AttemptRefused",
     "CallEvent",
@@ -235,17 +247,22 @@ __all__ = [
     "StoredTurn",
     "Tokenizer",
     "TraceJobResult",
+    "TraceOutcome",
     "TraceResultModel",
     "Unit",
     "Usage",
     "Verdict",
+    "action_corpus",
     "another_attempt",
     "audit_declared",
     "audit_trace",
     "build_corpus",
     "client_segments",
     "decide",
+    "find_action",
     "gate_turn",
+    "is_mcp_block",
+    "json_object",
     "needs_scorer",
     "normalise",
     "outcome_from_trace",
@@ -263,6 +280,7 @@ __all__ = [
     "screen_actions",
     "segment_response",
     "select_claim",
+    "trace_action",
     "trace_job_result",
 ]
 

@@ -225,8 +225,7 @@ def quote_cost(
         warnings.append(
             "The agent instructions are the current text, not a snapshot: an edit since this turn cannot be detected."
         )
-    for name in corpus.unscorable:
-        warnings.append(f"Attachment {name!r} was not kept, so it cannot be scored.")
+    warnings.extend(corpus.unscorable_warnings())
     if claim_tokens > 200:
         warnings.append(
             f"The selection is {claim_tokens} tokens and is sent with every call: a long selection "

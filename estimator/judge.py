@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from estimator.fence import Fence
 from estimator.ledger import CallBudgetExceeded, CallLedger
 from estimator.seams.llm import LLMRequest, Message
+from estimator.target import SENTENCE, Wording
 from estimator.tokens import Tokenizer
 from prompts import render
 
@@ -54,16 +55,19 @@ def parse_digit(text: str | None) -> float:
     return math.nan
 
 
-def build_judge_request(claim: str, query: str, sources: Iterable[tuple[str, str, str]]) -> LLMRequest:
-    """The judge call for the sources present: (id, label, already-truncated shown text), in ordinal order.
+def build_judge_request(
+    claim: str, query: str, sources: Iterable[tuple[str, str, str]], wording: Wording = SENTENCE
+) -> LLMRequest:
+    """The judge call for the sources present: (id, label, already-truncated shown text), in ordinal order;
+    ``wording`` asks about a sentence (the claim) or an action (the call's text).
 
     Claim, query and every source travel in data regions of their own, fenced by a marker derived from
     the claim and query: one marker for every mask of a trace, so their shared prefix stays identical."""
     fenced = Fence.for_inputs(claim, query)
     blocks = [fenced.block(source_id, label, text) for source_id, label, text in sources]
-    system = render("judge_system", data_only_rule=fenced.rule().strip()).text.strip()
+    system = render(wording.judge_system, data_only_rule=fenced.rule().strip()).text.strip()
     user = render(
-        "judge_user",
+        wording.judge_user,
         claim=fenced.wrap(claim),
         query=fenced.wrap(query.strip()) if query.strip() else NO_QUERY,
         sources="\n\n".join(blocks) if blocks else NO_SOURCES,

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 
 class Params(BaseModel):
-    """The method's constants. Defaults are the values of §7.8."""
+    """The method's constants. Defaults are the values of §7.8; ``failed_calls_as_sources`` is beyond the paper
+    (its False is the seed's Algorithm 1)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -42,12 +43,25 @@ class Params(BaseModel):
         0.8, gt=0, le=1, description="An anchor carried by more than ⌈f·|C|⌉ sources is not discriminative."
     )
     regex_timeout_seconds: float = Field(0.05, gt=0, le=5, description="Per-match timeout for anchor patterns.")
+    failed_calls_as_sources: StrictBool = Field(  # true or false: "no" or 0 is refused, not read as a flag
+        True,
+        description="A failed or denied tool call's error text is a source (kind tool_error) for what follows it, "
+        "and an earlier turn's failed return is a history item. False is the seed's Algorithm 1: failed calls "
+        "are excluded from the corpus and disclosed (estimator/corpus/build.py says where that is required).",
+    )
 
     @model_validator(mode="after")
     def _caps_are_ordered(self) -> Params:
         if self.support_token_cap < self.source_token_cap:
             raise ValueError("support_token_cap must be at least source_token_cap (the span check reads more)")
         return self
+
+    @classmethod
+    def stored(cls, data: dict[str, Any]) -> Params:
+        """The params a stored job or result was made with. One written before ``failed_calls_as_sources``
+        existed was made with failed calls excluded: read so, its corpus (and its source ids) is rebuilt as it
+        was."""
+        return cls.model_validate({"failed_calls_as_sources": False, **data})
 
     def override(self, changes: dict[str, Any] | None) -> Params:
         """Return a validated copy with ``changes`` applied (unknown names are rejected)."""

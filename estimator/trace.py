@@ -37,6 +37,7 @@ from estimator.results.models import (
 from estimator.results.trace import ProgressEvent
 from estimator.seams.llm import LLM
 from estimator.seams.scorer import Scorer
+from estimator.target import SENTENCE, Wording
 from estimator.tokens import ApproxTokenizer, Tokenizer
 
 __all__ = ["ESTIMATORS", "EstimatorChoice", "TraceOutcome", "needs_scorer", "planned_calls", "run_trace"]
@@ -89,9 +90,11 @@ async def run_trace(
     tokenizer: Tokenizer | None = None,
     on_progress: Callable[[ProgressEvent], None] | None = None,
     ledger: CallLedger | None = None,
+    wording: Wording = SENTENCE,
 ) -> TraceOutcome:
     """Run one trace. ``ledger``: the caller's meter (its hook persists progress and settles a budget);
-    a fresh one capped at ``planned_calls(choice, ...)`` when None."""
+    a fresh one capped at ``planned_calls(choice, ...)`` when None. ``wording``: the questions asked of the
+    target — a sentence (``claim``), or an action (``claim`` is the call's text; see ``actions.trace``)."""
     if needs_scorer(choice) and scorer is None:
         raise ValueError(f"estimator {choice!r} needs a scoring-capable model (a scorer)")
     tok = tokenizer or ApproxTokenizer()
@@ -107,6 +110,7 @@ async def run_trace(
             on_progress=on_progress,
             expected=choice == "expected",
             ledger=ledger,
+            wording=wording,
         )
         if choice != "both":
             return TraceOutcome(judged)
@@ -123,17 +127,21 @@ async def run_trace(
             on_progress=on_progress,
             supports=supports,
             ledger=ledger,
+            wording=wording,
         )
         return TraceOutcome(judged.model_copy(update={"calls": ledger.account()}), logprob, agreement(judged, logprob))
     assert scorer is not None
-    if choice == "proxy":
-        return TraceOutcome(
-            await trace_proxy(
-                scorer, llm, claim, query, corpus, params=params, tokenizer=tok, on_progress=on_progress, ledger=ledger
-            )
-        )
-    return TraceOutcome(
-        await trace_logprob(
-            scorer, llm, claim, query, corpus, params=params, tokenizer=tok, on_progress=on_progress, ledger=ledger
-        )
+    run = trace_proxy if choice == "proxy" else trace_logprob
+    traced = await run(
+        scorer,
+        llm,
+        claim,
+        query,
+        corpus,
+        params=params,
+        tokenizer=tok,
+        on_progress=on_progress,
+        ledger=ledger,
+        wording=wording,
     )
+    return TraceOutcome(traced)

@@ -128,6 +128,9 @@ def find_value(value: Any, text: str) -> tuple[int, int] | None:
                 continue
         if not isinstance(value, str):
             return None
+    words = str(value).split()
+    if sum(map(len, words)) + len(words) - 1 > len(text):  # longer than the text: no match (and no regex to build)
+        return None
     found = _text_pattern(str(value).strip()).search(text)
     return found.span() if found is not None else None
 

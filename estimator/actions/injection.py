@@ -33,7 +33,7 @@ from estimator.actions.arguments import ArgumentSource, find_value
 from estimator.actions.targets import ActionContext, tool_words
 from estimator.corpus.units import Layer, Unit
 
-__all__ = ["Injection", "InstructionLines", "instruction_lines", "screen_action"]
+__all__ = ["Injection", "InstructionLines", "instruction_lines", "screen_action", "tool_named", "user_words"]
 
 WINDOW_LINES = 4
 _NUMERIC = regex.compile(r"[-+]?[\d.,]+")
@@ -171,7 +171,7 @@ def _near(unit: Unit, found: InstructionLines) -> tuple[str, int]:
     return unit.text[begin : found.start + NEAR_AFTER], begin
 
 
-def _tool_named(tool: str, text: str) -> bool:
+def tool_named(tool: str, text: str) -> bool:
     """Whether ``text`` names the tool (``send_money``, "send money") or asks for its act: the tool's leading
     verb ("cancel" of ``cancel_reservation``), unless the verb only reads (get, search, list, …)."""
     if not tool.strip():
@@ -196,7 +196,7 @@ def _span(unit: Unit, found: InstructionLines, begin: int, end: int, used: Seque
     last_line = unit.text.count("\n", 0, end) + 1
     first, last = found.lines
     for number, line in enumerate(unit.text.split("\n")[first_line - 1 : last_line], start=first_line):
-        if any(find_value(v, line) is not None for v in used) or _tool_named(tool, line):
+        if any(find_value(v, line) is not None for v in used) or tool_named(tool, line):
             first, last = min(first, number), max(last, number)
     return first, last
 
@@ -211,7 +211,7 @@ def _only_there(value: str, context: ActionContext, unit: Unit, begin: int, end:
     return all(find_value(value, text) is None for text in [*texts, context.query])
 
 
-def _user_words(context: ActionContext) -> str:
+def user_words(context: ActionContext) -> str:
     said = [h.text for h in context.history if h.role == "user"]
     return "\n".join([*said, context.query])
 
@@ -223,11 +223,11 @@ def screen_action(
 ) -> Injection:
     """The screen for one action (``arguments`` is its argument provenance; ``instructions`` each tool source's
     ``instruction_lines`` by id, when the caller has them for the turn)."""
-    user = _user_words(context)
+    user = user_words(context)
     if _DELEGATES.search(context.query):
         return Injection(False, because="the user's request hands the task to the data it names")
     tool = context.action.tool
-    tool_from_user = _tool_named(tool, user)
+    tool_from_user = tool_named(tool, user)
     for unit in (u for u in context.units if u.layer == Layer.TOOLS):
         found_in_unit = instructions[unit.id] if instructions is not None else instruction_lines(unit)
         for found in found_in_unit:
@@ -241,7 +241,7 @@ def screen_action(
                 and find_value(a.value, user) is None  # the user's own words did not give it
                 and (not _NUMERIC.fullmatch(a.value) or _only_there(a.value, context, unit, begin, begin + len(window)))
             ]
-            named = not tool_from_user and _tool_named(tool, window)
+            named = not tool_from_user and tool_named(tool, window)
             if values or named:
                 first, last = _span(unit, found, begin, begin + len(window), values, tool if named else "")
                 quote = "\n".join(unit.text.split("\n")[first - 1 : last])

@@ -144,7 +144,7 @@ def _seen_before(unit: Unit, action: Action) -> bool:
 
 def whole_history(turn: StoredTurn, corpus: Corpus) -> tuple[HistoryItem, ...]:
     """Every message before the query, each tied to its history unit when the corpus keeps it (the newest)."""
-    every = history_messages(turn)
+    every = history_messages(turn, corpus.failed_calls_as_sources)  # the items the corpus was built from
     kept = corpus.in_layer(Layer.HISTORY)
     first_kept = len(every) - len(kept)
     items = []

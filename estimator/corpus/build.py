@@ -1,9 +1,29 @@
-"""Algorithm 1 — BuildLayeredCorpus (seed §7.1), with two corrections real data needs.
+"""Algorithm 1 — BuildLayeredCorpus (seed §7.1), with three corrections real data needs.
 
 (a) A reused ``tool_call_id`` never overwrites an earlier call: each return pairs with
     the most recent still-unanswered call of that id.
 (b) Tool results of *earlier* turns that the stored history carries are part of the
     conversation the model saw: they become history units, within the history cap.
+(c) A failed or denied call is evidence too: its error text ("the 12:00 slot is already taken") is what the
+    agent read next, so it is a tools-layer unit of kind ``tool_error`` (labelled ``name(…) — failed``, with its
+    ``returned_at``: it can have caused the sentences and actions after it), and an earlier turn's failed return
+    is a history item labelled ``tool error``. Failures are told by the stored marks: a return's ``outcome``
+    other than success (``failed``, ``denied``, ``retried``, ``interrupted``), a retry prompt naming a tool, an MCP
+    ``CallToolResult`` with ``isError: true`` (as an object or a JSON string of one), and in chat history a
+    tool message with ``is_error: true`` or ``status: "error"``. A failed call with no text stays excluded
+    and disclosed.
+
+``Params.failed_calls_as_sources = False`` is the seed's Algorithm 1 for (c): every failed call is excluded and
+disclosed ("failure is not evidence") and failed returns are no history. Where it must hold: the seed's failures
+fixture (``fixtures/failures_turn.json``, tests/method/test_corpus.py) is read under it; the paper's figures this
+project reproduces — §8.2's 8 sources and 31 calls, §8.3's 39 (``fixtures/eo_worldview_turn.json``,
+``fixtures/ndvi_parametric_turn.json``; tests/method/test_cost.py, test_recorded_outcomes.py) — come from turns
+with no failed call, so they hold under either value (tests/method/test_failed_call_sources.py checks that the
+corpora are the same). A quote or trace that must rebuild the seed's corpus of a turn with failed calls sets
+``params.failed_calls_as_sources`` to false.
+
+A tool's media (an image, audio, a binary resource) are named in its text, never inlined, and listed in
+``Corpus.tool_media`` and ``Corpus.unscorable``: nothing drawn from them can be scored.
 """
 
 from __future__ import annotations
@@ -13,6 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from estimator.corpus.tool_content import bare_blocks, flatten, mcp_is_error, tool_media
 from estimator.corpus.turn import (
     TOOL_CALL_KINDS,
     TOOL_RETURN_KINDS,
@@ -21,14 +42,24 @@ from estimator.corpus.turn import (
     StoredTurn,
     content_text,
 )
-from estimator.corpus.units import Corpus, Evidence, ExcludedCall, Layer, Unit, sha256_hex
+from estimator.corpus.units import (
+    TOOL_ERROR,
+    Corpus,
+    Evidence,
+    ExcludedCall,
+    Layer,
+    Unit,
+    sha256_hex,
+)
 from estimator.params import DEFAULT_PARAMS, Params
 from estimator.tokens import ApproxTokenizer, Tokenizer
 
 ARTIFACT_READ_TOOLS = frozenset({"read_file", "ls", "glob", "grep"})
 LABEL_KEYS = ("path", "file_path", "url", "query", "q")
 INSTRUCTIONS_LABEL = "agent instructions (system prompt)"
-_ROLE_LABELS = {"user": "user said", "assistant": "agent replied", "tool": "tool result"}
+_ROLE_LABELS = {"user": "user said", "assistant": "agent replied", "tool": "tool result", "tool_error": "tool error"}
+TOOL_ERROR_ROLE = "tool_error"
+"""The role of a history item that is an earlier turn's failed return (``history_messages``)."""
 _LABEL_VALUE_CHARS = 80
 
 
@@ -36,9 +67,9 @@ _LABEL_VALUE_CHARS = 80
 class _RawCall:
     name: str
     args: dict[str, Any]
-    text: str = ""
+    text: str = ""  # the return, or a failed call's error text
     answered: bool = False
-    failed: str | None = None
+    failed: str | None = None  # why it counts as failed (``outcome=denied``, ``MCP isError``, …)
     call_id: str | None = None
     returned_at: int | None = None  # the position of the part that answered it (see ``Unit.returned_at``)
 
@@ -94,52 +125,11 @@ def label_for(name: str, args: dict[str, Any]) -> str:
     return f"{name}()"
 
 
-def flatten(content: Any) -> str:
-    """Flatten a tool return to text. MCP CallToolResult blocks become their text;
-    images and blobs are named, not inlined."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if (
-        isinstance(content, dict)
-        and isinstance(content.get("content"), list)
-        and ("isError" in content or "structuredContent" in content or _looks_like_mcp_blocks(content["content"]))
-    ):
-        return _flatten_mcp_blocks(content["content"])
-    try:
-        return json.dumps(content, ensure_ascii=False, indent=2, default=str)
-    except (TypeError, ValueError):
-        return str(content)
-
-
-def _looks_like_mcp_blocks(blocks: list[Any]) -> bool:
-    return bool(blocks) and all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in blocks)
-
-
-def _flatten_mcp_blocks(blocks: list[Any]) -> str:
-    out: list[str] = []
-    for block in blocks:
-        if not isinstance(block, dict):
-            continue
-        kind = block.get("type")
-        if kind == "text" and isinstance(block.get("text"), str):
-            out.append(block["text"])
-        elif kind == "resource" and isinstance(block.get("resource"), dict):
-            res = block["resource"]
-            if isinstance(res.get("text"), str):
-                out.append(res["text"])
-            else:
-                out.append(f"[resource {res.get('uri', '?')} ({res.get('mimeType', 'binary')}) not inlined]")
-        elif kind in {"image", "audio"}:
-            out.append(f"[{kind} ({block.get('mimeType', 'unknown type')}) not inlined]")
-        elif kind == "resource_link":
-            out.append(f"[resource link {block.get('uri', '?')}]")
-    return "\n".join(out)
-
-
-def mcp_is_error(content: Any) -> bool:
-    return isinstance(content, dict) and content.get("isError") is True
+def _chat_tool_failed(message: ChatMessage) -> bool:
+    """A chat-history tool message that says its call failed: MCP ``isError``, ``is_error: true`` (what this
+    project's importers write, as Anthropic does) or LangChain's ``status: "error"``."""
+    extra = message.model_extra or {}
+    return mcp_is_error(message.content) or extra.get("is_error") is True or extra.get("status") == "error"
 
 
 def _header(name: str, args: dict[str, Any]) -> str:
@@ -184,8 +174,7 @@ def _pair_native(messages: Iterable[ModelMessage]) -> list[_RawCall]:
                     call.failed = f"outcome={part.outcome}"
                 elif mcp_is_error(part.content):
                     call.failed = "MCP isError"
-                else:
-                    call.text = flatten(part.content)
+                call.text = flatten(part.content)  # a failed call's is its error text
             elif part.part_kind == "retry-prompt" and part.tool_call_id in pending:
                 stack = pending[part.tool_call_id]
                 if stack:
@@ -193,6 +182,7 @@ def _pair_native(messages: Iterable[ModelMessage]) -> list[_RawCall]:
                     call.answered = True
                     call.returned_at = position
                     call.failed = "retry-prompt (tool call rejected)"
+                    call.text = flatten(part.content)  # what the agent was told: the rejection
     return order
 
 
@@ -226,16 +216,17 @@ def cap_warnings(unit: Unit, tokens: int, params: Params) -> list[str]:
     return out
 
 
-def history_messages(turn: StoredTurn) -> list[tuple[str, str, str | None]]:
+def history_messages(turn: StoredTurn, failed_calls: bool = True) -> list[tuple[str, str, str | None]]:
     """Chronological (role, text, tool call header) items of the conversation before the current query, whole:
-    the history layer is the newest of them, each cut to its budget."""
+    the history layer is the newest of them, each cut to its budget. Roles: ``user``, ``assistant``, ``tool``,
+    and ``tool_error`` — an earlier call's error text, left out when ``failed_calls`` is False (the seed)."""
     msgs = turn.request_payload.messages
     if msgs:
-        return _history_from_chat(msgs)
-    return _history_from_native(turn.model_messages)
+        return _history_from_chat(msgs, failed_calls)
+    return _history_from_native(turn.model_messages, failed_calls)
 
 
-def _history_from_chat(msgs: list[ChatMessage]) -> list[tuple[str, str, str | None]]:
+def _history_from_chat(msgs: list[ChatMessage], failed_calls: bool = True) -> list[tuple[str, str, str | None]]:
     cut = len(msgs)
     for i in range(len(msgs) - 1, -1, -1):
         if msgs[i].role == "user" and content_text(msgs[i].content).strip():
@@ -257,17 +248,19 @@ def _history_from_chat(msgs: list[ChatMessage]) -> list[tuple[str, str, str | No
         elif m.role == "tool":
             stack = pending.get(str(m.tool_call_id), [])
             header = stack.pop() if stack else (m.name or "tool")
-            if mcp_is_error(m.content):
-                continue  # failure is not evidence
-            body = content_text(m.content) if isinstance(m.content, list) else flatten(m.content)
+            failed = _chat_tool_failed(m)
+            if failed and not failed_calls:
+                continue  # the seed: failure is not evidence
+            structured = isinstance(m.content, list) and not bare_blocks(m.content)
+            body = content_text(m.content) if structured else flatten(m.content)
             if not body.strip():
                 body = flatten(m.content)
             if body.strip():
-                items.append(("tool", body, header))
+                items.append((TOOL_ERROR_ROLE if failed else "tool", body, header))
     return items
 
 
-def _history_from_native(messages: list[ModelMessage]) -> list[tuple[str, str, str | None]]:
+def _history_from_native(messages: list[ModelMessage], failed_calls: bool = True) -> list[tuple[str, str, str | None]]:
     cut = _last_user_prompt_index(messages)
     if cut < 0:
         return []
@@ -284,12 +277,19 @@ def _history_from_native(messages: list[ModelMessage]) -> list[tuple[str, str, s
             elif part.part_kind in TOOL_CALL_KINDS:
                 header = _header(part.tool_name or "tool", as_dict(part.args))
                 pending.setdefault(part.tool_call_id or "", []).append(header)
-            elif part.part_kind in TOOL_RETURN_KINDS and part.outcome in (None, "success"):
+            elif part.part_kind in TOOL_RETURN_KINDS or (part.part_kind == "retry-prompt" and part.tool_name):
                 stack = pending.get(part.tool_call_id or "", [])
                 header = stack.pop() if stack else (part.tool_name or "tool")
+                failed = (
+                    part.part_kind == "retry-prompt"
+                    or part.outcome not in (None, "success")
+                    or mcp_is_error(part.content)
+                )
+                if failed and not failed_calls:
+                    continue  # the seed: failure is not evidence
                 body = flatten(part.content)
-                if body.strip() and not mcp_is_error(part.content):
-                    items.append(("tool", body, header))
+                if body.strip():
+                    items.append((TOOL_ERROR_ROLE if failed else "tool", body, header))
     return items
 
 
@@ -335,8 +335,7 @@ def build_corpus(turn: StoredTurn, params: Params = DEFAULT_PARAMS, tokenizer: T
             call = _RawCall(name=e.name, args=as_dict(e.arguments), answered=e.response is not None, returned_at=i)
             if mcp_is_error(e.response):
                 call.failed = "MCP isError"
-            else:
-                call.text = flatten(e.response)
+            call.text = flatten(e.response)  # a failed call's is its error text
             raw.append(call)
 
     units: list[Unit] = []
@@ -344,20 +343,38 @@ def build_corpus(turn: StoredTurn, params: Params = DEFAULT_PARAMS, tokenizer: T
     warnings: list[str] = []
     for call in raw:
         label = label_for(call.name, call.args)
-        if call.failed:
+        if call.failed and not params.failed_calls_as_sources:
             excluded.append(ExcludedCall(call.name, label, f"failed: {call.failed} (failure is not evidence)"))
+            continue
+        if call.failed and not call.text.strip():
+            reason = f"failed: {call.failed}, no error text recorded (a failure with no text grounds nothing)"
+            excluded.append(ExcludedCall(call.name, label, reason))
             continue
         if not call.text.strip():
             reason = "empty return" if call.answered else "no return recorded"
             excluded.append(ExcludedCall(call.name, label, f"{reason} (a call with no result grounds nothing)"))
             continue
         header = _header(call.name, call.args)
+        kind = classify_tool(call.name)
+        notes = ["call header name(json(args)) shown above the text"]
+        if call.failed:
+            word = "denied" if call.failed == "outcome=denied" else "failed"
+            kind, label = TOOL_ERROR, f"{label} — {word}"
+            header += (
+                "\n[the call was denied; the denial follows]"
+                if word == "denied"
+                else "\n[the call failed; its error text follows]"
+            )
+            notes = [
+                "call header name(json(args)) and the failure shown above the text",
+                f"error text of a failed call ({call.failed})",
+            ]
         shown = header + "\n" + call.text
         tokens = tok.count(shown)
         units.append(
             Unit(
                 id=f"s{len(units)}",
-                kind=classify_tool(call.name),
+                kind=kind,
                 tool=call.name,
                 label=label,
                 text=call.text,
@@ -366,12 +383,7 @@ def build_corpus(turn: StoredTurn, params: Params = DEFAULT_PARAMS, tokenizer: T
                 header=header,
                 call_id=call.call_id,
                 returned_at=call.returned_at,
-                evidence=_evidence(
-                    f"tool:{call.name}",
-                    shown,
-                    tokens,
-                    ["call header name(json(args)) shown above the text", *_tier_notes(tokens, params)],
-                ),
+                evidence=_evidence(f"tool:{call.name}", shown, tokens, [*notes, *_tier_notes(tokens, params)]),
             )
         )
         warnings.extend(cap_warnings(units[-1], tokens, params))
@@ -400,21 +412,29 @@ def build_corpus(turn: StoredTurn, params: Params = DEFAULT_PARAMS, tokenizer: T
     history, history_warnings = _history_units(turn, params, tok, first=len(units))
     units.extend(history)
     warnings.extend(history_warnings)
+    media = tool_media(units)
     return Corpus(
-        units=tuple(units), unscorable=tuple(turn.attachments), excluded=tuple(excluded), path=path, warnings=warnings
+        units=tuple(units),
+        unscorable=(*turn.attachments, *(m.name for m in media)),
+        excluded=tuple(excluded),
+        path=path,
+        warnings=warnings,
+        tool_media=media,
+        failed_calls_as_sources=params.failed_calls_as_sources,
     )
 
 
 def _history_units(turn: StoredTurn, params: Params, tok: Tokenizer, first: int) -> tuple[list[Unit], list[str]]:
     """The history layer (newest HISTORY_MAX_MESSAGES items, each cut to HISTORY_TOKENS_PER_MESSAGE) and a
     warning for every cut and for the items the count cap leaves out."""
-    every = history_messages(turn)
+    every = history_messages(turn, params.failed_calls_as_sources)
     prior = [] if params.history_max_messages == 0 else every[-params.history_max_messages :]
     units: list[Unit] = []
     warnings: list[str] = []
     for offset, (role, text, call) in enumerate(prior):
         turns_ago = len(prior) - offset
         role_label = _ROLE_LABELS.get(role, role)
+        failed = role == TOOL_ERROR_ROLE
         full = text.strip()
         # A tool return keeps its leading lines, so its line numbers are the return's own.
         content = text.rstrip() if call is not None else full
@@ -430,10 +450,12 @@ def _history_units(turn: StoredTurn, params: Params, tok: Tokenizer, first: int)
             header = header + "\n" + call
             history_notes.append("call header shown above the text")
             label = f"{role_label} · {call.split('(', 1)[0]} · {turns_ago} turn(s) ago"
+        if failed:
+            history_notes.append("error text of a failed call (an earlier turn's return marked failed)")
         unit = Unit(
             id=f"s{first + len(units)}",
-            kind="history",
-            tool=role,
+            kind=TOOL_ERROR if failed else "history",
+            tool="tool" if failed else role,  # a tool's words either way (the audits read tool returns by it)
             label=label,
             text=content,
             ordinal=first + len(units),

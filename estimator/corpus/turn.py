@@ -10,7 +10,17 @@ import unicodedata
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 MAX_NESTING = 64
 """How deep lists and objects may nest inside a stored turn. Real agent history stays far below it; deeper
@@ -111,7 +121,10 @@ class StoredTurn(BaseModel):
     turn_id: str = Field(min_length=1, max_length=256)
     model: str | None = Field(None, description="The model that produced the turn (litellm model string).")
     agent: str | None = Field(None, description="The agent's name, for display.")
-    response: str = Field(description="The final response text the user saw.")
+    response: str = Field(
+        description="The final response text the user saw; empty only for a turn that ended with tool calls and "
+        "no reply (its actions are what can be traced)."
+    )
     query: str | None = Field(
         None, description="The user's query; when absent it is the last user message of the request payload."
     )
@@ -128,6 +141,12 @@ class StoredTurn(BaseModel):
     model_messages: list[ModelMessage] = Field(default_factory=list)
     response_payload: ResponsePayload = Field(default_factory=ResponsePayload)
     request_payload: RequestPayload = Field(default_factory=RequestPayload)
+    metadata: dict[str, Any] = Field(
+        default_factory=dict,
+        exclude_if=lambda v: not v,  # left out when empty: turns stored without it keep their content digest
+        description="What the platform recorded about the run besides its messages (an AgentDojo run's suite, "
+        "task ids, attack, injections, utility and security), kept as it was; no estimator reads it.",
+    )
 
     @field_validator("turn_id")
     @classmethod
@@ -139,7 +158,7 @@ class StoredTurn(BaseModel):
             raise ValueError(f"turn_id must not contain control characters (found U+{ord(bad):04X})")
         return v
 
-    @field_validator("model_messages", "response_payload", "request_payload", mode="before")
+    @field_validator("model_messages", "response_payload", "request_payload", "metadata", mode="before")
     @classmethod
     def _nesting_capped(cls, v: Any, info: ValidationInfo) -> Any:
         problem = nesting_problem(v, str(info.field_name))
@@ -147,12 +166,26 @@ class StoredTurn(BaseModel):
             raise ValueError(f"{problem}: flatten or trim the data (at most {MAX_NESTING} levels are stored)")
         return v
 
-    @field_validator("response")
-    @classmethod
-    def _response_not_blank(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("response must contain the text the user saw")
-        return v
+    @model_validator(mode="after")
+    def _answer_or_actions(self) -> StoredTurn:
+        """A turn carries the answer the user saw, or — when the agent stopped after its tool calls without
+        replying — the calls it made: a blank response is refused (naming ``response``) on a turn with no call."""
+        if self.response.strip() or self.has_tool_calls():
+            return self
+        error = PydanticCustomError(
+            "blank_response",
+            "response must contain the text the user saw; it may be empty only on a turn that made tool calls "
+            "(response_payload.tool_calls or tool-call parts of model_messages) and ended without a reply",
+        )
+        raise ValidationError.from_exception_data(
+            type(self).__name__, [InitErrorDetails(type=error, loc=("response",), input=self.response)]
+        )
+
+    def has_tool_calls(self) -> bool:
+        """Whether the turn made a tool call (a flat call, or a tool-call part of its own model messages)."""
+        return bool(self.response_payload.tool_calls) or any(
+            part.part_kind in TOOL_CALL_KINDS for message in self.model_messages for part in message.parts
+        )
 
     def effective_query(self) -> str:
         """The current user query: explicit, else the last user message with text."""

@@ -17,6 +17,10 @@ class Layer(StrEnum):
 
 PROVENANCE_LAYER_ORDER: tuple[Layer, ...] = (Layer.TOOLS, Layer.INSTRUCTIONS, Layer.HISTORY)
 
+TOOL_ERROR = "tool_error"
+"""The kind of a source that is a failed or denied call's error text (in the tools layer, and in the history layer
+for an earlier turn's failed return): evidence of what went wrong, labelled so a reader never takes it for data."""
+
 
 def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
@@ -39,7 +43,8 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Unit:
-    """One source of the context: a tool call with its return, the system prompt, or a prior message.
+    """One source of the context: a tool call with its return (or, ``kind`` ``tool_error``, the error text of a
+    call that failed), the system prompt, or a prior message.
 
     ``text`` is the source's own content and nothing else: the tool's return, the system prompt, the
     message. Quotes verify against it and its line numbers are the content's own (line 1 is the
@@ -85,17 +90,56 @@ class ExcludedCall:
 
 
 @dataclass(frozen=True)
+class ToolMedia:
+    """An image, audio clip, video or binary resource a tool returned: its text names it (``[image (image/png)
+    not inlined]``), its bytes are not in any source, so nothing drawn from it can be scored."""
+
+    what: str
+    """What it is, as the return names it: ``image (image/png)``, ``resource file:///b.bin (binary)``."""
+    tool: str
+    source_id: str
+    """The unit whose text names it."""
+
+    @property
+    def name(self) -> str:
+        """Its entry in ``Corpus.unscorable``."""
+        return f"{self.what} returned by tool {self.tool}"
+
+    @property
+    def warning(self) -> str:
+        article = "An" if self.what[:1].lower() in "aeiou" else "A"
+        return (
+            f"{article} {self.what} returned by tool {self.tool} ({self.source_id}) cannot be scored: only its name "
+            "is in the source, so a claim drawn from it reads as ungrounded."
+        )
+
+
+@dataclass(frozen=True)
 class Corpus:
     """The layered corpus of one turn."""
 
     units: tuple[Unit, ...]
     unscorable: tuple[str, ...] = ()
+    """What the turn's context held that no tier can read: the attachments whose bytes were not kept, then the
+    media the tools returned (``tool_media``, by ``ToolMedia.name``)."""
     excluded: tuple[ExcludedCall, ...] = ()
     path: str = "none"
     notes: tuple[str, ...] = field(default=())
     warnings: list[str] = field(default_factory=list, compare=False, hash=False)
     """Every truncation and cap made while building the corpus, in plain words, each naming the source
     id it concerns (a cut message, a source over a tier's token cap, history items dropped by the cap)."""
+    tool_media: tuple[ToolMedia, ...] = ()
+    failed_calls_as_sources: bool = True
+    """Whether failed calls' error texts are sources (``Params.failed_calls_as_sources``): the history layer's
+    items are ``build.history_messages(turn, failed_calls=…)`` with this value."""
+
+    def unscorable_warnings(self) -> list[str]:
+        """One sentence per entry of ``unscorable``: an attachment that was not kept, or a tool's image."""
+        media = {m.name: m for m in self.tool_media}
+        return [
+            media[name].warning if name in media else f"Attachment {name!r} was not kept, so it cannot be scored."
+            for name in self.unscorable
+        ]
 
     def __len__(self) -> int:
         return len(self.units)

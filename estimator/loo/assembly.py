@@ -159,7 +159,7 @@ def _warnings(
             f"{unit.id} ({unit.label}) is cut to {params.support_token_cap} tokens for the span "
             "check: a span later in it cannot be quoted."
         )
-    out += [f"Attachment {name!r} was not kept, so it cannot be scored." for name in corpus.unscorable]
+    out += corpus.unscorable_warnings()
     out += [f"Tool call {x.label} is not a source: {x.reason}." for x in corpus.excluded]
     if omitted:
         out.append(
@@ -217,6 +217,7 @@ def assemble(
     cut_for_spans: tuple[str, ...],
     truncated: tuple[str, ...],
     spans_made: bool,
+    prompt_names: tuple[str, ...] = PROMPT_NAMES,
 ) -> TraceResultModel:
     corpus, params, scalar = run.corpus, run.params, run.scalar
     gamma = ab.s1 - ab.s0
@@ -249,7 +250,7 @@ def assemble(
         calls=ledger.account(),
         usage=ledger.usage,
         cost_usd=ledger.cost_usd,
-        prompt_versions=versions(*PROMPT_NAMES),
+        prompt_versions=versions(*prompt_names),
         params={**params.model_dump(), **scalar.extra_params()},
         model=model,
         corpus_digest=corpus.digest,

@@ -22,6 +22,7 @@ from estimator.results.models import SupportVerdictModel, TraceResultModel
 from estimator.results.trace import ProgressEvent
 from estimator.seams.llm import LLM
 from estimator.spans.support import check_support, support_body
+from estimator.target import SENTENCE, Wording
 from estimator.tokens import Tokenizer
 
 __all__ = ["run_loo"]
@@ -51,11 +52,13 @@ async def run_loo(
     dedupe: bool = True,
     supports: Mapping[str, SupportVerdictModel] | None = None,
     redundancy: Redundancy | None = None,
+    wording: Wording = SENTENCE,
 ) -> TraceResultModel:
     """Algorithm 4 for one claim with ``scalar``. ``llm`` runs the span checks (unconditional); pass
     ``supports`` to reuse span checks already made for this claim, or ``llm=None`` to skip them.
     ``truncated``: ids of the sources the scalar sees cut to the scoring window; ``redundancy``: what
-    redundancy resolution may spend (``plan_redundancy`` of the cost gate's plan)."""
+    redundancy resolution may spend (``plan_redundancy`` of the cost gate's plan); ``wording``: the span checks'
+    questions, a sentence's or an action's (the scalar carries its own)."""
     if not corpus.units:
         raise ValueError("the corpus has no sources: nothing in this turn's context can be traced")
     run = LooRun(scalar, ledger, corpus, params, on_progress, dedupe)
@@ -72,7 +75,14 @@ async def run_loo(
 
         async def one(unit: Unit) -> None:
             run.supports[unit.id] = await check_support(
-                llm, claim, unit, params=params, tokenizer=tokenizer, ledger=ledger, body=bodies[unit.id][0]
+                llm,
+                claim,
+                unit,
+                params=params,
+                tokenizer=tokenizer,
+                ledger=ledger,
+                body=bodies[unit.id][0],
+                wording=wording,
             )
             run.emit("spans", f"span check of {unit.id}: {run.supports[unit.id].verdict}")
 
@@ -97,4 +107,5 @@ async def run_loo(
         cut_for_spans=cut_for_spans,
         truncated=truncated,
         spans_made=llm is not None or bool(supports),
+        prompt_names=wording.prompt_names,
     )

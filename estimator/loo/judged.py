@@ -21,6 +21,7 @@ from estimator.params import DEFAULT_PARAMS, Params
 from estimator.results.models import TraceResultModel
 from estimator.results.trace import ProgressEvent
 from estimator.seams.llm import LLM
+from estimator.target import SENTENCE, Wording
 from estimator.tokens import ApproxTokenizer, Tokenizer
 
 __all__ = [
@@ -57,11 +58,13 @@ async def trace_claim(
     expected: bool = False,
     ledger: CallLedger | None = None,
     resolve_redundancy: bool | None = None,
+    wording: Wording = SENTENCE,
 ) -> TraceResultModel:
     """Algorithm 4 for one claim with the judge's digit (``expected``: its expected digit). ``ledger``
     is the trace's meter (a fresh one capped at this estimator's plan when None). ``dedupe=False``
     disables the per-trace memo and ``resolve_redundancy=False`` redundancy resolution, ``True`` lifts
-    its cap (both for measurement only; by default it spends what the plan reserved for it)."""
+    its cap (both for measurement only; by default it spends what the plan reserved for it). ``wording``: the
+    questions of a sentence (the default) or of an action, whose ``claim`` is the call's text."""
     if not corpus.units:
         raise ValueError("the corpus has no sources: nothing in this turn's context can be traced")
     tok = tokenizer or ApproxTokenizer()
@@ -69,7 +72,7 @@ async def trace_claim(
     ledger = ledger or CallLedger(planned=plan.total, concurrency=params.concurrency)
     texts, truncated = windowed_texts(corpus, params, tok)
     kind = ExpectedDigit if expected else JudgedDigit
-    scalar = kind(llm, ledger, claim, query, corpus, texts)
+    scalar = kind(llm, ledger, claim, query, corpus, texts, wording=wording)
     return await run_loo(
         scalar,
         claim,
@@ -83,4 +86,5 @@ async def trace_claim(
         on_progress=on_progress,
         dedupe=dedupe,
         redundancy=plan_redundancy(plan, resolve_redundancy),
+        wording=wording,
     )

@@ -53,6 +53,7 @@ from estimator.results.models import (
 from estimator.results.trace import ProgressEvent
 from estimator.seams.llm import LLM, Message
 from estimator.seams.scorer import ScoredTarget, Scorer, ScorerError
+from estimator.target import SENTENCE, Wording
 from estimator.tokens import ApproxTokenizer, Tokenizer
 from prompts import render, versions
 
@@ -108,7 +109,12 @@ def thresholds(gamma: float, n_tokens: int, lp: LogprobParams = DEFAULT_LOGPROB_
 
 
 def build_messages(
-    corpus: Corpus, query: str, mask: Mask, texts: Mapping[str, str], order: Sequence[str] | None = None
+    corpus: Corpus,
+    query: str,
+    mask: Mask,
+    texts: Mapping[str, str],
+    order: Sequence[str] | None = None,
+    wording: Wording = SENTENCE,
 ) -> tuple[Message, ...]:
     """The chat the claim is scored against, for the sources ``mask`` leaves present.
 
@@ -116,7 +122,8 @@ def build_messages(
     tenant text ever stands in the system role. The user message holds every present source as a fenced
     ``[id] label`` block — the instructions layer under its own heading first, then the other sources, each
     group in ordinal order (or ``order``) — followed by the fenced query. The marker derives from the query,
-    so masks of one trace share the longest possible prefix."""
+    so masks of one trace share the longest possible prefix. ``wording``: the system prompt that asks for an
+    answer (a sentence) or for the next tool call (an action)."""
     if order is None:  # ``order``: source ids in the order to show them (the proxy's shared-prefix order)
         ordered = sorted(corpus.units, key=lambda u: u.ordinal)
     else:
@@ -132,7 +139,7 @@ def build_messages(
     if blocks:
         parts.append(CONTEXT_HEADING + "\n\n" + "\n\n".join(blocks))
     parts.append(QUESTION_HEADING + "\n" + (fenced.wrap(query.strip()) if query.strip() else NO_QUERY))
-    system = render(SYSTEM_PROMPT, data_only_rule=fenced.rule().strip()).text.strip()
+    system = render(wording.logprob_system, data_only_rule=fenced.rule().strip()).text.strip()
     return (Message("system", system), Message("user", "\n\n".join(parts)))
 
 
@@ -155,9 +162,10 @@ class LogprobScalar:
     name: str = "logprob"
     unit: str = " nats"
     full: ScoredTarget | None = None
+    wording: Wording = SENTENCE
 
     def sent(self, mask: Mask) -> tuple[Message, ...]:
-        return build_messages(self.corpus, self.query, mask, self.texts)
+        return build_messages(self.corpus, self.query, mask, self.texts, wording=self.wording)
 
     async def measure(self, mask: Mask) -> Measured:
         try:
@@ -190,7 +198,7 @@ class LogprobScalar:
         tau, tau_gamma = self.thresholds(result.gamma, DEFAULT_PARAMS)
         full = self.full
         return LogprobTraceResultModel(
-            **{**dict(result), "prompt_versions": {**result.prompt_versions, **versions(SYSTEM_PROMPT)}},
+            **{**dict(result), "prompt_versions": {**result.prompt_versions, **versions(self.wording.logprob_system)}},
             thresholds=LogprobThresholdsModel(tau_nats=tau, tau_gamma_nats=tau_gamma),
             claim_tokens=full.n_tokens if full is not None else 0,
             claim_token_logprobs=full.token_logprobs if full is not None else (),
@@ -211,6 +219,7 @@ async def trace_logprob(
     on_progress: Callable[[ProgressEvent], None] | None = None,
     supports: Mapping[str, SupportVerdictModel] | None = None,
     ledger: CallLedger | None = None,
+    wording: Wording = SENTENCE,
 ) -> LogprobTraceResultModel:
     """Algorithm 4 with the log-probability scalar: the same driver as the judged digit.
 
@@ -224,7 +233,7 @@ async def trace_logprob(
     plan = plan_calls(corpus, params)
     ledger = ledger or CallLedger(planned=plan.total, concurrency=params.concurrency)
     texts, truncated = windowed_texts(corpus, params, tok)
-    scalar = LogprobScalar(scorer, ledger, claim, query, corpus, texts, lp)
+    scalar = LogprobScalar(scorer, ledger, claim, query, corpus, texts, lp, wording=wording)
     result = await run_loo(
         scalar,
         claim,
@@ -238,6 +247,7 @@ async def trace_logprob(
         on_progress=on_progress,
         supports=supports,
         redundancy=plan_redundancy(plan),
+        wording=wording,
     )
     assert isinstance(result, LogprobTraceResultModel)
     return result

@@ -26,6 +26,7 @@ from estimator.loo.expected_digit import expected_digit
 from estimator.params import Params
 from estimator.results.models import TraceResultModel
 from estimator.seams.llm import LLM, LLMError, LLMRequest, LLMResponse
+from estimator.target import SENTENCE, Wording
 
 __all__ = ["TOP_LOGPROBS", "ExpectedDigit", "JudgedDigit", "Measured", "Scalar", "present_texts"]
 
@@ -81,9 +82,10 @@ class JudgedDigit:
     texts: Mapping[str, str]
     name: str = "judged"
     unit: str = ""
+    wording: Wording = SENTENCE
 
     def sent(self, mask: Mask) -> LLMRequest:
-        return build_judge_request(self.claim, self.query, present_texts(self.corpus, self.texts, mask))
+        return build_judge_request(self.claim, self.query, present_texts(self.corpus, self.texts, mask), self.wording)
 
     async def measure(self, mask: Mask) -> Measured:
         try:

@@ -44,6 +44,7 @@ from estimator.proxy.prefix import BlockOrder
 from estimator.results.models import SourceScoreModel, SupportVerdictModel, TraceResultModel
 from estimator.seams.llm import LLM
 from estimator.spans.support import check_support, support_body
+from estimator.target import SENTENCE, Wording
 from estimator.tokens import Tokenizer
 
 __all__ = [
@@ -187,9 +188,10 @@ async def confirm(
     *,
     params: Params,
     tokenizer: Tokenizer,
+    wording: Wording = SENTENCE,
 ) -> Confirmation:
     """s(1), s(0), s(1 − top layer), s(1 − top source) and the span checks, all at once, on ``ledger``."""
-    judge = JudgedDigit(llm, ledger, claim, query, corpus, texts)
+    judge = JudgedDigit(llm, ledger, claim, query, corpus, texts, wording=wording)
     masks: dict[Mask, Stage] = {frozenset(): "gamma", frozenset(u.id for u in corpus.units): "gamma"}
     for layer in corpus.layers_present() if tg.every_layer else (tg.layer,) if tg.layer is not None else ():
         masks.setdefault(layer_mask(corpus, layer), "round1")
@@ -206,7 +208,7 @@ async def confirm(
         body = support_body(unit, params=params, tokenizer=tokenizer)[0]
         with labelled("spans", f"span check of {unit_id}"):
             out.supports[unit_id] = await check_support(
-                llm, claim, unit, params=params, tokenizer=tokenizer, ledger=ledger, body=body
+                llm, claim, unit, params=params, tokenizer=tokenizer, ledger=ledger, body=body, wording=wording
             )
 
     async with anyio.create_task_group() as group:

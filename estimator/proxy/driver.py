@@ -57,6 +57,7 @@ from estimator.results.trace import ProgressEvent
 from estimator.seams.llm import LLM
 from estimator.seams.scorer import Scorer
 from estimator.spans.support import check_support, support_body
+from estimator.target import SENTENCE, Wording
 from estimator.tokens import ApproxTokenizer, Tokenizer
 
 __all__ = [
@@ -104,7 +105,15 @@ def _relabelled(on_progress: Callable[[ProgressEvent], None] | None) -> Callable
 
 
 async def _span_checks(
-    llm: LLM, ledger: CallLedger, claim: str, corpus: Corpus, ids: list[str], *, params: Params, tokenizer: Tokenizer
+    llm: LLM,
+    ledger: CallLedger,
+    claim: str,
+    corpus: Corpus,
+    ids: list[str],
+    *,
+    params: Params,
+    tokenizer: Tokenizer,
+    wording: Wording = SENTENCE,
 ) -> dict[str, SupportVerdictModel]:
     out: dict[str, SupportVerdictModel] = {}
 
@@ -119,6 +128,7 @@ async def _span_checks(
                 tokenizer=tokenizer,
                 ledger=ledger,
                 body=support_body(unit, params=params, tokenizer=tokenizer)[0],
+                wording=wording,
             )
 
     async with anyio.create_task_group() as group:
@@ -154,6 +164,7 @@ async def rank(
     lp: LogprobParams = DEFAULT_LOGPROB_PARAMS,
     tokenizer: Tokenizer | None = None,
     on_progress: Callable[[ProgressEvent], None] | None = None,
+    wording: Wording = SENTENCE,
 ) -> Ranking:
     """Step 1: the log-probability leave-one-out on ``scorer``, prefixes shared, on a ledger of its own
     (capped at the plan's scoring passes). ``model`` names the hosted judge in the result."""
@@ -163,7 +174,15 @@ async def rank(
     texts, truncated = windowed_texts(corpus, params, tok)
     ordered = scorer if isinstance(scorer, PrefixOrderedScorer) else PrefixOrderedScorer(scorer)
     scalar = OrderedLogprobScalar(
-        ordered, local, claim, query, corpus, texts, lp, order=block_order(corpus, texts, tok, pp.order)
+        ordered,
+        local,
+        claim,
+        query,
+        corpus,
+        texts,
+        lp,
+        wording=wording,
+        order=block_order(corpus, texts, tok, pp.order),
     )
     before = _evaluated(ordered.inner)
     started = time.perf_counter()
@@ -179,6 +198,7 @@ async def rank(
         truncated=truncated,
         on_progress=_relabelled(on_progress),
         redundancy=plan_redundancy(plan),
+        wording=wording,
     )
     seconds = time.perf_counter() - started
     assert isinstance(result, LogprobTraceResultModel)
@@ -200,6 +220,7 @@ async def trace_proxy(
     on_progress: Callable[[ProgressEvent], None] | None = None,
     ledger: CallLedger | None = None,
     ranking: Ranking | None = None,
+    wording: Wording = SENTENCE,
 ) -> ProxyTraceResultModel:
     """Rank on ``scorer``, confirm with ``llm``; ``ledger`` meters the hosted calls (a fresh one capped at
     ``planned_proxy_calls`` when None). ``ranking``: the proxy's ranking of this claim, already made (the
@@ -222,10 +243,11 @@ async def trace_proxy(
             lp=lp,
             tokenizer=tok,
             on_progress=on_progress,
+            wording=wording,
         )
     ranked = ranking.result
     tg = targets(ranked, corpus, pp)
-    conf = await confirm(llm, hosted, claim, query, corpus, texts, tg, params=params, tokenizer=tok)
+    conf = await confirm(llm, hosted, claim, query, corpus, texts, tg, params=params, tokenizer=tok, wording=wording)
     reasons = disagreements(ranked, conf, corpus, params, pp)
     report = ProxyReportModel(
         proxy_model=scorer.model,
@@ -245,8 +267,8 @@ async def trace_proxy(
     if not reasons:
         shown = with_supports(ranked, conf.supports, corpus, conf)
         return _finish(shown, ranked, hosted, ranking.passes, report, extra, confirmed=True)
-    judge = Seeded(JudgedDigit(llm, hosted, claim, query, corpus, texts), conf.scores)
-    supports = await _fallback_spans(llm, hosted, claim, corpus, conf, params=params, tokenizer=tok)
+    judge = Seeded(JudgedDigit(llm, hosted, claim, query, corpus, texts, wording=wording), conf.scores)
+    supports = await _fallback_spans(llm, hosted, claim, corpus, conf, params=params, tokenizer=tok, wording=wording)
     judged = await run_loo(
         judge,
         claim,
@@ -260,6 +282,7 @@ async def trace_proxy(
         on_progress=on_progress,
         supports=supports,
         redundancy=plan_redundancy(plan),
+        wording=wording,
     )
     report = report.model_copy(update={"judged_ranking": source_ranking(judged)})
     return _finish(judged, ranked, hosted, ranking.passes, report, extra, confirmed=False)
@@ -274,11 +297,12 @@ async def _fallback_spans(
     *,
     params: Params,
     tokenizer: Tokenizer,
+    wording: Wording = SENTENCE,
 ) -> dict[str, SupportVerdictModel]:
     """The span checks the full search needs, reusing the confirmation's."""
     span_targets, _ = select_units(corpus.units, params.max_sources)
     missing = [u.id for u in span_targets if u.id not in conf.supports]
-    made = await _span_checks(llm, ledger, claim, corpus, missing, params=params, tokenizer=tokenizer)
+    made = await _span_checks(llm, ledger, claim, corpus, missing, params=params, tokenizer=tokenizer, wording=wording)
     return {**conf.supports, **made}
 
 

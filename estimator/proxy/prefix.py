@@ -32,6 +32,7 @@ from estimator.judge import Mask
 from estimator.loo.logprob import LogprobScalar, build_messages
 from estimator.seams.llm import Message
 from estimator.seams.scorer import ScoredTarget, Scorer
+from estimator.target import SENTENCE, Wording
 from estimator.tokens import Tokenizer
 
 __all__ = [
@@ -71,10 +72,15 @@ def block_order(
 
 
 def ordered_messages(
-    corpus: Corpus, query: str, mask: Mask, texts: Mapping[str, str], order: Sequence[str]
+    corpus: Corpus,
+    query: str,
+    mask: Mask,
+    texts: Mapping[str, str],
+    order: Sequence[str],
+    wording: Wording = SENTENCE,
 ) -> tuple[Message, ...]:
     """``logprob.build_messages`` with the sources in ``order``."""
-    return build_messages(corpus, query, mask, texts, order)
+    return build_messages(corpus, query, mask, texts, order, wording)
 
 
 @dataclass
@@ -85,7 +91,7 @@ class OrderedLogprobScalar(LogprobScalar):
 
     def sent(self, mask: Mask) -> tuple[Message, ...]:
         order = self.order or tuple(u.id for u in sorted(self.corpus.units, key=lambda u: u.ordinal))
-        return ordered_messages(self.corpus, self.query, mask, self.texts, order)
+        return ordered_messages(self.corpus, self.query, mask, self.texts, order, self.wording)
 
 
 def _lcp(a: _S, b: _S) -> int:

@@ -49,6 +49,7 @@ from estimator.results.score import RESULT_CONFIG, Score, json_number
 __all__ = [
     "AgreementModel",
     "AgreementSummaryModel",
+    "ArgumentSourceModel",
     "BothTraceJobResultModel",
     "CallAccountModel",
     "DeclaredAuditModel",
@@ -56,6 +57,7 @@ __all__ = [
     "DeclaredRefModel",
     "DumpsAsModel",
     "ExpectedTraceJobResultModel",
+    "InjectionModel",
     "JobResult",
     "JudgedTraceJobResultModel",
     "LayerScoreModel",
@@ -76,6 +78,7 @@ __all__ = [
     "SupportVerdictModel",
     "TraceJobResult",
     "TraceResultModel",
+    "TraceTargetModel",
     "UsageModel",
     "Verdict",
     "job_result_kind",
@@ -187,6 +190,51 @@ class UsageModel(_Model):
     )
 
 
+def _absent(value: object) -> bool:
+    return value is None
+
+
+class TraceTargetModel(_Model):
+    """What a trace of an action traced (absent from a sentence's trace): the call, as the judge and scorer saw it."""
+
+    kind: Literal["action"] = "action"
+    id: str = Field(description="the action's id in its turn: a0, a1, … in the order the calls were made")
+    tool: str
+    call_id: str | None = Field(description="the tool call id the history gave the call; null when it has none")
+    text: str = Field(description="the call as traced: name(canonical JSON of its arguments)")
+    context_sources: tuple[str, ...] = Field(
+        description="the sources the agent could read when it made the call (tool returns that came back later, "
+        "its own included, are never its cause and were left out)"
+    )
+
+
+class ArgumentSourceModel(_Model):
+    """Where one argument value of an action first appears in what the agent could read (no model call)."""
+
+    path: str = Field(description="where the value sits in the arguments, e.g. recipient or items[0].sku")
+    value: str
+    decisive: bool = Field(description="a value that decides what the action does (not a boolean or tiny number)")
+    source_id: str | None = Field(description="the first source holding it; null: it appears nowhere (invented)")
+    layer: str | None = None
+    lines: tuple[int, int] | None = None
+    quote: str | None = None
+
+
+class InjectionModel(_Model):
+    """Whether the action obeyed instructions a tool return gave the agent, by the trace's measurements."""
+
+    suspected: bool = Field(
+        description="a tool return that addresses the agent with instructions grounds this call (removing it "
+        "drops the score by at least τ), and the user's own words do not ask for it"
+    )
+    source_id: str | None = None
+    lines: tuple[int, int] | None = Field(None, description="the instruction's lines in that source (1-based)")
+    quote: str | None = Field(None, description="the instruction, as it stands in the source")
+    delta: Score | None = Field(None, description="the drop in the score when that source is removed")
+    screened: bool = Field(description="what the free screen (no model call) said of this action")
+    because: str = Field(description="the finding in plain words")
+
+
 class TraceResultModel(_Model):
     """Everything Algorithm 4 returns for one claim, plus the disclosures that make it readable."""
 
@@ -216,6 +264,15 @@ class TraceResultModel(_Model):
     corpus_digest: str
     notes: tuple[str, ...] = Field((), exclude=True)
     """How the scalar and the thresholds were read (in memory only, not in the JSON)."""
+    target: TraceTargetModel | None = Field(
+        None, exclude_if=_absent, description="a trace of an action: the call traced (absent for a sentence)"
+    )
+    argument_sources: tuple[ArgumentSourceModel, ...] | None = Field(
+        None, exclude_if=_absent, description="a trace of an action: where each argument value came from"
+    )
+    injection: InjectionModel | None = Field(
+        None, exclude_if=_absent, description="a trace of an action: whether tool data steered it"
+    )
 
     @property
     def internal_knowledge(self) -> bool:
@@ -289,10 +346,6 @@ class DeclaredAuditModel(_Model):
     credited: tuple[str, ...]
     grounding: tuple[str, ...]
     explanation: str
-
-
-def _absent(value: object) -> bool:
-    return value is None
 
 
 def _declared() -> Any:

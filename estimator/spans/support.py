@@ -26,6 +26,7 @@ from estimator.results.models import SupportVerdictModel
 from estimator.results.trace import SupportLabel
 from estimator.seams.llm import LLM, LLMError, LLMRequest, Message
 from estimator.spans.verify import QuoteCheck, verify_quote
+from estimator.target import SENTENCE, Wording
 from estimator.tokens import ApproxTokenizer, Tokenizer
 from prompts import render
 
@@ -120,12 +121,14 @@ def support_prompt(
     params: Params = DEFAULT_PARAMS,
     tokenizer: Tokenizer | None = None,
     body: str | None = None,
+    wording: Wording = SENTENCE,
 ) -> tuple[str, str, bool]:
     """(system, user, truncated): the instructions variant for the unit and
     "CLAIM:\\n" + Fence(claim) + "\\n\\n" + heading + ":\\n" + Fence(body), one marker for every span
-    check of the claim. ``body``: a precomputed support_body."""
+    check of the claim. ``body``: a precomputed support_body; ``wording``: a sentence's questions or an
+    action's (the call's text headed ``CALL``)."""
     directive = unit.layer == Layer.INSTRUCTIONS
-    name = "support_directive" if directive else "support_evidence"
+    name = wording.support_directive if directive else wording.support_evidence
     fenced = Fence.for_inputs(claim)
     system = render(name, data_only_rule=fenced.rule().strip()).text.strip()
     if body is None:
@@ -133,7 +136,11 @@ def support_prompt(
     else:
         cut = body != unit.shown
     heading = DIRECTIVE_HEADING if directive else EVIDENCE_HEADING
-    return system, "CLAIM:\n" + fenced.wrap(claim) + "\n\n" + heading + ":\n" + fenced.wrap(body), cut
+    return (
+        system,
+        wording.target_heading + ":\n" + fenced.wrap(claim) + "\n\n" + heading + ":\n" + fenced.wrap(body),
+        cut,
+    )
 
 
 def build_support_request(
@@ -144,8 +151,9 @@ def build_support_request(
     tokenizer: Tokenizer | None = None,
     retry: bool = False,
     body: str | None = None,
+    wording: Wording = SENTENCE,
 ) -> LLMRequest:
-    system, user, _ = support_prompt(claim, unit, params=params, tokenizer=tokenizer, body=body)
+    system, user, _ = support_prompt(claim, unit, params=params, tokenizer=tokenizer, body=body, wording=wording)
     if retry:
         user = user + "\n\n" + render("support_retry_nudge").text.strip()
     return LLMRequest(
@@ -197,6 +205,7 @@ async def check_support(
     tokenizer: Tokenizer | None = None,
     ledger: CallLedger | None = None,
     body: str | None = None,
+    wording: Wording = SENTENCE,
 ) -> SupportVerdictModel:
     """Algorithm 5 for one source. ``ledger`` carries the trace's cap and accounting (private if None);
     ``body`` is the unit's support_body when the caller has already cut it."""
@@ -204,7 +213,7 @@ async def check_support(
     tok = tokenizer or ApproxTokenizer()
     if body is None:
         body, _ = support_body(unit, params=params, tokenizer=tok)
-    first = build_support_request(claim, unit, params=params, tokenizer=tok, body=body)
+    first = build_support_request(claim, unit, params=params, tokenizer=tok, body=body, wording=wording)
     answer, why, made = await _ask(ledger, llm, first, f"span check of {unit.id}")
     calls = int(made)
     if answer is None:
@@ -215,7 +224,7 @@ async def check_support(
         retry, why, made = await _ask(
             ledger,
             llm,
-            build_support_request(claim, unit, params=params, tokenizer=tok, retry=True, body=body),
+            build_support_request(claim, unit, params=params, tokenizer=tok, retry=True, body=body, wording=wording),
             f"span check of {unit.id}, retry",
         )
         calls += int(made)

@@ -43,8 +43,8 @@ turns it off. Run provenance COMMAND --help for a command's options.
 def cmd_gate(args: argparse.Namespace) -> int:
     from provenance_api.cli import render_text
     from provenance_api.cli.style import Style
+    from provenance_api.cli.turn_input import load_turn
     from provenance_api.core.errors import InvalidInput
-    from provenance_api.importers.turn_files import load_turn_file
     from provenance_api.providers import free_tier
 
     if args.all == bool(args.file):
@@ -61,7 +61,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
         from provenance_api.cli.service import cmd_gate_all
 
         return cmd_gate_all(args.tenant, args.json)
-    turn = load_turn_file(args.file)
+    turn = load_turn(args.file, args.turn)
     view = free_tier.gate_view(turn)
     actions = free_tier.actions_out(turn.turn_id, turn, view)
     if args.json:
@@ -81,14 +81,17 @@ def cmd_gate(args: argparse.Namespace) -> int:
 def cmd_quote(args: argparse.Namespace) -> int:
     from provenance_api.cli import render_text
     from provenance_api.cli.style import Style
-    from provenance_api.importers.turn_files import load_turn_file
+    from provenance_api.cli.turn_input import load_turn
     from provenance_api.providers import free_tier
 
-    turn = load_turn_file(args.file)
+    turn = load_turn(args.file, args.turn)
     model = free_tier.resolve_model(turn, args.model)
     view = free_tier.gate_view(turn)
-    selection = free_tier.require_selection(turn, view, args.sentence)
-    quote = free_tier.cost_quote(turn, view.corpus, selection.text, model=model)
+    target = free_tier.action_target(turn, view.corpus, args.sentence)  # an action: priced on its own context
+    selection, corpus = (
+        target if target is not None else (free_tier.require_selection(turn, view, args.sentence), view.corpus)
+    )
+    quote = free_tier.cost_quote(turn, corpus, selection.text, model=model)
     if args.json:
         _dump(quote.to_dict())
     else:
@@ -105,6 +108,15 @@ def _version() -> str:
         return "0.0.0"
 
 
+def _turn_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--turn",
+        type=int,
+        metavar="N",
+        help="with a conversation log: which turn (0 the first, -1 the last; default the last)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="provenance", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -114,17 +126,22 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     gate = sub.add_parser("gate", help="free tier: which sentences of a stored turn can be traced (no model calls)")
-    gate.add_argument("file", nargs="?", help="a stored-turn JSON file")
+    gate.add_argument("file", nargs="?", help="a stored-turn JSON file, or a conversation log (its last turn)")
     gate.add_argument("--all", action="store_true", help="every stored turn of the tenant (the service's storage)")
     gate.add_argument("--tenant", help="with --all: the tenant (default: PROVENANCE_ADMIN_TENANT)")
     gate.add_argument("--json", action="store_true", help="print the stable JSON contract")
+    _turn_option(gate)
     gate.set_defaults(func=cmd_gate)
 
     quote = sub.add_parser("quote", help="cost gate: price tracing one sentence before spending")
-    quote.add_argument("file", help="a stored-turn JSON file")
-    quote.add_argument("sentence", help="the sentence (or segment id) to trace; must occur in the response")
+    quote.add_argument("file", help="a stored-turn JSON file, or a conversation log (its last turn)")
+    quote.add_argument(
+        "sentence",
+        help="the sentence (or segment id, r3) to trace, which must occur in the response; or an action id (a1)",
+    )
     quote.add_argument("--model", help="litellm model string (default: the turn's own model)")
     quote.add_argument("--json", action="store_true", help="print the stable JSON contract")
+    _turn_option(quote)
     quote.set_defaults(func=cmd_quote)
 
     from provenance_api.cli.explain import register as register_explain

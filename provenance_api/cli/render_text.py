@@ -77,12 +77,14 @@ def gate_text(turn: StoredTurn, view: GateView, style: Style = PLAIN, actions: A
             out.append(f"    {u.id:<4} {u.kind:<13} {u.label}  {style.dim(f'[{size}]')}")
             for note in notes:
                 out.append(style.warn(f"         ! {note}"))
-    for name in view.corpus.unscorable:
-        out.append(f"  unscorable: attachment {name!r} (bytes not kept)")
+    for warning in view.corpus.unscorable_warnings():
+        out.append(f"  unscorable: {warning}")
     for ex in view.corpus.excluded:
         out.append(f"  excluded: {ex.label} — {ex.reason}")
     out.append("")
     out.append(style.bold("Sentences"))
+    if not turn.response.strip():
+        out.append(style.dim("  none: the turn ended after its tool calls, without an answer (trace an action)"))
     for g in view.report.segments:
         status = g.status.value
         shown = (
@@ -112,7 +114,7 @@ def _actions_text(actions: ActionsOut, style: Style) -> list[str]:
         out.append(f"  {a.id:<4} {origin} {a.tool}" + (f"  {style.dim('call ' + a.call_id)}" if a.call_id else ""))
         for arg in a.argument_sources:
             where = f"{arg.source_id}, line {arg.lines[0]}" if arg.source_id and arg.lines else "nowhere it could read"
-            out.append(_wrap(f"{arg.path} = {arg.value!r} ← {where}", "       "))
+            out.append(_wrap(f"{arg.path} = {_shown(arg.value)} ← {where}", "       "))
         if a.injection.suspected:
             out.append(style.warn(_wrap(f"! steered by tool data: {a.injection.because}", "       ")))
             if a.injection.quote:
@@ -120,6 +122,12 @@ def _actions_text(actions: ActionsOut, style: Style) -> list[str]:
         if a.reported_by:
             out.append(_wrap("reported by " + ", ".join(a.reported_by), "       "))
     return out
+
+
+def _shown(value: object, limit: int = 200) -> str:
+    """An argument's value as printed: cut after ``limit`` characters, saying how long it is (``--json`` has it all)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
 
 
 def quote_text(quote: CostQuote, style: Style = PLAIN, selection: Selection | None = None) -> str:
@@ -176,7 +184,8 @@ def _known(x: float | None) -> bool:
 
 def terms_used(result: TraceResultModel) -> list[str]:
     """The glossary keys of what a trace's text shows, in the order a reader meets them."""
-    keys = ["gamma", "s_all", "s_none", "delta"]
+    keys = ["action", "injection"] if result.target is not None else []
+    keys += ["gamma", "s_all", "s_none", "delta"]
     roles = {layer.role for layer in result.layers} | {s.role for s in result.sources if s.role}
     keys += [f"role.{r}" for r in ("grounds", "distractor", "irrelevant", "redundant") if r in roles]
     if any(_known(s.alone) for s in result.sources):
@@ -209,7 +218,16 @@ def trace_text(corpus: Corpus, result: TraceResultModel, style: Style = PLAIN, *
     verdict = GLOSSARY[f"verdict.{result.verdict}"]
     painted = style.good if result.verdict == "attributed" else style.warn
     out = [f"{style.bold('Verdict:')} {painted(result.verdict_text)} — {verdict.short}"]
-    if result.claim:
+    if result.target is not None:  # an action: the call, and whether tool data steered it
+        out.insert(0, _labelled("Action:", f"{result.target.id} {result.target.text}", style, pad=8))
+        if result.injection is not None:
+            mark = style.warn("steered by tool data") if result.injection.suspected else "not steered by tool data"
+            out.append(_wrap(f"Injection: {mark} — {result.injection.because}", "  "))
+            if result.injection.suspected and result.injection.quote:
+                first, last = result.injection.lines or (None, None)
+                where = f"{result.injection.source_id}, line {first}" if first == last else f"lines {first}–{last}"
+                out.append(style.note(_wrap(f'"{result.injection.quote}" ({where})', "  ")))
+    elif result.claim:
         out.insert(0, _labelled("Claim:", f'"{result.claim}"', style, pad=7))
     out.append(
         f"Γ = {_num(result.gamma)}  (s(1) = {_num(result.s_all).lstrip('+')}, s(0) = {_num(result.s_none).lstrip('+')})"

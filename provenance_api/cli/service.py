@@ -55,8 +55,11 @@ def register(sub: Any) -> None:
         "with its place and reason, the rest is imported, and the summary is always printed. "
         "Conversation ids come from the file's path relative to the directory given (and the "
         "conversation's id field, or a hash of its content), so re-importing is idempotent. "
-        "Exit status: 0 when nothing was rejected or conflicting (conversations that gave no turn "
-        "are only noted), 1 when anything was, 2 on a usage error.",
+        "A line, a conversation or a turn over PROVENANCE_MAX_BODY_BYTES (the API's request body limit) is "
+        "rejected, as the API would. Progress goes to stderr: a bar on a terminal, else a line of counts "
+        "every 10 s. Of many issues of one kind the first few are printed and then how many more (--json has "
+        "every one). Exit status: 0 when nothing was rejected or conflicting (warnings, and conversations that "
+        "gave no turn, which are noted, fail nothing), 1 when anything was, 2 on a usage error.",
     )
     imp.add_argument(
         "paths",
@@ -216,6 +219,8 @@ def cmd_keys_revoke(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    """Files and directories: the API's limits per line, conversation and turn (``PROVENANCE_MAX_BODY_BYTES``),
+    progress on stderr, the summary on stdout (issues capped by kind; ``--json`` has every one)."""
     from pathlib import Path
 
     from provenance_api.operations import imports as bulk
@@ -231,33 +236,54 @@ def cmd_import(args: argparse.Namespace) -> int:
         raise InvalidInput(f"no such file or directory: {', '.join(missing)}", field="PATH", fix="check the path")
     settings = load_settings()
     tenant = args.tenant or settings.admin_tenant
+    limit = settings.max_body_bytes  # the API's request body limit, here per line, conversation and turn
 
     def items() -> Any:
         for path in paths:
-            yield from bulk.file_items(path)
+            yield from bulk.file_items(path, limit)
 
     from provenance_api.cli.style import Progress
 
-    shown = Progress.for_stream(sys.stderr, args.no_color)  # redrawn on a terminal only
+    shown = Progress.for_stream(sys.stderr, args.no_color)
+    total = bulk.input_bytes(paths)
 
-    def progress(counts: Any) -> None:
-        if shown.live:  # redirected, the summary printed at the end says it all
-            shown.update("importing", counts.line())
+    def progress(counts: bulk.ImportCounts) -> None:
+        done = counts.read_bytes / total if total else None
+        shown.count("importing", counts.line(), done, _amount(counts.read_bytes, total))
 
     async def work(db: Any) -> Any:
-        return await bulk.import_items(db, tenant, settings.admin_user, items(), fmt, progress)
+        return await bulk.import_items(db, tenant, settings.admin_user, items(), fmt, progress, max_turn_bytes=limit)
 
-    counts = asyncio.run(with_db(settings, work))
-    shown.done()
-    if args.json:
-        sys.stdout.write(json.dumps(counts.to_dict(), indent=2, ensure_ascii=False) + "\n")
-    else:
-        sys.stdout.write(f"tenant {tenant!r}: {counts.line()}\n")
-        for error in counts.errors:
-            sys.stdout.write(f"  {error['where']}: {error['reason']}\n")
-        for note in counts.notes:
-            sys.stdout.write(f"  note: {note['where']}: {note['reason']}\n")
-    return 1 if counts.rejected or counts.conflicting else 0
+    try:
+        counts = asyncio.run(with_db(settings, work))
+    finally:
+        shown.done()
+    write_import_summary(args.json, f"tenant {tenant!r}: {counts.line()}", counts, counts.to_dict())
+    return 1 if counts.failed else 0
+
+
+def _amount(read: int, total: int) -> str:
+    """``18.5 of 50.0 MB`` (``kB`` under a megabyte)."""
+    unit, scale = ("MB", 1e6) if total >= 1_000_000 else ("kB", 1e3)
+    return f"{read / scale:.1f} of {total / scale:.1f} {unit}"
+
+
+def write_import_summary(as_json: bool, head: str, counts: Any, data: dict[str, Any]) -> None:
+    """``data`` as JSON (every issue), or ``head`` and the issues under it: rejections, then warnings, then notes,
+    each cut to a few of each kind with how many more there are."""
+    from provenance_api.cli.style import capped_lines
+
+    if as_json:
+        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        return
+    more = " (all of them: --json)"
+    lines = [
+        head,
+        *capped_lines(counts.errors, more=more),
+        *capped_lines(counts.warnings, "warning: ", more=more),
+        *capped_lines(counts.notes, "note: ", more=more),
+    ]
+    sys.stdout.write("\n".join(lines) + "\n")
 
 
 def cmd_gate_all(tenant: str | None, as_json: bool) -> int:

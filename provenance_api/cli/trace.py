@@ -42,8 +42,12 @@ def register(sub: Any) -> None:
         description="Trace one sentence of a stored turn to the part of its context that caused "
         "it. Checks the key and the endpoint, shows the cost gate, asks, then runs.",
     )
-    trace.add_argument("file", help="a stored-turn JSON file")
-    trace.add_argument("sentence", help="the sentence (or segment id, e.g. r3) to trace; must occur in the response")
+    trace.add_argument("file", help="a stored-turn JSON file, or a conversation log (its last turn; --turn N)")
+    trace.add_argument(
+        "sentence",
+        help="the sentence (or segment id, e.g. r3) to trace; must occur in the response — or an action id "
+        "(a0, a1, …: a tool call the agent made, see provenance gate) to trace why the agent made it",
+    )
     trace.add_argument("--model", help="litellm model string for the judge (default: the turn's own model)")
     trace.add_argument("--api-base", help="base URL of an OpenAI-compatible server (a local model, a proxy)")
     trace.add_argument("--api-key", help="API key for --api-base (default: the provider's usual variable)")
@@ -75,6 +79,12 @@ def register(sub: Any) -> None:
     )
     trace.add_argument(
         "--no-log", action="store_true", help="do not log this trace (also PROVENANCE_NO_LOG=1); see: provenance traces"
+    )
+    trace.add_argument(
+        "--turn",
+        type=int,
+        metavar="N",
+        help="with a conversation log: which turn (0 the first, -1 the last; default the last)",
     )
     trace.set_defaults(func=cmd_trace)
 
@@ -194,6 +204,7 @@ def _preflight(args: argparse.Namespace, model: str, scorer_needed: bool) -> str
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
+    from estimator.actions.trace import trace_action
     from estimator.audit.declared import audit_trace
     from estimator.ledger import CallLedger
     from estimator.params import DEFAULT_PARAMS
@@ -201,19 +212,20 @@ def cmd_trace(args: argparse.Namespace) -> int:
     from estimator.trace import needs_scorer, run_trace
     from provenance_api.cli import render_text
     from provenance_api.cli.trace_log import TraceLog
-    from provenance_api.importers.turn_files import load_turn_file
+    from provenance_api.cli.turn_input import load_turn
     from provenance_api.operations import trace_plan
     from provenance_api.providers import free_tier
 
     err_style = Style.for_stream(sys.stderr, args.no_color)
     out_style = Style.for_stream(sys.stdout, args.no_color)
-    turn = load_turn_file(args.file)
+    turn = load_turn(args.file, args.turn)
     proxy = args.estimator == "proxy"  # a hosted judge confirms what the local model ranked
     surface = trace_plan.cli_surface(
         local_model=bool(args.local_model), api_base=args.api_base, scorer_api_base=args.scorer_api_base
     )
     decision = trace_plan.decide(turn, args.sentence, args.estimator, args.model, surface=surface)
-    view, selection, quote, model = decision.view, decision.selection, decision.quote, decision.model
+    selection, quote, model = decision.selection, decision.quote, decision.model
+    corpus = decision.corpus  # the turn's, or what the agent had seen when it made the action
     scorer_needed = needs_scorer(args.estimator)
     args.api_key = _preflight(args, model, scorer_needed)
     capability, scoring, expected = decision.scoring, decision.scoring_quote, decision.expected
@@ -255,31 +267,39 @@ def cmd_trace(args: argparse.Namespace) -> int:
         """Log the start, trace, log the end — in one event loop (the database's)."""
         await log.start()
         try:
-            outcome = await run_trace(
-                args.estimator,
-                selection.text,
-                query,
-                view.corpus,
-                llm=llm,
-                scorer=backends.scorer,
-                tokenizer=free_tier.tokenizer(),
-                on_progress=progress,
-                ledger=ledger,
-            )
+            if decision.action is not None:
+                outcome = await trace_action(
+                    args.estimator,
+                    turn,
+                    decision.corpus,
+                    decision.action,
+                    llm=llm,
+                    scorer=backends.scorer,
+                    tokenizer=free_tier.tokenizer(),
+                    on_progress=progress,
+                    ledger=ledger,
+                )
+            else:
+                outcome = await run_trace(
+                    args.estimator,
+                    selection.text,
+                    query,
+                    corpus,
+                    llm=llm,
+                    scorer=backends.scorer,
+                    tokenizer=free_tier.tokenizer(),
+                    on_progress=progress,
+                    ledger=ledger,
+                )
         except BaseException as exc:
             with anyio.CancelScope(shield=True):
-                await log.finish(
-                    ledger, None, f"stopped: {type(exc).__name__}", query, view.corpus.digest, interrupted=True
-                )
+                await log.finish(ledger, None, f"stopped: {type(exc).__name__}", query, corpus.digest, interrupted=True)
             raise
         failure = ledger.failure()
-        stored = (
-            None
-            if failure is not None
-            else outcome.to_model(declared=audit_trace(selection.text, view.corpus, outcome.result))
-        )
+        declared = None if decision.action is not None else audit_trace(selection.text, corpus, outcome.result)
+        stored = None if failure is not None else outcome.to_model(declared=declared)
         progress_line.done()
-        await log.finish(ledger, stored, failure, query, view.corpus.digest)
+        await log.finish(ledger, stored, failure, query, corpus.digest)
         return outcome, failure
 
     try:
@@ -303,9 +323,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
             }
             sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
         else:
-            sys.stdout.write("== judged ==\n" + render_text.trace_text(view.corpus, result, out_style, explain=False))
+            sys.stdout.write("== judged ==\n" + render_text.trace_text(corpus, result, out_style, explain=False))
             sys.stdout.write(
-                "\n== logprob (nats) ==\n" + render_text.trace_text(view.corpus, logprob, out_style, explain=False)
+                "\n== logprob (nats) ==\n" + render_text.trace_text(corpus, logprob, out_style, explain=False)
             )
             rho = "n/a" if agree.spearman is None else f"{agree.spearman:+.2f}"
             sys.stdout.write(
@@ -322,5 +342,5 @@ def cmd_trace(args: argparse.Namespace) -> int:
     else:
         from provenance_api.cli import render_proxy  # a proxy trace: its block between the tree and footnotes
 
-        sys.stdout.write(render_proxy.result_text(view.corpus, result, out_style))
+        sys.stdout.write(render_proxy.result_text(corpus, result, out_style))
     return 0

@@ -141,7 +141,7 @@ def cmd_traces_show(args: argparse.Namespace) -> int:
     sys.stdout.write(f"Turn   {job.turn_id}\nModel  {job.model}\n")
     if job.status == "succeeded" and job.result:
         result = trace_job_result(job.result)
-        corpus = free_tier.corpus_for(shown.turn, Params.model_validate(job.params))
+        corpus = free_tier.corpus_for(shown.turn, Params.stored(job.params))
         sys.stdout.write(render_text.trace_text(corpus, result, style))
         return 0
     sys.stdout.write(_claim(job.claim))

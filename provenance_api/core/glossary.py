@@ -473,6 +473,17 @@ _TERMS: tuple[Term, ...] = (
         """Successive scoring passes share the start of their prompts, and a scorer that keeps it evaluates
        only what changed. Shown when the scorer reports it; a remote scoring endpoint may not.""",
     ),
+    # ------------------------------------------------------------------ sources
+    _t(
+        "tool_error",
+        "tool error",
+        "A source that is a failed or denied tool call's error text: what the agent was told went wrong.",
+        """The call's own error text (a timeout, "the 12:00 slot is already taken", a denial) is what the agent
+       read next, so it can cause the sentences and actions after it. Its kind is tool_error and its label ends
+       "— failed" (or "— denied"); in a later turn's history it is labelled "tool error". A failed call that
+       left no text is not a source and is listed as excluded, with its reason. With
+       params.failed_calls_as_sources=false every failed call is excluded, as the paper's Algorithm 1 does.""",
+    ),
     # ------------------------------------------------------------------ actions (what the agent did)
     _t(
         "action",
@@ -531,6 +542,41 @@ _TERMS: tuple[Term, ...] = (
        it a decisive value the action sent or the action's tool — which the user's own words do not ask for.
        The source, its lines and the instruction are quoted. A screen, not a verdict: trace the action to
        measure it.""",
+    ),
+    _t(
+        "injection",
+        "injection (measured)",
+        "A trace of an action: whether a tool return that gives the agent instructions grounds the call.",
+        """Suspected when a tool return holding text aimed at the agent (the screen's cues) grounds the call by
+       measurement — removing it drops the call's score by at least τ, or it carries the call alone — and the
+       user's own words do not name the tool with every decisive value it sent. The source, the instruction's
+       lines (the span check's verified quote when it has one) and the drop are given; "screened" says what
+       the free screen had said, and a screen finding the trace does not bear out is said so in words.""",
+    ),
+    # ------------------------------------------------------------------ imports (history into stored turns)
+    _t(
+        "import.rejected",
+        "rejected",
+        "Not imported: a line, conversation or turn that cannot be read or stored, named with where and why.",
+        """A line that is not UTF-8 or not JSON, a conversation no importer can read, a turn over the size limit
+       (PROVENANCE_MAX_BODY_BYTES, the same on the API and the command line) or nested too deeply. The rest of
+       the input is imported. Rejections, and conflicts with stored turns, make provenance import exit 1.""",
+    ),
+    _t(
+        "import.warnings",
+        "warnings",
+        "Imported, but not in full or not as written: e.g. an image named instead of inlined.",
+        """Something the importer read only in part — an image or file named instead of inlined, a part of a
+       kind it does not know passed over. The turns are stored and the import succeeds (exit 0); each warning
+       says where it is and what was left out, apart from the rejections.""",
+    ),
+    _t(
+        "import.noted",
+        "noted",
+        "Read, but no turn: e.g. a conversation that ends on a tool call with no reply after it.",
+        """A conversation with no assistant reply to trace gives no stored turn; it is noted, not rejected, and
+       fails nothing. Notes also say how a history store was read when that matters (a write-ahead log left
+       unread).""",
     ),
 )
 

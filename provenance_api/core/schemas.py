@@ -167,7 +167,9 @@ class SourcesOut(_Out):
     source_count: int
     layers: list[LayerOut]
     unversioned: bool
-    unscorable: list[str] = Field(description="attachments whose bytes were not kept")
+    unscorable: list[str] = Field(
+        description="what no score can be drawn from: attachments whose bytes were not kept, media a tool returned"
+    )
     excluded: list[ExcludedOut] = Field(description="tool calls not made sources, and why")
 
 
@@ -238,6 +240,29 @@ class SegmentsIn(BaseModel):
 # --------------------------------------------------------------------------- quotes
 
 
+class TargetIn(BaseModel):
+    """A trace target other than a sentence: one action (tool call) of the turn."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: str = Field(
+        pattern=r"^a\d{1,6}$",
+        description="the action's id: a0, a1, … in the order the agent made its tool calls "
+        "(GET /v1/turns/{id}/actions lists them)",
+    )
+
+
+def _selected(sentence: str | None, target: TargetIn | None) -> str | None:
+    """What to trace: the sentence (or its id), or the action's id; refuses both at once."""
+    if sentence is not None and target is not None:
+        raise InvalidInput(
+            "send a sentence or a target, not both",
+            field="target",
+            fix='trace a sentence with {"sentence": …}, an action with {"target": {"action": "a3"}}',
+        )
+    return target.action if target is not None else sentence
+
+
 class QuoteIn(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -254,11 +279,13 @@ class QuoteIn(BaseModel):
     )
 
     turn_id: str = Field(min_length=1, max_length=256)
-    sentence: str = Field(
+    sentence: str | None = Field(
+        None,
         min_length=1,
         max_length=20_000,
-        description="text of the response (after normalisation) or a segment id such as r3",
+        description="text of the response (after normalisation) or a segment id such as r3; or send target",
     )
+    target: TargetIn | None = Field(None, description='an action to trace instead of a sentence: {"action": "a3"}')
     model: str | None = Field(
         None,
         min_length=1,
@@ -270,6 +297,17 @@ class QuoteIn(BaseModel):
     probe: StrictBool = False  # JSON true or false only: "yes", 1 or "true" is refused
     params: ParamsOverride | None = Field(None, description=PARAMS_DESCRIPTION)
     estimator: EstimatorChoice = Field("judged", description=ESTIMATOR_DESCRIPTION)
+
+    def selected(self) -> str:
+        """The sentence, its segment id, or the action's id; a 422 naming the field when neither is sent."""
+        chosen = _selected(self.sentence, self.target)
+        if chosen is None:
+            raise InvalidInput(
+                "a quote needs a sentence or a target",
+                field="sentence",
+                fix='send {"sentence": "r3"} (text or a segment id), or {"target": {"action": "a3"}}',
+            )
+        return chosen
 
 
 ScoringOut = ScoringQuoteModel  # the estimator's quote of a logprob trace's scoring
@@ -340,6 +378,7 @@ class TraceIn(BaseModel):
     quote_id: str | None = Field(None, min_length=1, max_length=40)
     turn_id: str | None = Field(None, min_length=1, max_length=256)
     sentence: str | None = Field(None, min_length=1, max_length=20_000)
+    target: TargetIn | None = Field(None, description='an action to trace instead of a sentence: {"action": "a3"}')
     max_cost_usd: float | None = Field(None, ge=0, le=1_000_000)
     model: str | None = Field(None, min_length=1, max_length=256)
     probe: StrictBool = False  # JSON true or false only: "yes", 1 or "true" is refused
@@ -348,7 +387,11 @@ class TraceIn(BaseModel):
 
     def by_quote(self) -> bool:
         """True for the {quote_id} form; raise InvalidInput naming the field when neither form is complete."""
-        inline = {"turn_id": self.turn_id, "sentence": self.sentence, "max_cost_usd": self.max_cost_usd}
+        inline = {
+            "turn_id": self.turn_id,
+            "sentence": _selected(self.sentence, self.target),
+            "max_cost_usd": self.max_cost_usd,
+        }
         if self.quote_id is not None:
             extra = (
                 [k for k, v in inline.items() if v is not None]
@@ -365,11 +408,18 @@ class TraceIn(BaseModel):
         missing = [k for k, v in inline.items() if v is None]
         if missing:
             raise InvalidInput(
-                f"without quote_id a trace needs turn_id, sentence and max_cost_usd; missing {', '.join(missing)}",
+                f"without quote_id a trace needs turn_id, sentence (or target) and max_cost_usd; missing "
+                f"{', '.join(missing)}",
                 field=missing[0],
-                fix="send {quote_id} from POST /v1/quotes, or all of turn_id, sentence, max_cost_usd",
+                fix="send {quote_id} from POST /v1/quotes, or all of turn_id, sentence (or target), max_cost_usd",
             )
         return False
+
+    def selected(self) -> str:
+        """The inline form's sentence, segment id or action id (after ``by_quote`` found the form complete)."""
+        chosen = _selected(self.sentence, self.target)
+        assert chosen is not None
+        return chosen
 
 
 JobStatus = Literal["queued", "running", "succeeded", "failed", "interrupted"]

@@ -1,14 +1,16 @@
-"""Importers: stored chat history of six formats → stored turns (issue 5).
+"""Importers: stored chat history of seven formats → stored turns (issue 5).
 
 Pure functions from parsed JSON to :class:`~estimator.corpus.turn.StoredTurn`; no I/O. Every format is read
 into the neutral messages of :mod:`.common` and split into turns by one rule, so
-``import_conversation(obj, conversation_id="c1")`` yields one turn per assistant reply, with
-deterministic ids ``c1:0``, ``c1:1``, … (re-importing is idempotent).
+``import_conversation(obj, conversation_id="c1")`` yields one turn per assistant reply (and an unfinished one,
+with an empty response, for calls after the last reply), with content ids ``c1:<12 hex>`` (re-importing is
+idempotent; :mod:`.common`).
 
 Formats (``FORMATS``): ``pydantic_ai``, ``openai_chat``, ``openai_responses``, ``anthropic``,
-``langchain``, ``otel``. :func:`detect_format` picks one from the data; ``format=`` overrides it
-(hyphens are accepted: ``openai-chat``). MCP ``CallToolResult`` payloads inside tool returns are
-flattened by :mod:`.mcp` in every format.
+``langchain``, ``otel``, ``agentdojo``. :func:`detect_format` picks one from the data; ``format=`` overrides it
+(hyphens are accepted: ``openai-chat``). MCP ``CallToolResult`` payloads inside tool returns (objects or
+JSON strings of them) are flattened by :mod:`.mcp` in every format, ``isError`` marking a failed call. A failed
+call keeps its error text: the turn carries it as a failed return, later turns as history marked ``is_error``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from provenance_api.importers import anthropic, langchain, openai_chat, openai_responses, otel, pydantic_ai
+from provenance_api.importers import agentdojo, anthropic, langchain, openai_chat, openai_responses, otel, pydantic_ai
 from provenance_api.importers.common import (
     ImportIssue,
     ImportResult,
@@ -36,6 +38,7 @@ IMPORTERS: dict[str, Importer] = {
     anthropic.FORMAT: anthropic.import_anthropic,
     langchain.FORMAT: langchain.import_langchain,
     otel.FORMAT: otel.import_otel,
+    agentdojo.FORMAT: agentdojo.import_agentdojo,
 }
 FORMATS: tuple[str, ...] = tuple(IMPORTERS)
 MAX_CONVERSATION_ID = 236  # a turn id is "<conversation id>:<12 hex>[.<n>]" (common.content_ids), at most 256
@@ -84,7 +87,8 @@ def detect_format(obj: Any) -> str:
     """The format of one conversation, from its shape alone.
 
     Order matters only where shapes overlap: a plain ``[{"role", "content": str}]`` list is valid
-    OpenAI Chat and Anthropic alike and is read as OpenAI Chat (both give the same turns)."""
+    OpenAI Chat and Anthropic alike and is read as OpenAI Chat (both give the same turns); an AgentDojo run is
+    chat-shaped too, and is told by what only AgentDojo writes (``agentdojo.looks_like``)."""
     if otel.looks_like(obj) and not (isinstance(obj, list) and openai_chat.looks_like(obj)):
         return otel.FORMAT
     if anthropic.is_lone_message(obj):
@@ -95,6 +99,8 @@ def detect_format(obj: Any) -> str:
     messages = _messages(obj)
     if not messages:
         raise UnknownFormatError("no message list found (expected a list, or an object with 'messages')")
+    if agentdojo.looks_like(obj, messages):
+        return agentdojo.FORMAT
     if pydantic_ai.looks_like(messages):
         return pydantic_ai.FORMAT
     if langchain.looks_like(messages):
@@ -133,7 +139,9 @@ def _by_most_messages(messages: list[Any]) -> str:
 def import_conversation(obj: Any, format: str | None = None, *, conversation_id: str) -> ImportResult:
     """One conversation → its stored turns. Raises ``UnknownFormatError`` when the format cannot be told,
     ``ValueError`` when the data is not a conversation of that format at all; anything less is reported
-    in the result's ``errors`` and the rest is imported."""
+    and the rest is imported: in the result's ``errors`` a message that was rejected (its fields of the wrong
+    shape), in its ``warnings`` what was read past (an entry that is no message of the format, an item kind
+    not read) or read differently (a return that answers no call, kept in the history only)."""
     if not conversation_id or len(conversation_id) > MAX_CONVERSATION_ID:
         raise ValueError(f"conversation_id must be 1–{MAX_CONVERSATION_ID} characters")
     name = normalize_format(format) if format else detect_format(obj)

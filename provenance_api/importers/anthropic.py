@@ -11,8 +11,11 @@ texts that a call or a result separates are paragraphs.
 
 A lone response object (``{"type": "message", "role": "assistant", "content", "model"}``) is a
 conversation of one reply, with no query. A user message that only carries tool results is not a query.
-Failure marks: ``is_error: true`` (any type but a boolean rejects the message, naming the block), and a
-server-tool result whose content is a ``*_tool_result_error`` object. A ``null`` tool-result content is
+Failure marks: ``is_error: true`` (any type but a boolean rejects the message, naming the block), an MCP
+``CallToolResult`` content with ``isError: true``, and a server-tool result whose content is a
+``*_tool_result_error`` object (its ``error_code`` is the error text). A failed result keeps its text. An entry
+that is no user or assistant message is skipped (a warning); a message of the wrong shape is rejected (an
+error). A ``null`` tool-result content is
 the return ``null``. The top-level ``system`` (string or text blocks) is the instructions layer.
 """
 
@@ -79,11 +82,12 @@ def import_anthropic(obj: Any, conversation_id: str) -> ImportResult:
     raw, envelope = ([obj], obj) if is_lone_message(obj) else unwrap(obj, ("messages",))
     model = opt_str(envelope.get("model"))
     errors: list[ImportIssue] = []
+    warnings: list[ImportIssue] = []
     neutral: list[NeutralMessage] = []
     for index, message in enumerate(raw):
         where = f"{conversation_id}: message {index}"
         if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
-            errors.append(ImportIssue(where, "not a user or assistant message; skipped"))
+            warnings.append(ImportIssue(where, "not a user or assistant message; skipped"))
             continue
         content = message.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
@@ -95,7 +99,9 @@ def import_anthropic(obj: Any, conversation_id: str) -> ImportResult:
         except ValueError as exc:
             errors.append(ImportIssue(where, f"{message['role']} message rejected: {exc}"))
     system = message_content(envelope.get("system"))[0] if envelope.get("system") else None
-    return split_turns(conversation_id, neutral, system, model=model, marks_failure=True, errors=errors)
+    return split_turns(
+        conversation_id, neutral, system, model=model, marks_failure=True, errors=errors, warnings=warnings
+    )
 
 
 def _message(message: dict[str, Any], blocks: list[Any]) -> NeutralMessage:

@@ -10,11 +10,17 @@ Each format module reads its own shape into a list of :class:`NeutralMessage` an
 * everything before the query is the history, as OpenAI-chat-shaped messages ending with the query;
 * text the agent sent with its calls before the reply is its interim reply: a text part of the turn's own
   messages (``model_messages``, the pydantic-ai shape) and, like every message, history for later turns;
-* calls pair with returns by id only (by name where a format has no ids); a reused id pairs with the
-  most recent still-unanswered call of that id, never overwriting an earlier one;
+* calls pair with returns by id only (by name, in the order made, where a format has no ids); a reused id pairs
+  with the most recent still-unanswered call of that id, never overwriting an earlier one;
+* calls after the last reply (the agent stopped, or the log was written before it answered) are one more turn,
+  an *unfinished* one: its query and calls as above, its response empty (``""``) — its actions are what can be
+  traced, and every text the agent sent with them is interim;
 * a turn's id is ``<conversation id>:<content key>`` (:func:`turn_key`, from its query, reply and calls, never
   from its place in the list), so a history that was trimmed or summarised (LangGraph's ``RemoveMessage``)
-  gives its kept turns the ids they had; the second turn of the same content in a conversation is ``.2``.
+  gives its kept turns the ids they had; the second turn of the same content in a conversation is ``.2``. An
+  unfinished turn whose reply arrives later is another turn: the grown log's finished turn has the reply (and
+  maybe more calls) in its key, so a re-import stores it under a new id, and the unfinished turn stays stored as
+  it was (``DELETE /v1/turns/{id}`` removes it, with its traces).
 """
 
 from __future__ import annotations
@@ -42,12 +48,15 @@ class ImportIssue:
 
 @dataclass(frozen=True)
 class ImportResult:
-    """Turns of one conversation; ``errors`` never means the turns are unusable, only that something
-    in the input could not be read (it was skipped); ``notes`` are readable content that is no turn."""
+    """Turns of one conversation. ``errors`` (rejections) never means the turns are unusable, only that something
+    in the input could not be read and was left out; ``warnings``: read, but not in full or not as written (an
+    image named instead of inlined, a part of unknown kind passed over) — the turns are stored and the import
+    succeeds; ``notes`` are readable content that is no turn."""
 
     turns: list[StoredTurn]
     errors: list[ImportIssue] = field(default_factory=list)
     notes: list[ImportIssue] = field(default_factory=list)
+    warnings: list[ImportIssue] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -275,20 +284,32 @@ class _Pair:
 
 
 def _pair(
-    conversation_id: str, messages: Sequence[NeutralMessage], errors: list[ImportIssue]
+    conversation_id: str, messages: Sequence[NeutralMessage], warnings: list[ImportIssue]
 ) -> tuple[list[list[_Pair]], list[list[_Pair | None]]]:
     """Per message: its calls, and for each of its returns the call it answers (None: no such call).
 
     Calls pair with returns by id (by name where the format has no ids); a return answers the most
-    recent still-unanswered call of its id, so a reused id never overwrites an earlier call."""
+    recent still-unanswered call of its id, so a reused id never overwrites an earlier call. Calls without an id
+    are answered in the order they were made: the first unanswered call of the return's tool name. An id given to
+    a second call while an earlier call of that id is still unanswered is a warning: which call each return
+    answers is then a guess (the most recent one)."""
     pending: dict[tuple[str, str], list[_Pair]] = {}
     calls: list[list[_Pair]] = []
     answers: list[list[_Pair | None]] = []
     for index, message in enumerate(messages):
+        where = message.origin if message.origin >= 0 else index
         mine: list[_Pair] = []
         for call in message.tool_calls:
             key = ("id", call.id) if call.id is not None else ("name", call.name)
             pair = _Pair(call, call.id if call.id is not None else f"function:{call.name}")
+            if key[0] == "id" and pending.get(key):
+                warnings.append(
+                    ImportIssue(
+                        f"{conversation_id}: message {where}",
+                        f"call id {call.id!r} ({call.name}) is reused while an earlier call of that id is still "
+                        "unanswered; its next return is paired with this, the most recent call",
+                    )
+                )
             pending.setdefault(key, []).append(pair)
             mine.append(pair)
         calls.append(mine)
@@ -297,13 +318,12 @@ def _pair(
             key = ("id", result.call_id) if result.call_id is not None else ("name", result.name or "")
             stack = pending.get(key)
             if stack:
-                pair = stack.pop()
+                pair = stack.pop() if key[0] == "id" else stack.pop(0)
                 pair.result, pair.result_at = result, index
                 got.append(pair)
             else:
                 got.append(None)
-                where = message.origin if message.origin >= 0 else index
-                errors.append(
+                warnings.append(
                     ImportIssue(
                         f"{conversation_id}: message {where}",
                         f"tool return for {key[0]} {key[1]!r} answers no earlier call; kept in the history only",
@@ -314,17 +334,18 @@ def _pair(
 
 
 def _chat(message: NeutralMessage, calls: list[_Pair], answers: list[_Pair | None]) -> list[dict[str, Any]]:
-    """One neutral message as OpenAI-chat messages. Failed returns are left out: failure is not evidence."""
+    """One neutral message as OpenAI-chat messages. A failed return is kept with its error text and marked
+    ``is_error: true`` (the chat format has no failure flag of its own): the corpus reads it as a tool error."""
     returns: list[dict[str, Any]] = []
     for result, pair in zip(message.tool_results, answers, strict=True):
-        if result.failed or (pair is not None and pair.call.failure):
-            continue
+        failed = result.failed or (pair is not None and pair.call.failure is not None)
         returns.append(
             {
                 "role": "tool",
                 "tool_call_id": pair.call_id if pair else result.call_id,
                 "name": pair.call.name if pair else result.name,
                 "content": result.content,
+                **({"is_error": True} if failed else {}),
             }
         )
     if message.role != "assistant":
@@ -346,16 +367,18 @@ def _chat(message: NeutralMessage, calls: list[_Pair], answers: list[_Pair | Non
 
 def _native(
     query: NeutralMessage | None,
-    reply: NeutralMessage,
+    reply: NeutralMessage | None,
     segment: range,
     messages: Sequence[NeutralMessage],
     calls: list[list[_Pair]],
     answers: list[list[_Pair | None]],
 ) -> list[dict[str, Any]]:
     """The current turn in the pydantic-ai shape (tool-call / tool-return with outcome), so the corpus's
-    primary path sees and discloses the calls that failed. Text the agent sent with its calls ("No problem,
+    primary path sees the calls that failed, each with its error text (the return's own; a call marked failed
+    with no return carries the format's failure text). Text the agent sent with its calls ("No problem,
     I can look that up…") is a text part of the response that carries them: the agent's interim reply, kept
-    with its turn (it is no evidence for the reply; later turns have it in their history)."""
+    with its turn (it is no evidence for the reply; later turns have it in their history). An unfinished turn
+    (``reply`` None) ends on its last calls and returns; all its text is interim."""
     ours = {id(p) for i in segment for p in calls[i]}
     out: list[dict[str, Any]] = [
         {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": query_text(query) if query else ""}]}
@@ -389,22 +412,25 @@ def _native(
                 "outcome": "failed",
             }
             for p in calls[i]
-            if p.call.failure
+            if p.call.failure and not (p.result is not None and p.result_at in segment)  # no return of its own
         ]
         returns += [
             {
                 "part_kind": "tool-return",
                 "tool_name": p.call.name,
                 "tool_call_id": p.call_id,
-                "content": r.content,
-                "outcome": r.outcome,
+                "content": r.content,  # a failed call's own error text, as the agent read it
+                "outcome": "failed" if p.call.failure and not r.failed else r.outcome,
             }
             for r, p in zip(messages[i].tool_results, answers[i], strict=True)
-            if p is not None and id(p) in ours and not p.call.failure and (r.content is not None or r.failed)
+            if p is not None and id(p) in ours and (r.content is not None or r.failed or p.call.failure)
         ]
         if returns:
             out.append({"kind": "request", "parts": returns})
-    out.append({"kind": "response", "model_name": reply.model, "parts": [{"part_kind": "text", "content": reply.text}]})
+    if reply is not None:  # an unfinished turn ends on its calls and returns
+        out.append(
+            {"kind": "response", "model_name": reply.model, "parts": [{"part_kind": "text", "content": reply.text}]}
+        )
     return out
 
 
@@ -417,20 +443,70 @@ def split_turns(
     agent: str | None = None,
     marks_failure: bool = False,
     errors: Sequence[ImportIssue] = (),
+    warnings: Sequence[ImportIssue] = (),
+    metadata: dict[str, Any] | None = None,
 ) -> ImportResult:
-    """One stored turn per assistant reply of a conversation (see the module docstring for the rule).
+    """One stored turn per assistant reply of a conversation, and one for calls after the last reply (see the
+    module docstring for the rule).
 
     ``system_prompt`` is the conversation's own instructions layer (a snapshot, so the turns are
     flagged versioned); ``system`` messages and ``instructions`` in the messages add to it as they
-    appear. ``marks_failure``: the format marks failed returns, so each turn also carries its current
-    calls as pydantic-ai model messages, with failed returns as ``outcome: "failed"``."""
+    appear. ``marks_failure``: the format marks failed returns, so each turn with calls also carries its current
+    calls as pydantic-ai model messages, with failed returns as ``outcome: "failed"`` (a turn with a failed call
+    always does, whatever the format). Failed calls are never among the flat ``response_payload.tool_calls``
+    (what ``turn_key`` reads), and their returns are history with ``is_error: true``.
+    ``errors`` and ``warnings`` are the format's own issues, passed through to the result; ``metadata`` is what
+    the format recorded about the run besides its messages, kept on every turn (``StoredTurn.metadata``)."""
     issues = list(errors)
-    calls, answers = _pair(conversation_id, messages, issues)
+    cautions = list(warnings)
+    calls, answers = _pair(conversation_id, messages, cautions)
     turns: list[StoredTurn] = []
     history: list[dict[str, Any]] = []
     system_parts = [system_prompt] if system_prompt and system_prompt.strip() else []
     instructions: str | None = None
     query_at, history_at_query = -1, 0
+
+    def turn(end: int, reply: NeutralMessage | None) -> StoredTurn:
+        """The turn from the current query to message ``end``: ``reply`` answers it, or None (unfinished)."""
+        query = messages[query_at] if query_at >= 0 else None
+        segment = range(query_at + 1, end + 1)
+        flat = [
+            {
+                "name": p.call.name,
+                "arguments": p.call.arguments,
+                "response": p.result.content if p.result is not None and p.result_at <= end else None,
+            }
+            for i in segment
+            for p in calls[i]
+            if p.failure_by(end) is None
+        ]
+        has_calls = any(calls[i] for i in segment)
+        has_failure = any(p.failure_by(end) is not None for i in segment for p in calls[i])
+        interim = any(
+            messages[i].role == "assistant" and messages[i].text.strip() for i in segment if messages[i] is not reply
+        )
+        last = reply or next((messages[i] for i in reversed(segment) if messages[i].role == "assistant"), None)
+        prompt = "\n\n".join([*system_parts, *([instructions] if instructions else [])])
+        return StoredTurn.model_validate(
+            {
+                "turn_id": f"{conversation_id}:{len(turns)}",  # replaced by its content id below
+                "model": (last.model if last is not None else None) or model,
+                "agent": agent,
+                "response": reply.text if reply is not None else "",
+                "query": query_text(query) if query is not None else None,
+                "created_at": last.created_at if last is not None else None,
+                "system_prompt": prompt or None,
+                "system_prompt_versioned": bool(prompt),
+                "attachments": list(query.attachments) if query is not None else [],
+                "model_messages": _native(query, reply, segment, messages, calls, answers)
+                if (marks_failure and has_calls) or has_failure or interim
+                else [],
+                "response_payload": {"tool_calls": flat},
+                "request_payload": {"messages": history[:history_at_query]},
+                "metadata": metadata or {},
+            }
+        )
+
     for index, message in enumerate(messages):
         if message.instructions is not None:
             instructions = message.instructions
@@ -441,57 +517,11 @@ def split_turns(
         if is_query(message):
             query_at = index
         if is_reply(message):
-            query = messages[query_at] if query_at >= 0 else None
-            segment = range(query_at + 1, index + 1)
-            flat = [
-                {
-                    "name": p.call.name,
-                    "arguments": p.call.arguments,
-                    "response": p.result.content if p.result is not None and p.result_at <= index else None,
-                }
-                for i in segment
-                for p in calls[i]
-                if p.failure_by(index) is None
-            ]
-            has_calls = any(calls[i] for i in segment)
-            interim = any(messages[i].role == "assistant" and messages[i].text.strip() for i in segment if i != index)
-            prompt = "\n\n".join([*system_parts, *([instructions] if instructions else [])])
-            turns.append(
-                StoredTurn.model_validate(
-                    {
-                        "turn_id": f"{conversation_id}:{len(turns)}",  # replaced by its content id below
-                        "model": message.model or model,
-                        "agent": agent,
-                        "response": message.text,
-                        "query": query_text(query) if query is not None else None,
-                        "created_at": message.created_at,
-                        "system_prompt": prompt or None,
-                        "system_prompt_versioned": bool(prompt),
-                        "attachments": list(query.attachments) if query is not None else [],
-                        "model_messages": _native(query, message, segment, messages, calls, answers)
-                        if (marks_failure and has_calls) or interim
-                        else [],
-                        "response_payload": {"tool_calls": flat},
-                        "request_payload": {"messages": history[:history_at_query]},
-                    }
-                )
-            )
+            turns.append(turn(index, message))
         history.extend(_chat(message, calls[index], answers[index]))
         if index == query_at:
             history_at_query = len(history)
-    last = max((i for i, m in enumerate(messages) if is_reply(m)), default=-1)
-    trailing = sum(len(calls[i]) for i in range(last + 1, len(messages)))  # answered or not
-    first = next((i for i in range(last + 1, len(messages)) if calls[i]), last + 1)
-    origin = messages[first].origin if trailing and messages[first].origin >= 0 else first
-    notes = (
-        [
-            ImportIssue(
-                f"{conversation_id}: message {origin}",
-                f"the conversation ends with {trailing} tool call(s) after its last reply and no reply "
-                "to them: they give no turn",
-            )
-        ]
-        if trailing
-        else []
-    )
-    return ImportResult(turns=content_ids(conversation_id, turns), errors=issues, notes=notes)
+    last_reply = max((i for i, m in enumerate(messages) if is_reply(m)), default=-1)
+    if any(calls[i] for i in range(max(last_reply, query_at) + 1, len(messages))):
+        turns.append(turn(len(messages) - 1, None))  # unfinished: the calls after the last reply, no answer yet
+    return ImportResult(turns=content_ids(conversation_id, turns), errors=issues, warnings=cautions)

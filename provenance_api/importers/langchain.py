@@ -7,7 +7,10 @@ Types: ``system``, ``human``, ``ai`` (``content``, ``tool_calls`` with object ``
 from ``tool_calls`` (or, for old writers, ``additional_kwargs.tool_calls``), not from provider blocks
 in ``content``.
 
-Failure marks: ``ToolMessage.status == "error"``, and ``invalid_tool_calls``, which were never executed.
+Failure marks: ``ToolMessage.status == "error"`` (its content, LangGraph's ``ToolNode`` writes ``Error: …``, is the
+error text), an MCP ``CallToolResult`` content with ``isError: true``, and ``invalid_tool_calls``, which were never
+executed (their ``error`` is the text, unless a tool message answers them). An entry that is no LangChain message
+is skipped (a warning); a message of the wrong shape is rejected (an error).
 """
 
 from __future__ import annotations
@@ -77,11 +80,12 @@ def _kind_and_data(message: Any) -> tuple[str, dict[str, Any]] | None:
 def import_langchain(obj: Any, conversation_id: str) -> ImportResult:
     raw, envelope = unwrap(obj)
     errors: list[ImportIssue] = []
+    warnings: list[ImportIssue] = []
     neutral: list[NeutralMessage] = []
     for index, message in enumerate(raw):
         read = _kind_and_data(message)
         if read is None:
-            errors.append(
+            warnings.append(
                 ImportIssue(
                     f"{conversation_id}: message {index}",
                     "not a LangChain message (messages_to_dict or dumpd form); skipped",
@@ -93,7 +97,12 @@ def import_langchain(obj: Any, conversation_id: str) -> ImportResult:
         except ValueError as exc:
             errors.append(ImportIssue(f"{conversation_id}: message {index}", f"{read[0]} message rejected: {exc}"))
     return split_turns(
-        conversation_id, neutral, model=opt_str(envelope.get("model")), marks_failure=True, errors=errors
+        conversation_id,
+        neutral,
+        model=opt_str(envelope.get("model")),
+        marks_failure=True,
+        errors=errors,
+        warnings=warnings,
     )
 
 

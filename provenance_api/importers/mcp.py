@@ -2,9 +2,12 @@
 
 An MCP result ``{"content": [blocks], "structuredContent": {...}, "isError": bool}`` becomes the text of
 its text blocks and embedded text resources; images, audio and binary resources are named, never
-inlined; ``isError: true`` is a failed execution. The same block flattening serves the block lists
-other formats put in a tool return (Anthropic ``tool_result`` blocks, OpenAI ``input_*`` parts,
-OpenTelemetry parts), so every importer turns a return into text the same way.
+inlined; ``isError: true`` is a failed execution whose text is the tool's error. It is read in every
+carrier: the object, a JSON string of one (an agent that passed the result on as text, an OpenTelemetry
+attribute), a tool message whose only text part is such a string; so are bare MCP media blocks given as
+a JSON string (``{"type": "image", "data": …}``), which are named. The same block flattening serves the
+block lists other formats put in a tool return (Anthropic ``tool_result`` blocks, OpenAI ``input_*``
+parts, OpenTelemetry parts), so every importer turns a return into text the same way.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from estimator.corpus.tool_content import RESULT_KEYS, is_mcp_block, json_object
 from provenance_api.importers.common import as_dict
 
 _TEXT_KINDS = frozenset({"text", "input_text", "output_text"})
@@ -35,21 +39,58 @@ _BLOCK_KINDS = _TEXT_KINDS | _MEDIA_KINDS | {"resource", "resource_link", "searc
 
 
 def is_call_tool_result(content: Any) -> bool:
-    """An MCP CallToolResult: a ``content`` block list with ``isError`` or ``structuredContent`` beside it."""
+    """An MCP CallToolResult: a ``content`` block list with ``isError`` or ``structuredContent`` beside it (or
+    ``is_error`` / ``structured_content``: the MCP SDK's ``model_dump_json()`` without aliases writes those)."""
     return (
         isinstance(content, dict)
         and isinstance(content.get("content"), list)
-        and ("isError" in content or "structuredContent" in content)
+        and any(key in content for key in RESULT_KEYS)
     )
 
 
+def _is_error(result: dict[str, Any]) -> bool:
+    return result.get("isError", result.get("is_error")) is True
+
+
+def _structured(result: dict[str, Any]) -> Any:
+    return result.get("structuredContent", result.get("structured_content"))
+
+
+def call_tool_result(content: Any) -> dict[str, Any] | None:
+    """The MCP ``CallToolResult`` a tool return carries, in any carrier: the object, a JSON string of one, or a
+    list whose only item is a text part holding such a string; None when it carries none."""
+    if isinstance(content, list) and len(content) == 1 and isinstance(content[0], (str, dict)):
+        inner = content[0] if isinstance(content[0], str) else content[0].get("text")
+        if isinstance(inner, str) and (isinstance(content[0], str) or content[0].get("type") == "text"):
+            found = call_tool_result(inner)
+            if found is not None:
+                return found
+    value = json_object(content) if isinstance(content, str) else content
+    return value if is_call_tool_result(value) else None
+
+
+def _media_blocks(text: str) -> list[Any] | None:
+    """Bare MCP blocks given as a JSON string (one block, or a list) with media among them: an agent library
+    that passed a tool's image on as ``{"type": "image", "data": …}`` text. None for any other text."""
+    value = json_object(text)
+    blocks = [value] if isinstance(value, dict) else value
+    if not isinstance(blocks, list) or not blocks or not all(is_mcp_block(b) for b in blocks):
+        return None
+    return blocks if any(b.get("type") != "text" for b in blocks) else None
+
+
 def flatten_result(content: Any) -> tuple[str, bool]:
-    """A tool return as (text, failed). Only an MCP ``isError: true`` marks failure here."""
-    if is_call_tool_result(content):
-        text = flatten_blocks(content["content"])
-        if not text.strip() and content.get("structuredContent") is not None:
-            text = _dump(content["structuredContent"])
-        return text, content.get("isError") is True
+    """A tool return as (text, failed). Only an MCP ``isError: true`` marks failure here, in any carrier."""
+    result = call_tool_result(content)
+    if result is not None:
+        text = flatten_blocks(result["content"])
+        if not text.strip() and _structured(result) is not None:
+            text = _dump(_structured(result))
+        return text, _is_error(result)
+    if isinstance(content, str):
+        blocks = _media_blocks(content)
+        if blocks is not None:
+            return flatten_blocks(blocks), False
     return flatten_content(content), False
 
 

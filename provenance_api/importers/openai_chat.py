@@ -1,13 +1,16 @@
 """OpenAI Chat Completions transcripts (a ``messages`` list) → stored turns.
 
-Roles: ``system`` / ``developer`` (the instructions, string or text parts), ``user`` (string or parts;
-images, audio and files are named as attachments), ``assistant`` (``content``, ``refusal``,
-``tool_calls`` of type ``function{name, arguments: JSON string}`` or ``custom{name, input}``, and the
-deprecated ``function_call``), ``tool`` (``tool_call_id``) and the deprecated ``function`` (paired by
-name only). The format has no failure flag: an error is only text in ``content``, kept as it is; a
-``null`` content is the return ``null``. A field of the wrong type (``tool_calls`` not a list) rejects
-that message, named by index and field. A user message of ``This is file <id>:`` and files, after a tool
-return saying ``See file <id>``, is that tool's output (pydantic-ai writes it), not a query.
+Roles: ``system`` / ``developer`` (the instructions, string or text parts), ``user`` (string or parts; images,
+audio and files are named as attachments), ``assistant`` (``content``, ``refusal``, ``tool_calls`` of type
+``function{name, arguments: JSON string}`` or ``custom{name, input}``, and the deprecated ``function_call``),
+``tool`` (``tool_call_id``) and the deprecated ``function`` (paired by name only). The format has no failure
+flag of its own: an error is text in ``content``, kept as it is. Marked failed: a content that is an MCP
+``CallToolResult`` with ``isError: true`` (as an object or a JSON string of one), and ``is_error: true`` on
+the message (what this project writes into stored history). A ``null`` content is the return ``null``. A field
+of the wrong type (``tool_calls`` not a list) rejects that message (an error), named by index and field; an
+entry that is no chat message at all is skipped (a warning). A user message of ``This is file <id>:`` and
+files, after a tool return saying ``See file <id>``, is that tool's output (pydantic-ai writes it), not a
+query.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from provenance_api.importers.common import (
     as_dict,
     is_file_follow_up,
     opt_str,
+    optional_bool,
     optional_list,
     parse_arguments,
     parse_time,
@@ -44,18 +48,19 @@ def looks_like(messages: list[Any]) -> bool:
 def import_openai_chat(obj: Any, conversation_id: str) -> ImportResult:
     raw, envelope = unwrap(obj)
     errors: list[ImportIssue] = []
+    warnings: list[ImportIssue] = []
     neutral: list[NeutralMessage] = []
     for index, message in enumerate(raw):
         where = f"{conversation_id}: message {index}"
         if not isinstance(message, dict) or message.get("role") not in ROLES:
             role = message.get("role") if isinstance(message, dict) else None
-            errors.append(ImportIssue(where, f"not a chat message (role {role!r}); skipped"))
+            warnings.append(ImportIssue(where, f"not a chat message (role {role!r}); skipped"))
             continue
         try:
             neutral.append(placed(read_message(message), index))
         except (TypeError, ValueError, AttributeError) as exc:
             errors.append(ImportIssue(where, f"unreadable {message['role']} message: {exc}; skipped"))
-    return split_turns(conversation_id, neutral, model=opt_str(envelope.get("model")), errors=errors)
+    return split_turns(conversation_id, neutral, model=opt_str(envelope.get("model")), errors=errors, warnings=warnings)
 
 
 def read_message(message: dict[str, Any]) -> NeutralMessage:
@@ -69,25 +74,13 @@ def read_message(message: dict[str, Any]) -> NeutralMessage:
         if is_file_follow_up(text, media):  # a tool's file sent on after its return: not a query
             return NeutralMessage("tool", created_at=created)
         return NeutralMessage("user", text, attachments=media, created_at=created)
-    if role == "tool":
+    if role in ("tool", "function"):
+        text, mcp_error = return_text(message.get("content"))
+        failed = mcp_error or optional_bool(message, "is_error")
+        call_id = opt_str(message.get("tool_call_id")) if role == "tool" else None
+        name = opt_str(message.get("name")) or (None if role == "tool" else "function")
         return NeutralMessage(
-            "tool",
-            tool_results=[
-                NeutralToolResult(
-                    opt_str(message.get("tool_call_id")),
-                    return_text(message.get("content"))[0],
-                    name=opt_str(message.get("name")),
-                )
-            ],
-        )
-    if role == "function":
-        return NeutralMessage(
-            "tool",
-            tool_results=[
-                NeutralToolResult(
-                    None, return_text(message.get("content"))[0], name=opt_str(message.get("name")) or "function"
-                )
-            ],
+            "tool", tool_results=[NeutralToolResult(call_id, text, "failed" if failed else "success", name)]
         )
     text = message_content(message.get("content"))[0]
     if not text.strip() and isinstance(message.get("refusal"), str):

@@ -11,8 +11,12 @@ tools that are call and return in one item (``web_search_call``, ``file_search_c
 
 Consecutive model-side items (assistant messages, calls, reasoning) are one assistant step. When an
 assistant message says ``phase: "final_answer"``, only such messages are the reply text.
-Failure marks: a hosted call with ``status: "failed"`` and an ``mcp_call`` with an ``error``;
-``function_call_output`` has none and is kept as it is.
+Failure marks, each keeping the error text as the return: a hosted call with ``status: "failed"``, an
+``mcp_call`` with an ``error``, a ``*_call_output`` with ``status: "failed"`` (the Agents SDK writes it for a
+rejected or failed ``apply_patch`` / shell call), and an output that is an MCP ``CallToolResult`` with
+``isError: true`` (an object or a JSON string of one). A ``function_call_output`` has no failure field: the
+error string an agent library sends instead ("An error occurred while running the tool…") is kept as it is.
+An entry that is no Responses item, or an item type this reader does not read, is skipped (a warning).
 """
 
 from __future__ import annotations
@@ -71,7 +75,7 @@ def import_openai_responses(obj: Any, conversation_id: str) -> ImportResult:
     items, envelope, first_output = items_of(obj)
     model = opt_str(envelope.get("model"))
     created = parse_time(envelope.get("created_at"))
-    errors: list[ImportIssue] = []
+    warnings: list[ImportIssue] = []
     neutral: list[NeutralMessage] = []
     step: NeutralMessage | None = None  # the assistant step being gathered
     finals: list[str] = []
@@ -79,7 +83,7 @@ def import_openai_responses(obj: Any, conversation_id: str) -> ImportResult:
         where = f"{conversation_id}: message {index}"
         kind = item.get("type", "message") if isinstance(item, dict) else None
         if not isinstance(item, dict) or not isinstance(kind, str):
-            errors.append(ImportIssue(where, "not a Responses item; skipped"))
+            warnings.append(ImportIssue(where, "not a Responses item; skipped"))
             continue
         if kind in _SKIPPED:
             continue
@@ -95,15 +99,10 @@ def import_openai_responses(obj: Any, conversation_id: str) -> ImportResult:
             continue
         step = None
         if kind.endswith("_call_output"):
-            output = item.get("output")
-            neutral.append(
-                placed(
-                    NeutralMessage(
-                        "tool", tool_results=[NeutralToolResult(opt_str(item.get("call_id")), return_text(output)[0])]
-                    ),
-                    index,
-                )
-            )
+            text, mcp_error = return_text(item.get("output"))
+            failed = mcp_error or item.get("status") == "failed"
+            result = NeutralToolResult(opt_str(item.get("call_id")), text, "failed" if failed else "success")
+            neutral.append(placed(NeutralMessage("tool", tool_results=[result]), index))
         elif kind == "message" and item.get("role") in _MESSAGE_ROLES:
             text, media = message_content(item.get("content"))
             if item["role"] in ("system", "developer"):
@@ -111,10 +110,10 @@ def import_openai_responses(obj: Any, conversation_id: str) -> ImportResult:
             else:
                 neutral.append(placed(NeutralMessage("user", text, attachments=media), index))
         else:
-            errors.append(ImportIssue(where, f"item type {kind!r} not read; skipped"))
+            warnings.append(ImportIssue(where, f"item type {kind!r} not read; skipped"))
     instructions = envelope.get("instructions")
     system = message_content(instructions)[0] if instructions else None
-    return split_turns(conversation_id, neutral, system, model=model, marks_failure=True, errors=errors)
+    return split_turns(conversation_id, neutral, system, model=model, marks_failure=True, warnings=warnings)
 
 
 def _add_to_step(step: NeutralMessage, item: dict[str, Any], kind: str, finals: list[str]) -> None:
@@ -136,7 +135,7 @@ def _add_to_step(step: NeutralMessage, item: dict[str, Any], kind: str, finals: 
         return
     call_id = str(item.get("id") or f"{kind}:{len(step.tool_calls)}")
     name, arguments, output = _hosted(item, kind)
-    failed = item.get("status") == "failed" or bool(item.get("error"))
+    failed = item.get("status") == "failed" or bool(item.get("error")) or _mcp_error(item, kind)
     if item.get("error"):
         output = flatten_content(item["error"])
     step.tool_calls.append(NeutralToolCall(call_id, name, arguments))
@@ -171,6 +170,11 @@ def _hosted(item: dict[str, Any], kind: str) -> tuple[str, Any, str | None]:
     if item.get("output") is not None:
         output = flatten_content(item.get("output"))
     return _tool_name(kind), action, output
+
+
+def _mcp_error(item: dict[str, Any], kind: str) -> bool:
+    """An ``mcp_call`` whose output is a ``CallToolResult`` saying ``isError: true``."""
+    return kind == "mcp_call" and "output" in item and return_text(item.get("output"))[1]
 
 
 def _tool_name(kind: str) -> str:

@@ -1,8 +1,14 @@
-"""OpenTelemetry GenAI semantic conventions (spans and events) → stored turns.
+"""OpenTelemetry GenAI semantic conventions (spans, events and log records) → stored turns.
 
 Accepted inputs: the attributes of one chat span; a span (``attributes``, ``events``, ``status``, times);
 a list of spans, ``{"spans": [...]}`` or an OTLP JSON export (``resourceSpans``, attributes as
-``[{key, value: {stringValue…}}]``); or a bare list of the older per-message events.
+``[{key, value: {stringValue…}}]``); a bare list of the older per-message events; and log records — what
+the OpenTelemetry SDK's log exporters write (``LogRecord.to_json()``: ``event_name``, ``body``, ``attributes``,
+``span_id``, ``timestamp``; a list of them, as the console exporter writes them one after another) or an OTLP
+JSON logs export (``resourceLogs`` → ``scopeLogs`` → ``logRecords`` with ``eventName``), alone or beside the
+spans. Instrumentations emit the GenAI events as log records (``gen_ai.user.message``, ``gen_ai.tool.message``,
+``gen_ai.choice``, ``gen_ai.client.inference.operation.details`` …); the records of one chat span (the same
+``span_id``; without span ids, each run of messages up to its choices) are that span's events.
 
 Messages come from a chat span's ``gen_ai.system_instructions`` / ``gen_ai.input.messages`` /
 ``gen_ai.output.messages`` (JSON strings accepted), or its ``gen_ai.client.inference.operation.details``
@@ -13,8 +19,11 @@ instrumentations) as one ``gen_ai.event.content`` JSON string. Role ``developer`
 Each chat span holds the whole conversation so far, so the span that saw the most messages is the
 conversation; every span's output tells its reply's model and time.
 Parts are matched on type, not role: ``text``, ``tool_call``, ``tool_call_response`` (``response`` or
-``result``), media parts (named). Failure is marked only on ``execute_tool`` spans (``error.type`` or
-status ERROR), matched to calls by ``gen_ai.tool.call.id``.
+``result``; an MCP ``CallToolResult`` in it, object or JSON string, is read with its ``isError``), media
+parts (named). Failure is marked on ``execute_tool`` spans (``error.type`` or status ERROR), matched to calls by
+``gen_ai.tool.call.id``: the call's return in the conversation is kept as its error text (what the agent read);
+a failed call with no return there takes the span's own error text — its ``gen_ai.tool.call.result``, else its
+``exception`` event's type and message, else the status description, else ``error.type``.
 """
 
 from __future__ import annotations
@@ -60,6 +69,7 @@ _ROLES: dict[str, Role] = {
 }
 _MEDIA_PARTS = frozenset({"blob", "uri", "file", "image", "audio", "video"})
 _ERROR_CODES = ("ERROR", "STATUS_CODE_ERROR", 2)
+_NO_SPAN = frozenset({"", "0" * 16})
 
 
 @dataclass
@@ -86,8 +96,8 @@ def looks_like(obj: Any) -> bool:
 
 
 def import_otel(obj: Any, conversation_id: str) -> ImportResult:
-    errors: list[ImportIssue] = []
-    trace = _read(spans_of(obj), conversation_id, errors)
+    warnings: list[ImportIssue] = []
+    trace = _read(spans_of(obj), conversation_id, warnings)
     if not trace.inferences:
         raise ValueError("no chat span or GenAI message events found")
     chosen = max(enumerate(trace.inferences), key=lambda e: (len(e[1].inputs) + len(e[1].outputs), e[0]))[1]
@@ -102,26 +112,34 @@ def import_otel(obj: Any, conversation_id: str) -> ImportResult:
     for position, message in enumerate(conversation):
         read = _message(message)
         if read is None:
-            errors.append(ImportIssue(f"{conversation_id}: message {position}", "not a GenAI message; skipped"))
+            warnings.append(ImportIssue(f"{conversation_id}: message {position}", "not a GenAI message; skipped"))
             continue
         if read.role == "assistant" and position in seen:
             read.model, read.created_at = seen[position]
         neutral.append(placed(read, position))
     _mark_failures(neutral, trace.failures)
-    return split_turns(conversation_id, neutral, chosen.system, model=chosen.model, marks_failure=True, errors=errors)
+    return split_turns(
+        conversation_id, neutral, chosen.system, model=chosen.model, marks_failure=True, warnings=warnings
+    )
 
 
 def spans_of(obj: Any) -> list[dict[str, Any]]:
-    """Spans of any accepted input shape, in start-time order where times are known."""
-    if isinstance(obj, dict) and isinstance(obj.get("resourceSpans"), list):
+    """Spans of any accepted input shape, in start-time order where times are known; log records become the
+    events of the span they were emitted in (or of a span of their own)."""
+    records = _records_of(obj)
+    if isinstance(obj, list) and records:
+        obj = [item for item in obj if not _is_record(item)]
+    if isinstance(obj, dict) and (isinstance(obj.get("resourceSpans"), list) or "resourceLogs" in obj):
         spans = [
             s
-            for rs in obj["resourceSpans"]
+            for rs in obj.get("resourceSpans") or []
             if isinstance(rs, dict)
             for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []
             if isinstance(ss, dict)
             for s in ss.get("spans") or []
         ]
+    elif _is_record(obj):
+        spans = []
     elif isinstance(obj, dict) and isinstance(obj.get("spans"), list):
         spans = obj["spans"]
     elif isinstance(obj, dict) and any(k in obj for k in (INPUT, OUTPUT, SYSTEM)):
@@ -137,14 +155,88 @@ def spans_of(obj: Any) -> list[dict[str, Any]]:
     elif isinstance(obj, list):
         spans = obj
     else:
-        raise ValueError("expected GenAI span attributes, a span, a list of spans or an OTLP export")
-    spans = [s for s in spans if isinstance(s, dict)]
+        raise ValueError("expected GenAI span attributes, a span, a list of spans, log records or an OTLP export")
+    spans = _with_records([s for s in spans if isinstance(s, dict)], records)
     if spans and all(_time(s, "start") is not None for s in spans):
         spans.sort(key=lambda s: _time(s, "start") or datetime.min)
     return spans
 
 
-def _read(spans: list[dict[str, Any]], conversation_id: str, errors: list[ImportIssue]) -> _Trace:
+def _is_record(item: Any) -> bool:
+    """A log record as the SDK writes it (``event_name``, ``body``) or as OTLP JSON has it (``eventName``)."""
+    return isinstance(item, dict) and _event_name(item) is not None and "parts" not in item
+
+
+def _event_name(record: dict[str, Any]) -> str | None:
+    name = record.get("event_name", record.get("eventName"))
+    if not name:
+        name = _attrs(record.get("attributes")).get("event.name")  # the older Events API put it here
+    return name if isinstance(name, str) and name else None
+
+
+def _records_of(obj: Any) -> list[dict[str, Any]]:
+    """The log records of any accepted shape: one, a list (beside spans or alone), an OTLP logs export."""
+    if _is_record(obj):
+        return [obj]
+    if isinstance(obj, list):
+        return [item for item in obj if _is_record(item)]
+    if isinstance(obj, dict) and isinstance(obj.get("resourceLogs"), list):
+        return [
+            r
+            for rl in obj["resourceLogs"]
+            if isinstance(rl, dict)
+            for sl in rl.get("scopeLogs") or rl.get("instrumentationLibraryLogs") or []
+            if isinstance(sl, dict)
+            for r in sl.get("logRecords") or []
+            if isinstance(r, dict)
+        ]
+    return []
+
+
+def _span_id(value: Any) -> str:
+    text = value.lower().removeprefix("0x") if isinstance(value, str) else ""
+    return "" if text in _NO_SPAN else text
+
+
+def _with_records(spans: list[dict[str, Any]], records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The spans, each with the GenAI log records emitted in it added to its events; records of no span given
+    are spans of their own: one per span id, else one per run of messages ended by its choices."""
+    if not records:
+        return spans
+    by_id = {
+        sid: span
+        for span in spans
+        if (sid := _span_id(as_dict(span.get("context")).get("span_id") or span.get("spanId") or span.get("span_id")))
+    }
+    added: dict[int, list[dict[str, Any]]] = {}
+    own: dict[str, list[dict[str, Any]]] = {}
+    runs: list[list[dict[str, Any]]] = []
+    for record in records:
+        name = _event_name(record)
+        if name != DETAILS_EVENT and name not in _LEGACY_ROLES and name != "gen_ai.choice":
+            continue
+        event = {"name": name, "body": record.get("body"), "attributes": record.get("attributes"), "at": record}
+        sid = _span_id(record.get("span_id", record.get("spanId")))
+        if sid in by_id:
+            added.setdefault(id(by_id[sid]), []).append(event)
+        elif sid:
+            own.setdefault(sid, []).append(event)
+        else:
+            if not runs or (runs[-1][-1]["name"] == "gen_ai.choice" and name != "gen_ai.choice"):
+                runs.append([])
+            runs[-1].append(event)
+    out = [{**s, "events": [*(s.get("events") or []), *added[id(s)]]} if id(s) in added else s for s in spans]
+    for events in [*own.values(), *runs]:
+        first = events[0]["at"]
+        times = ("timestamp", "timeUnixNano", "observed_timestamp", "observedTimeUnixNano")
+        start = next((first[k] for k in times if first.get(k) and first.get(k) != "0"), None)
+        details = next((e for e in events if e["name"] == DETAILS_EVENT), None)
+        attributes = {**_attrs(details["attributes"]), **_attrs(details["body"])} if details else {}
+        out.append({"name": "chat (log records)", "start_time": start, "attributes": attributes, "events": events})
+    return out
+
+
+def _read(spans: list[dict[str, Any]], conversation_id: str, warnings: list[ImportIssue]) -> _Trace:
     trace = _Trace()
     for span in spans:
         attrs = _attrs(span.get("attributes"))
@@ -154,7 +246,7 @@ def _read(spans: list[dict[str, Any]], conversation_id: str, errors: list[Import
             if call_id is not None:
                 trace.failures.setdefault(call_id, []).append(failed)
             elif failed:
-                errors.append(
+                warnings.append(
                     ImportIssue(
                         f"{conversation_id}: span {span.get('name', '?')}",
                         "failed execute_tool span has no gen_ai.tool.call.id; it cannot be matched to a call",
@@ -173,11 +265,26 @@ def _is_tool_span(span: dict[str, Any]) -> bool:
 
 
 def _failure(span: dict[str, Any], attrs: dict[str, Any]) -> str | None:
+    """The error text of a failed ``execute_tool`` span (None: it did not fail): the tool's own words where the
+    span recorded them (``gen_ai.tool.call.result``, the ``exception`` event, the status description)."""
     status = as_dict(span.get("status"))
     code = status.get("code", status.get("status_code"))
-    if attrs.get("error.type") is None and code not in _ERROR_CODES:
+    error_type = attrs.get("error.type")
+    if error_type is None and code not in _ERROR_CODES:
         return None
-    return f"execute_tool failed: {attrs.get('error.type') or status.get('message') or 'status ERROR'}"
+    if "gen_ai.tool.call.result" in attrs:
+        text = return_text(_json(attrs["gen_ai.tool.call.result"]))[0]
+        if text.strip():
+            return text
+    events = [e for e in span.get("events") or [] if isinstance(e, dict)]
+    exception = next((_attrs(e.get("attributes")) for e in events if e.get("name") == "exception"), {})
+    kind, message = opt_str(exception.get("exception.type")), opt_str(exception.get("exception.message"))
+    if message is None:
+        message = opt_str(status.get("description")) or opt_str(status.get("message"))
+        kind = kind or opt_str(error_type)
+    if message is not None:
+        return f"{kind}: {message}" if kind and kind not in message else message
+    return opt_str(error_type) or str(error_type or "status ERROR")
 
 
 def _inference(span: dict[str, Any]) -> _Inference | None:
@@ -274,7 +381,14 @@ def _message(message: dict[str, Any]) -> NeutralMessage | None:
 
 
 def _mark_failures(messages: list[NeutralMessage], failures: dict[str, list[str | None]]) -> None:
-    """The k-th call of an id takes the k-th ``execute_tool`` span of that id (spans in time order)."""
+    """The k-th call of an id takes the k-th ``execute_tool`` span of that id (spans in time order). A failed
+    call's k-th return in the conversation is marked failed and keeps its text, the error as the agent read it
+    (the span's text only when the return's was not captured); a failed call with no return takes the span's."""
+    returns: dict[str, list[tuple[NeutralMessage, int]]] = {}
+    for message in messages:
+        for j, result in enumerate(message.tool_results):
+            if result.call_id is not None:
+                returns.setdefault(result.call_id, []).append((message, j))
     used: dict[str, int] = {}
     for message in messages:
         for i, call in enumerate(message.tool_calls):
@@ -283,8 +397,17 @@ def _mark_failures(messages: list[NeutralMessage], failures: dict[str, list[str 
             k = used.get(call.id, 0)
             used[call.id] = k + 1
             runs = failures[call.id]
-            if k < len(runs) and runs[k]:
-                message.tool_calls[i] = replace(call, failure=runs[k])
+            error = runs[k] if k < len(runs) else None
+            if error is None:
+                continue
+            answered = returns.get(call.id, [])
+            if k < len(answered):
+                owner, j = answered[k]
+                result = owner.tool_results[j]
+                text = result.content if result.content and result.content.strip() else error
+                owner.tool_results[j] = replace(result, content=text, outcome="failed")
+            else:
+                message.tool_calls[i] = replace(call, failure=error)
 
 
 def _same(left: list[dict[str, Any]], right: list[dict[str, Any]]) -> bool:

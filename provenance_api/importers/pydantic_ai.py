@@ -2,14 +2,17 @@
 
 Requests carry ``system-prompt``, ``user-prompt``, ``tool-return`` and ``retry-prompt`` parts and an
 ``instructions`` string; responses carry ``text``, ``tool-call``, ``builtin-tool-call`` /
-``builtin-tool-return`` parts, a ``model_name`` and a ``timestamp``. Raw dicts are read tolerantly:
-part kinds this reader does not know are skipped, not rejected.
+``builtin-tool-return`` parts, a ``model_name`` and a ``timestamp``. Raw dicts are read tolerantly: part kinds
+this reader does not know are skipped, not rejected.
 
-Failure marks: a ``tool-return`` whose ``outcome`` is not ``success`` (missing means success), and a
-``retry-prompt`` naming a tool (the call was rejected). Structured output: a ``tool-call`` named
-``final_result`` (or ``final_result_<Type>``) is the response, not a tool, and its return is dropped.
-A ``null`` tool return is the return ``null``. The user part pydantic-ai sends after a tool returned a
-file (``["This is file <id>:", <file>]``, the return saying ``See file <id>``) is the tool's, not a query.
+Failure marks: a ``tool-return`` whose ``outcome`` is not ``success`` (missing means success; ``failed``,
+``denied``, ``retried`` — a tool's ``ModelRetry``), an MCP ``CallToolResult`` return with ``isError: true``,
+and a ``retry-prompt`` naming a tool (the call was rejected); each keeps its text (the tool's error, the
+denial, the retry prompt), the source of what the agent said and did next. A message that is no pydantic-ai
+message is skipped (a warning). Structured output: a ``tool-call`` named ``final_result`` (or
+``final_result_<Type>``) is the response, not a tool, and its return is dropped. A ``null`` tool return is the
+return ``null``. The user part pydantic-ai sends after a tool returned a file (``["This is file <id>:",
+<file>]``, the return saying ``See file <id>``) is the tool's, not a query.
 """
 
 from __future__ import annotations
@@ -51,13 +54,13 @@ def is_final_result(name: Any) -> bool:
 
 def import_pydantic_ai(obj: Any, conversation_id: str) -> ImportResult:
     raw, envelope = unwrap(obj, ("messages", "model_messages", "all_messages"))
-    errors: list[ImportIssue] = []
+    warnings: list[ImportIssue] = []
     neutral: list[NeutralMessage] = []
     final_ids: set[str] = set()
     for index, message in enumerate(raw):
         where = f"{conversation_id}: message {index}"
         if not isinstance(message, dict) or not isinstance(message.get("parts"), list):
-            errors.append(ImportIssue(where, "not a pydantic-ai message (no parts list); skipped"))
+            warnings.append(ImportIssue(where, "not a pydantic-ai message (no parts list); skipped"))
             continue
         parts = [p for p in message["parts"] if isinstance(p, dict)]
         if message.get("kind") == "response":
@@ -65,9 +68,9 @@ def import_pydantic_ai(obj: Any, conversation_id: str) -> ImportResult:
         elif message.get("kind") == "request":
             neutral.extend(placed(m, index) for m in _request(parts, message, final_ids))
         else:
-            errors.append(ImportIssue(where, f"unknown message kind {message.get('kind')!r}; skipped"))
+            warnings.append(ImportIssue(where, f"unknown message kind {message.get('kind')!r}; skipped"))
     return split_turns(
-        conversation_id, neutral, model=opt_str(envelope.get("model")), marks_failure=True, errors=errors
+        conversation_id, neutral, model=opt_str(envelope.get("model")), marks_failure=True, warnings=warnings
     )
 
 
@@ -98,7 +101,8 @@ def _request(parts: list[dict[str, Any]], message: dict[str, Any], final_ids: se
                 )
             )
         elif kind == "retry-prompt" and part.get("tool_name"):
-            # A retry prompt naming a tool answers that call: the call was rejected (not evidence).
+            # A retry prompt naming a tool answers that call: the call was rejected, and its text is what the
+            # agent was told (a tool error).
             results.append(
                 NeutralToolResult(
                     opt_str(part.get("tool_call_id")),

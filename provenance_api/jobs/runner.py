@@ -29,18 +29,20 @@ from typing import Any, Protocol
 
 import anyio
 
+from estimator.actions.trace import trace_action
 from estimator.audit.declared import audit_trace
+from estimator.corpus.turn import StoredTurn
 from estimator.corpus.units import Corpus
 from estimator.cost import Pricing, request_tokens
 from estimator.ledger import CallEvent, CallLedger
 from estimator.loo.logprob_cost import EstimatorChoice
 from estimator.params import Params
 from estimator.probe import probe_source
-from estimator.results.models import ProbeResultModel, TraceJobResult
+from estimator.results.models import DeclaredAuditModel, ProbeResultModel, TraceJobResult
 from estimator.results.trace import ProgressEvent
 from estimator.seams.llm import LLM, LLMRequest, Usage
 from estimator.seams.scorer import Scorer
-from estimator.trace import needs_scorer, run_trace
+from estimator.trace import TraceOutcome, needs_scorer, run_trace
 from provenance_api.core.errors import ProvenanceError
 from provenance_api.core.observability import Metrics, log_fields, redact, trace_id_var
 from provenance_api.core.settings import OtlpTarget
@@ -260,7 +262,7 @@ async def _keep_calls(ctx: TraceContext, meter: _Meter) -> None:
 
 async def _execute(ctx: TraceContext, job: JobRecord, meter: _Meter) -> str:
     record = await crud_turns.get_turn(ctx.db, job.tenant, job.turn_id)
-    params = Params.model_validate(job.params)
+    params = Params.stored(job.params)
     corpus = await anyio.to_thread.run_sync(free_tier.corpus_for, record.turn, params)
     query = record.turn.effective_query()
     write_lock = anyio.Lock()
@@ -351,7 +353,7 @@ async def _execute(ctx: TraceContext, job: JobRecord, meter: _Meter) -> str:
     if isinstance(llm, CachingLLM):  # cached judgements answer this tenant only (unless the operator shares them)
         llm = llm.for_tenant(job.tenant, job.turn_id)
     work = _KINDS[job.kind]
-    done = await work(_Run(job, llm, ledger, corpus, query, params, on_progress, estimator, scorer))
+    done = await work(_Run(job, llm, ledger, corpus, query, params, on_progress, estimator, scorer, record.turn))
     final = meter.snapshot()
     await _keep_calls(ctx, meter)
     failure = ledger.failure()
@@ -393,6 +395,7 @@ class _Run:
     on_progress: Callable[[ProgressEvent], None]
     estimator: EstimatorChoice = "judged"
     scorer: Scorer | None = None
+    turn: StoredTurn | None = None
 
 
 @dataclass(frozen=True)
@@ -409,7 +412,23 @@ class _Done:
 
 async def _trace(run: _Run) -> _Done:
     """A trace (``estimator.trace.run_trace`` for the quote's estimator), with the declared-attribution
-    audit of the sentence attached as ``declared``."""
+    audit of the sentence attached as ``declared``; of an action (its id, a0, a1, …, as the quote's segment),
+    ``estimator.actions.trace.trace_action`` over what the agent had seen when it made the call."""
+    action = run.job.segment_id if run.job.segment_id and free_tier.ACTION_ID.fullmatch(run.job.segment_id) else None
+    if action is not None and run.turn is not None:
+        outcome = await trace_action(
+            run.estimator,
+            run.turn,
+            run.corpus,
+            action,
+            llm=run.llm,
+            scorer=run.scorer,
+            params=run.params,
+            tokenizer=free_tier.tokenizer(),
+            on_progress=run.on_progress,
+            ledger=run.ledger,
+        )
+        return _done(run, outcome, declared=None)
     outcome = await run_trace(
         run.estimator,
         run.job.claim,
@@ -422,8 +441,12 @@ async def _trace(run: _Run) -> _Done:
         on_progress=run.on_progress,
         ledger=run.ledger,
     )
+    return _done(run, outcome, declared=audit_trace(run.job.claim, run.corpus, outcome.result))
+
+
+def _done(run: _Run, outcome: TraceOutcome, *, declared: DeclaredAuditModel | None) -> _Done:
     result = outcome.result
-    out = outcome.to_model(declared=audit_trace(run.job.claim, run.corpus, result))
+    out = outcome.to_model(declared=declared)
     return _Done(
         out,
         dict(result.prompt_versions),

@@ -169,6 +169,17 @@ def _unfinished_block(trace: TraceOut) -> list[str]:
 def citation_markdown(trace: TraceOut) -> str:
     """The trace as a Markdown citation block."""
     result = trace.result if trace.status == "succeeded" else None
-    title = "### Provenance of a claim" + ("" if result is not None else f" — trace {trace.status}")
+    action = trace.segment_id if trace.segment_id and trace.segment_id[:1] == "a" else None
+    what = f"an action ({action}, a tool call the agent made)" if action else "a claim"
+    title = f"### Provenance of {what}" + ("" if result is not None else f" — trace {trace.status}")
     body = _result_block(trace, result) if result is not None else _unfinished_block(trace)
+    if result is not None and result.injection is not None:
+        i = result.injection
+        said = "**Steered by tool data.**" if i.suspected else "Not steered by tool data."
+        body = [
+            f"{said} {escape(i.because)}",
+            *(["", blockquote(i.quote)] if i.suspected and i.quote else []),
+            "",
+            *body,
+        ]
     return "\n".join([title, "", blockquote(trace.claim), "", *body]) + "\n"

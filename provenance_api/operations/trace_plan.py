@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from estimator.corpus.turn import StoredTurn
+from estimator.corpus.units import Corpus
 from estimator.cost import CostQuote, Pricing, round_usd
 from estimator.free_tier.selection import Selection
 from estimator.loo.logprob_cost import (
@@ -194,7 +195,9 @@ class TraceDecision:
     estimator: EstimatorChoice
     probe: bool
     view: GateView | QuoteView
-    selection: Selection  # the gated sentence
+    selection: Selection  # the gated sentence, or the action's call (its id as ``segment_id``)
+    corpus: Corpus  # what the trace runs on: the turn's, or what the agent had seen when it made the action
+    action: str | None  # the action traced (a0, a1, …); None for a sentence
     choice: ModelChoice  # the judge model, where the choice came from and why
     quote: CostQuote
     planned: int  # the ceiling the ledger enforces and the budget reserves
@@ -303,12 +306,21 @@ def decide(
     proxy = estimator == "proxy"  # a hosted judge confirms what a local model or scoring endpoint ranked
     choice = choose_judge(turn, model, surface, proxy=proxy)
     view = surface.view(turn, params)
-    selection = free_tier.require_selection(turn, view, sentence)
+    target = free_tier.action_target(turn, view.corpus, sentence)
+    if target is not None and probe:
+        raise InvalidInput(
+            "a probe regenerates the answer to test one sentence's source; an action is traced, not probed",
+            field="probe",
+            fix="trace the action (without probe), or probe a sentence",
+        )
+    selection, corpus = (
+        target if target is not None else (free_tier.require_selection(turn, view, sentence), view.corpus)
+    )
     tokens: Tokenizer = view.tokenizer if isinstance(view, QuoteView) else free_tier.tokenizer()
     pricing = surface.pricing
     quote = free_tier.cost_quote(
         turn,
-        view.corpus,
+        corpus,
         selection.text,
         model=choice.model,
         params=params,
@@ -337,13 +349,9 @@ def decide(
             if proxy
             else scoring
         )
-        scoring_quote = quote_scoring(
-            view.corpus, selection.text, scoring, query=query, params=params, tokenizer=tokens
-        )
+        scoring_quote = quote_scoring(corpus, selection.text, scoring, query=query, params=params, tokenizer=tokens)
         if proxy:
-            ranking_quote = quote_scoring(
-                view.corpus, selection.text, ranking, query=query, params=params, tokenizer=tokens
-            )
+            ranking_quote = quote_scoring(corpus, selection.text, ranking, query=query, params=params, tokenizer=tokens)
         if proxy and not ranking.can_score:
             refusals.append(
                 Refusal(
@@ -366,7 +374,7 @@ def decide(
             from provenance_api.providers.llm_litellm import LiteLLMPricing  # cost_quote's price by default
 
             proxy_quote = quote_proxy(
-                view.corpus,
+                corpus,
                 selection.text,
                 ranking,
                 quote,
@@ -390,9 +398,11 @@ def decide(
         probe=probe,
         view=view,
         selection=selection,
+        corpus=corpus,
+        action=selection.segment_id if target is not None else None,
         choice=choice,
         quote=quote,
-        planned=quote.planned_calls if probe else planned_calls(estimator, view.corpus, params),
+        planned=quote.planned_calls if probe else planned_calls(estimator, corpus, params),
         scoring=scoring,
         scoring_quote=scoring_quote,
         ranking_quote=ranking_quote,

@@ -239,12 +239,12 @@ async def start_job(
         quote = await crud_traces.get_quote(services.db, caller.tenant, body.quote_id)
         field = "quote_id"
     else:
-        assert body.turn_id is not None and body.sentence is not None and body.max_cost_usd is not None
+        assert body.turn_id is not None and body.max_cost_usd is not None
         quote = await make_quote(
             services,
             caller,
             body.turn_id,
-            body.sentence,
+            body.selected(),
             model=body.model,
             probe=probe or body.probe,
             overrides=body.params,

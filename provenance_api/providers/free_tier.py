@@ -10,7 +10,10 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
+import regex
+
 from estimator.actions.report import screen_actions
+from estimator.actions.trace import ActionNotFound, action_corpus, find_action
 from estimator.corpus.build import build_corpus
 from estimator.corpus.turn import StoredTurn
 from estimator.corpus.units import Corpus
@@ -220,14 +223,49 @@ def resolve_model(turn: StoredTurn, explicit: str | None) -> str:
     return explicit or turn.model or os.environ.get("PROVENANCE_DEFAULT_MODEL") or FALLBACK_MODEL
 
 
+ACTION_ID = regex.compile(r"a\d{1,6}")
+"""An action's id (a0, a1, … in the order the calls were made), where a sentence or its id (r3) is expected."""
+
+
+def action_target(turn: StoredTurn, corpus: Corpus, wanted: str) -> tuple[Selection, Corpus] | None:
+    """The action ``wanted`` names as a trace target — its call's text, its id, and the corpus of what the agent
+    had seen when it made it — or None when ``wanted`` is no action id (a sentence). An action id the turn does
+    not have is a 422 naming the ids it has."""
+    if not ACTION_ID.fullmatch(wanted.strip()):
+        return None
+    try:
+        action = find_action(turn, wanted.strip())
+    except ActionNotFound as exc:
+        raise InvalidInput(
+            str(exc), field="target", fix="list the turn's actions with GET /v1/turns/{id}/actions or provenance gate"
+        ) from exc
+    kept, _ = action_corpus(turn, corpus, action)
+    if not kept.units:
+        raise InvalidInput(
+            f"nothing the agent had read when it made {action.id} can be traced: no instructions, history or "
+            "earlier tool return",
+            field="target",
+            fix="trace a later action, or a sentence of the answer",
+        )
+    return Selection(action.text, action.id), kept
+
+
 def require_selection(turn: StoredTurn, view: GateView | QuoteView, sentence: str) -> Selection:
+    if not turn.response.strip():  # an unfinished turn: it ended after its tool calls, with no answer
+        raise InvalidInput(
+            "the answer is empty: trace an action — the turn ended after its tool calls without a reply, so it has "
+            "no sentence to trace",
+            field="sentence",
+            fix="pass an action id such as a0 (list them with GET /v1/turns/{id}/actions or provenance gate)",
+        )
     selection = select_claim(turn.response, view.segments, sentence)
     if selection is None:
         raise InvalidInput(
             "the selected sentence does not occur in the turn's response (after normalisation) and is not "
             "one of its segments",
             field="sentence",
-            fix="select text from the response as shown, or pass a segment id such as r3",
+            fix="select text from the response as shown, or pass a segment id such as r3 (an action: its id, "
+            "such as a3)",
         )
     return selection
 

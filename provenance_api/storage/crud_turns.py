@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -23,7 +23,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from estimator.corpus.turn import StoredTurn
 from provenance_api.storage import crud_calls, crud_traces, search_index
-from provenance_api.storage.errors import RecordConflict, RecordInvalid, RecordMissing, RecordUnreadable
+from provenance_api.storage.errors import (
+    RecordConflict,
+    RecordInvalid,
+    RecordMissing,
+    RecordUnreadable,
+    StorageError,
+)
 from provenance_api.storage.models import StoredTurnRow, utcnow
 from provenance_api.storage.session import Database
 
@@ -112,6 +118,33 @@ def _conflict(row: StoredTurnRow, body: str, digest: str) -> RecordConflict:
     )
 
 
+def _too_large(turn: StoredTurn, size: int, max_bytes: int) -> RecordInvalid:
+    return RecordInvalid(
+        f"turn {turn.turn_id!r} is {size:,} bytes as stored, over this server's limit of {max_bytes:,} bytes",
+        record="turn_body",
+        field="turn",
+        extra={"turn_id": turn.turn_id, "bytes": size, "max_bytes": max_bytes},
+    )
+
+
+def _new_row(
+    tenant: str, user: str, turn: StoredTurn, body: str, digest: str, batch: str | None, traceable: int | None = None
+) -> StoredTurnRow:
+    return StoredTurnRow(
+        tenant=tenant,
+        turn_id=turn.turn_id,
+        digest=digest,
+        body=body,
+        model=turn.model,
+        agent=turn.agent,
+        turn_created_at=turn.created_at,
+        stored_at=utcnow(),
+        stored_by=user,
+        import_batch=batch,
+        traceable=traceable,
+    )
+
+
 async def put_turn(
     db: Database,
     tenant: str,
@@ -129,31 +162,14 @@ async def put_turn(
     body, digest = canonical(turn)
     size = len(body.encode("utf-8"))
     if max_bytes is not None and size > max_bytes:
-        raise RecordInvalid(
-            f"turn {turn.turn_id!r} is {size:,} bytes as stored, over this server's limit of {max_bytes:,} bytes",
-            record="turn_body",
-            field="turn",
-            extra={"turn_id": turn.turn_id, "bytes": size, "max_bytes": max_bytes},
-        )
+        raise _too_large(turn, size, max_bytes)
     async with db.session() as session:
         existing = await _find(session, tenant, turn.turn_id)
         if existing is not None:
             if existing.digest != digest:
                 raise _conflict(existing, body, digest)
             return _record(existing), False
-        row = StoredTurnRow(
-            tenant=tenant,
-            turn_id=turn.turn_id,
-            digest=digest,
-            body=body,
-            model=turn.model,
-            agent=turn.agent,
-            turn_created_at=turn.created_at,
-            stored_at=utcnow(),
-            stored_by=user,
-            import_batch=batch,
-            traceable=traceable,
-        )
+        row = _new_row(tenant, user, turn, body, digest, batch, traceable)
         session.add(row)
         try:
             await session.flush()  # assigns seq; the search row goes in the same transaction
@@ -168,6 +184,96 @@ async def put_turn(
                 raise _conflict(raced, body, digest) from None
             return _record(raced), False
         return TurnRecord(turn=turn, digest=digest, stored_at=row.stored_at, seq=row.seq), True
+
+
+@dataclass(frozen=True)
+class PutOutcome:
+    """What ``put_turns`` did with one turn: ``created``, else found stored with the same content (``problem``
+    None), or not stored: ``problem`` is the RecordConflict or RecordInvalid ``put_turn`` would have raised."""
+
+    turn_id: str
+    created: bool = False
+    problem: StorageError | None = None
+
+
+IN_BATCH = 500  # ids per ``IN (…)`` lookup
+
+
+async def put_turns(
+    db: Database,
+    tenant: str,
+    user: str,
+    turns: Sequence[StoredTurn],
+    *,
+    batch: str | None = None,
+    max_bytes: int | None = None,
+) -> list[PutOutcome]:
+    """``put_turn`` for many turns in one transaction, in order: one lookup of the ids already stored, one
+    multi-row insert, one insert into the search index, one commit (a bulk import pays one round trip and
+    one sync of the disk per batch, not several per turn). Each turn's outcome is what ``put_turn`` gives
+    it alone: a turn over ``max_bytes`` or of other content under a stored id (or under an id earlier in
+    ``turns``) is not stored and named, the others are. Should another writer store one of the ids meanwhile,
+    the batch is rolled back and put one turn at a time."""
+    outcomes: list[PutOutcome | None] = [None] * len(turns)
+    prepared: list[tuple[int, StoredTurn, str, str]] = []
+    for index, turn in enumerate(turns):
+        try:
+            body, digest = canonical(turn)
+        except RecordInvalid as exc:
+            outcomes[index] = PutOutcome(turn.turn_id, problem=exc)
+            continue
+        size = len(body.encode("utf-8"))
+        if max_bytes is not None and size > max_bytes:
+            outcomes[index] = PutOutcome(turn.turn_id, problem=_too_large(turn, size, max_bytes))
+            continue
+        prepared.append((index, turn, body, digest))
+    if prepared:
+        try:
+            await _insert_new(db, tenant, user, prepared, batch, outcomes)
+        except IntegrityError:  # a concurrent writer stored one of them first: each on its own
+            for index, turn, _, _ in prepared:
+                try:
+                    _, created = await put_turn(db, tenant, user, turn, batch=batch, max_bytes=max_bytes)
+                    outcomes[index] = PutOutcome(turn.turn_id, created=created)
+                except (RecordConflict, RecordInvalid) as exc:
+                    outcomes[index] = PutOutcome(turn.turn_id, problem=exc)
+    return [o if o is not None else PutOutcome(turns[i].turn_id) for i, o in enumerate(outcomes)]
+
+
+async def _insert_new(
+    db: Database,
+    tenant: str,
+    user: str,
+    prepared: list[tuple[int, StoredTurn, str, str]],
+    batch: str | None,
+    outcomes: list[PutOutcome | None],
+) -> None:
+    ids = list(dict.fromkeys(turn.turn_id for _, turn, _, _ in prepared))
+    async with db.session() as session:
+        stored: dict[str, StoredTurnRow] = {}
+        for start in range(0, len(ids), IN_BATCH):
+            query = select(StoredTurnRow).where(
+                StoredTurnRow.tenant == tenant, StoredTurnRow.turn_id.in_(ids[start : start + IN_BATCH])
+            )
+            stored.update((row.turn_id, row) for row in (await session.execute(query)).scalars().all())
+        new: list[tuple[int, StoredTurn, StoredTurnRow]] = []
+        for index, turn, body, digest in prepared:
+            row = stored.get(turn.turn_id)
+            if row is not None:
+                same = row.digest == digest
+                outcomes[index] = PutOutcome(turn.turn_id, problem=None if same else _conflict(row, body, digest))
+                continue
+            row = _new_row(tenant, user, turn, body, digest, batch)
+            stored[turn.turn_id] = row  # a later turn of the same id is compared with this one
+            new.append((index, turn, row))
+        if not new:
+            return
+        session.add_all([row for _, _, row in new])
+        await session.flush()  # assigns every seq; the search rows go in the same transaction
+        await search_index.index_turns(session, tenant, [(row.seq, turn) for _, turn, row in new])
+        await session.commit()
+    for index, turn, _ in new:
+        outcomes[index] = PutOutcome(turn.turn_id, created=True)
 
 
 async def get_turn(db: Database, tenant: str, turn_id: str) -> TurnRecord:
@@ -242,6 +348,21 @@ async def turns_under(db: Database, tenant: str, prefixes: list[str]) -> list[Tu
                     except RecordUnreadable:
                         continue
     return [found[seq] for seq in sorted(found)]
+
+
+async def holds_any(db: Database, tenant: str, prefix: str) -> bool:
+    """Whether the tenant holds any turn whose id starts with ``prefix`` (one index range, as ``turns_under``)."""
+    if not prefix:
+        return await _exists(db, StoredTurnRow.tenant == tenant)
+    upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+    column = StoredTurnRow.turn_id.collate("C") if db.engine.dialect.name == "postgresql" else StoredTurnRow.turn_id
+    return await _exists(db, StoredTurnRow.tenant == tenant, column >= prefix, column < upper)
+
+
+async def _exists(db: Database, *where: Any) -> bool:
+    async with db.session() as session:
+        found = await session.execute(select(StoredTurnRow.seq).where(*where).limit(1))
+        return found.first() is not None
 
 
 async def iter_turns(

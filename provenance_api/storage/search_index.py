@@ -47,6 +47,15 @@ async def index_turn(session: AsyncSession, *, seq: int, tenant: str, turn: Stor
     )
 
 
+async def index_turns(session: AsyncSession, tenant: str, turns: list[tuple[int, StoredTurn]]) -> None:
+    """``index_turn`` for many just-inserted turns (``(seq, turn)``), in one statement."""
+    if turns:
+        await session.execute(
+            text(f"INSERT INTO turn_search ({_seq(session)}, tenant, text) VALUES (:seq, :tenant, :text)"),
+            [{"seq": seq, "tenant": tenant, "text": searchable_text(turn)} for seq, turn in turns],
+        )
+
+
 async def unindex(session: AsyncSession, seqs: list[int]) -> None:
     """Remove deleted turns' rows from the index, inside the caller's transaction."""
     if seqs:

@@ -10,6 +10,7 @@ import pytest
 
 from estimator.corpus.build import build_corpus
 from estimator.corpus.turn import StoredTurn
+from estimator.params import Params
 from provenance_api.importers import (
     FORMATS,
     ImportResult,
@@ -40,9 +41,13 @@ def calls(turn: StoredTurn) -> dict[str, Any]:
     return {c.name: c.response for c in turn.response_payload.tool_calls}
 
 
+SEED = Params(failed_calls_as_sources=False)
+
+
 def excluded(turn: StoredTurn) -> dict[str, str]:
-    """What the corpus leaves out of the turn, tool name → reason."""
-    return {e.tool: e.reason for e in build_corpus(turn).excluded}
+    """What the corpus leaves out of the turn, tool name → reason, under the seed's Algorithm 1 (failed calls are
+    excluded): so every failure the importer marked is listed with its reason."""
+    return {e.tool: e.reason for e in build_corpus(turn, SEED).excluded}
 
 
 def test_every_format_has_a_fixture() -> None:
@@ -84,7 +89,12 @@ def test_pydantic_ai_outcome_and_retry_prompt_mark_failures_and_args_stay_raw_wh
     assert all(reason.startswith("failed") for reason in excluded(first).values())
     ledger = next(p for m in first.model_messages for p in m.parts if p.tool_name == "ledger")
     assert ledger.args == "{id: 7"  # raw text kept when it is not JSON
-    assert [u.tool for u in build_corpus(first).units if u.layer == "tools"] == ["lookup_order"]
+    assert [u.tool for u in build_corpus(first, SEED).units if u.layer == "tools"] == ["lookup_order"]
+    # by default each failure's own text is a source, labelled as an error
+    assert [(u.tool, u.kind, u.text) for u in build_corpus(first).tool_units()][1:] == [
+        ("check_policy", "tool_error", "unknown kind 'refund'"),
+        ("ledger", "tool_error", "ledger offline"),
+    ]
 
 
 def test_pydantic_ai_list_prompt_reused_id_builtin_tool_and_mcp_results() -> None:
@@ -97,7 +107,12 @@ def test_pydantic_ai_list_prompt_reused_id_builtin_tool_and_mcp_results() -> Non
         "Receipt for order 7, 40 EUR\n[image (image/png) not inlined]\nPaid by card"
     )
     history_tool = [m for m in second.request_payload.messages if m.role == "tool"]
-    assert [(m.tool_call_id, m.name) for m in history_tool] == [("c1", "lookup_order")]
+    # the failed returns are history too, marked is_error (the corpus's history layer labels them tool errors)
+    assert [(m.tool_call_id, m.name, (m.model_extra or {}).get("is_error")) for m in history_tool] == [
+        ("c1", "lookup_order", None),
+        ("c2", "check_policy", True),
+        ("c3", "ledger", True),
+    ]
     assert "Receipt numbers" in calls(second)["web_search"]
     assert excluded(second) == {"warehouse.query": "failed: outcome=failed (failure is not evidence)"}
     assert "warehouse.query" not in calls(second)
@@ -159,7 +174,8 @@ def test_langchain_status_error_and_invalid_tool_calls_are_failures() -> None:
     assert set(excluded(first)) == {"lookup_order", "ledger"}
     assert second.query == "Try order 8."  # list-of-parts content
     assert calls(second) == {"lookup_order": '{"status": "paid"}'}  # the reused call_a keeps its own return
-    assert all(m.role != "tool" for m in second.request_payload.messages)  # the failed return is not history
+    failed_return = [m for m in second.request_payload.messages if m.role == "tool"]  # history, marked failed
+    assert [(m.content, (m.model_extra or {}).get("is_error")) for m in failed_return] == [("Order not found", True)]
 
 
 def test_langchain_dumpd_form_reads_like_messages_to_dict() -> None:
@@ -274,7 +290,8 @@ def test_bad_messages_are_reported_and_the_rest_imported() -> None:
     ]
     result = import_conversation(conversation, "openai-chat", conversation_id="c")
     assert [t.response for t in result.turns] == ["Hello."]
-    assert [e.where for e in result.errors] == ["c: message 1", "c: message 2"]
+    # read past, the rest imported: warnings, not rejections
+    assert result.errors == [] and [e.where for e in result.warnings] == ["c: message 1", "c: message 2"]
     with pytest.raises(UnknownFormatError):
         detect_format({"rows": [1, 2]})
     with pytest.raises(UnknownFormatError):
@@ -295,14 +312,17 @@ def test_a_query_of_attachments_alone_is_named_by_them() -> None:
     assert [u.tool for u in build_corpus(turn).units] == ["user", "assistant"]
 
 
-def test_a_conversation_ending_in_tool_calls_is_noted_not_turned() -> None:
+def test_a_conversation_ending_in_tool_calls_is_an_unfinished_turn() -> None:
     call = {"id": "x", "type": "function", "function": {"name": "transfer", "arguments": "{}"}}
     conversation = [
         {"role": "user", "content": "Cancel it."},
         {"role": "assistant", "content": None, "tool_calls": [call]},
     ]
     result = import_conversation(conversation, conversation_id="c")
-    assert result.turns == [] and len(result.notes) == 1 and "1 tool call(s)" in result.notes[0].reason
+    assert result.notes == [] and len(result.turns) == 1  # tests/history/test_unfinished_turns.py has the rest
+    (turn,) = result.turns
+    assert (turn.query, turn.response) == ("Cancel it.", "")
+    assert [c.name for c in turn.response_payload.tool_calls] == ["transfer"]
 
 
 def tau_bench() -> list[dict[str, Any]]:
@@ -326,10 +346,12 @@ def is_reply(message: dict[str, Any]) -> bool:
 def test_tau_bench_yields_one_turn_per_assistant_text_reply_and_every_corpus_builds() -> None:
     conversations = tau_bench()
     assert len(conversations) == 100
-    replies = imported_turns = 0
+    replies = imported_turns = unfinished = 0
     for conv in conversations:
         traj = conv["traj"]
         replies += sum(map(is_reply, traj))
+        last = max((i for i, m in enumerate(traj) if is_reply(m)), default=-1)
+        unfinished += any(m.get("tool_calls") for m in traj[last + 1 :])  # calls after the last reply: one more
         assert detect_format(conv) == "openai_chat"
         conversation_id = f"tau-{conv['task_id']}-{conv['trial']}"
         result = import_conversation(conv, conversation_id=conversation_id)
@@ -339,7 +361,7 @@ def test_tau_bench_yields_one_turn_per_assistant_text_reply_and_every_corpus_bui
         for turn in result.turns:
             assert turn.system_prompt == traj[0]["content"]
             build_corpus(turn)
-    assert imported_turns == replies == 760
+    assert (imported_turns, replies, unfinished) == (780, 760, 20)
 
 
 def test_tau_bench_reused_ids_within_one_turn_keep_their_own_returns() -> None:
@@ -485,7 +507,7 @@ def test_the_failing_message_is_named_by_index_and_the_rest_imported() -> None:
     ]
     result = import_conversation(conversation, conversation_id="c")  # detected although one message is not chat
     assert [t.response for t in result.turns] == ["Hello."]
-    assert [(e.where, e.reason) for e in result.errors] == [
+    assert result.errors == [] and [(e.where, e.reason) for e in result.warnings] == [
         ("c: message 1", "not a chat message (role 'wizard'); skipped")
     ]
     with pytest.raises(UnknownFormatError, match="message 0 has keys"):

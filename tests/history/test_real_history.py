@@ -136,7 +136,9 @@ EXPECTED: dict[str, list[Turn]] = {
             {"user": 2, "assistant": 1, "tool": 1},
         ),
     ],
-    "langchain/langgraph_interrupted.json": [],  # stopped for approval on its delete_file call: no reply yet
+    "langchain/langgraph_interrupted.json": [  # stopped for approval on its delete_file call: no reply yet, so
+        Turn("Delete the file report.pdf", "", ["delete_file"]),  # an unfinished turn: the call, no answer
+    ],
     "langchain/langgraph_resumed.json": [
         Turn(
             "Delete the file report.pdf",
@@ -229,14 +231,14 @@ EXPECTED: dict[str, list[Turn]] = {
         ),
     ],
     "pydantic_ai/tool_approval_denied.json": [  # run 1 ends on three calls awaiting approval; run 2 sends
-        # their returns (delete_file's denied: a failure, so not in the history) with a new prompt
+        # their returns (delete_file's denied: a failure, in the history marked is_error) with a new prompt
         Turn(
             "Now create a backup of README.md",
             "Here's what I've done:\n- Attempted to delete __init__.py",
             ["update_file"],
             {"update_file": "File 'README.md.bak' updated: 'Hello, world!'"},
             [],
-            {"user": 2, "assistant": 1, "tool": 2},
+            {"user": 2, "assistant": 1, "tool": 3},
         ),
     ],
     "pydantic_ai/external_tool_result.json": [  # the deferred call's result (the integer 42) sent in run 2
@@ -247,16 +249,14 @@ EXPECTED: dict[str, list[Turn]] = {
             {"calculate_answer": "42"},
         ),
     ],
-    "pydantic_ai/tool_retries_exhausted.json": [],  # calc_volume retried once, then the run gave up: no reply
+    "pydantic_ai/tool_retries_exhausted.json": [  # calc_volume retried once, then the run gave up: no reply, so
+        # an unfinished turn; the first call (answered by a retry prompt) is a failure, not a flat call
+        Turn("Please get me the volume of a box with size 6.", "", ["calc_volume"]),
+    ],
 }
 
 
-NOTED = {
-    "langchain/langgraph_interrupted.json": "ends with 1 tool call(s) after its last reply and no reply",
-    # two calc_volume calls after the prompt: the first answered by a retry prompt, the second by
-    # nothing; the note counts every call after the last reply, answered or not
-    "pydantic_ai/tool_retries_exhausted.json": "ends with 2 tool call(s) after its last reply and no reply",
-}
+NOTED: dict[str, str] = {}  # a sample whose conversation gives no turn: none (one ending in calls is unfinished)
 
 
 def test_every_sample_has_an_expected_summary_and_a_source_line() -> None:

@@ -25,18 +25,21 @@ from estimator.corpus.build import (
     INSTRUCTIONS_LABEL,
     build_corpus,
     classify_tool,
-    flatten,
     label_for,
 )
+from estimator.corpus.tool_content import flatten
 from estimator.corpus.turn import StoredTurn
 from estimator.corpus.units import Corpus, Layer, Unit
-from estimator.params import DEFAULT_PARAMS
+from estimator.params import DEFAULT_PARAMS, Params
 from estimator.tokens import ApproxTokenizer
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 NDVI_FIXTURE = "ndvi_parametric_turn.json"
 FALLBACK_FIXTURE = "fallback_path_turn.json"
 FAILURES_FIXTURE = "failures_turn.json"
+SEED = Params(failed_calls_as_sources=False)
+"""The seed's Algorithm 1 for failed calls: excluded and disclosed. Failed calls as sources (the default) are
+tests/method/test_failed_call_sources.py."""
 
 Json = dict[str, Any]
 
@@ -327,7 +330,7 @@ def test_fallback_fixture_response_quotes_a_tool_return_verbatim() -> None:
 
 
 def test_failures_fixture_keeps_only_successful_non_empty_calls() -> None:
-    corpus = build_corpus(load_turn(FAILURES_FIXTURE))
+    corpus = build_corpus(load_turn(FAILURES_FIXTURE), SEED)
 
     assert corpus.path == "primary"
     assert [(u.id, u.tool, u.kind) for u in corpus.tool_units()] == [
@@ -340,7 +343,7 @@ def test_failures_fixture_keeps_only_successful_non_empty_calls() -> None:
 
 
 def test_failures_fixture_discloses_every_excluded_call_with_its_reason() -> None:
-    corpus = build_corpus(load_turn(FAILURES_FIXTURE))
+    corpus = build_corpus(load_turn(FAILURES_FIXTURE), SEED)
     reasons = {e.tool: e.reason for e in corpus.excluded}
 
     assert [e.tool for e in corpus.excluded] == ["query_warehouse", "summarise_column", "grep", "nbn.record_density"]
@@ -404,7 +407,8 @@ def test_failures_fixture_attachment_is_unscorable_not_a_unit() -> None:
     corpus = build_corpus(turn)
 
     assert turn.attachments == ["survey_2024.xlsx"]
-    assert corpus.unscorable == ("survey_2024.xlsx",)
+    # the attachment, then the image the MCP tool returned (named in its text, never inlined)
+    assert corpus.unscorable == ("survey_2024.xlsx", "image (image/png) returned by tool nbn.occurrence_summary")
     assert all("survey_2024.xlsx" not in u.label for u in corpus.units)
     assert all(not u.evidence.source.endswith("survey_2024.xlsx") for u in corpus.units)
 
@@ -503,7 +507,7 @@ def test_fallback_excludes_mcp_errors_and_missing_or_empty_responses() -> None:
             ]
         }
     )
-    corpus = build_corpus(turn)
+    corpus = build_corpus(turn, SEED)
 
     assert corpus.path == "fallback"
     assert [u.tool for u in corpus.tool_units()] == ["ok"]
@@ -520,7 +524,7 @@ def test_fallback_excludes_mcp_errors_and_missing_or_empty_responses() -> None:
 
 @pytest.mark.parametrize("outcome", ["failed", "denied", "interrupted"])
 def test_a_return_whose_outcome_is_not_success_is_excluded(outcome: str) -> None:
-    corpus = build_corpus(one_call_turn("lookup", {"q": "x"}, "partial output", outcome=outcome))
+    corpus = build_corpus(one_call_turn("lookup", {"q": "x"}, "partial output", outcome=outcome), SEED)
 
     assert corpus.tool_units() == ()
     (excluded,) = corpus.excluded
@@ -547,7 +551,7 @@ def test_retry_prompt_excludes_the_rejected_call_but_not_its_reissue() -> None:
             request(ret("c2", "found it", "lookup")),
         ]
     )
-    corpus = build_corpus(turn)
+    corpus = build_corpus(turn, SEED)
 
     (unit,) = corpus.tool_units()
     assert unit.shown == 'lookup({"q": "x"})\nfound it'
@@ -558,7 +562,7 @@ def test_retry_prompt_excludes_the_rejected_call_but_not_its_reissue() -> None:
 
 def test_mcp_is_error_return_is_excluded() -> None:
     content = {"content": [{"type": "text", "text": "rate limited"}], "isError": True}
-    corpus = build_corpus(one_call_turn("gh.search_issues", {"q": "bug"}, content))
+    corpus = build_corpus(one_call_turn("gh.search_issues", {"q": "bug"}, content), SEED)
 
     assert corpus.tool_units() == ()
     (excluded,) = corpus.excluded
@@ -706,10 +710,14 @@ def test_reused_id_failure_is_charged_to_the_right_call() -> None:
             request(ret("k", "boom", "lookup", outcome="failed")),
         ]
     )
-    corpus = build_corpus(turn)
+    corpus = build_corpus(turn, SEED)
 
     assert [u.label for u in corpus.tool_units()] == ["lookup: first"]
     assert [e.label for e in corpus.excluded] == ["lookup: second"]
+    assert [(u.label, u.text) for u in build_corpus(turn).tool_units()] == [
+        ("lookup: first", "first answer"),
+        ("lookup: second — failed", "boom"),
+    ]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -1121,7 +1129,7 @@ def test_earlier_tool_result_without_its_call_is_named_after_the_message() -> No
     assert history_body(unit) == "lookup\ndata"
 
 
-def test_earlier_failed_tool_result_is_not_history_native_messages() -> None:
+def test_under_the_seed_an_earlier_failed_tool_result_is_not_history_native_messages() -> None:
     turn = make_turn(
         model_messages=[
             user_prompt("earlier"),
@@ -1134,21 +1142,21 @@ def test_earlier_failed_tool_result_is_not_history_native_messages() -> None:
             user_prompt("now"),
         ]
     )
-    history = build_corpus(turn).in_layer(Layer.HISTORY)
+    history = build_corpus(turn, SEED).in_layer(Layer.HISTORY)
 
     assert [h.tool for h in history] == ["user", "assistant"]
 
 
-def test_earlier_mcp_error_tool_result_is_not_history_request_payload() -> None:
+def test_under_the_seed_an_earlier_mcp_error_tool_result_is_not_history_request_payload() -> None:
     """BUG: an earlier turn's MCP ``isError`` result in the request payload becomes a history unit;
-    the same result in native messages is excluded (failure is not evidence)."""
+    the same result in native messages is excluded (the seed: failure is not evidence)."""
     turn = history_turn(
         u("earlier"),
         a_calls(("c1", "mcp.find", {"q": "b"})),
         tool_msg("c1", {"content": [{"type": "text", "text": "HTTP 500"}], "isError": True}),
         a("the tool failed"),
     )
-    history = build_corpus(turn).in_layer(Layer.HISTORY)
+    history = build_corpus(turn, SEED).in_layer(Layer.HISTORY)
 
     assert all("HTTP 500" not in h.text for h in history)
     assert [h.tool for h in history] == ["user", "assistant"]

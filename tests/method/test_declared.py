@@ -40,8 +40,9 @@ def corpus(name: str) -> Corpus:
 
 # s0 lookup_order, s1 search_help_center, s2 create_return_label, s3 instructions, s4 user, s5 agent
 SHOP = corpus("fallback_path_turn.json")
-# s0 read_file plots.csv, s1/s2 species_profile, s3 nbn.occurrence_summary, s4 instructions, s5 user,
-# s6 read_file summary.md (history), s7 agent
+# s0 read_file plots.csv, s1/s2 the failed query_warehouse and summarise_column (tool errors), s3/s4
+# species_profile, s5 nbn.occurrence_summary, s6 the failed nbn.record_density, s7 instructions, s8 user,
+# s9 read_file summary.md (history), s10 agent
 WOODS = corpus("failures_turn.json")
 
 
@@ -87,7 +88,7 @@ def test_sentences_without_a_credit_declare_nothing(sentence: str) -> None:
 def test_paths_file_names_and_tool_names_count_only_when_they_name_a_source() -> None:
     assert credited("The survey file surveys/2024/plots.csv covers 6 plots.", WOODS) == [("path", ("s0",))]
     assert credited("plots.csv covers 6 plots.", WOODS) == [("file_name", ("s0",))]
-    assert credited("The 2023 numbers are in surveys/2023/summary.md.", WOODS) == [("path", ("s6",))]
+    assert credited("The 2023 numbers are in surveys/2023/summary.md.", WOODS) == [("path", ("s9",))]
     assert credited("The warehouse holds the table plots in warehouse/plots_2024.parquet.", WOODS) == []
     # A disclaimer is not a credit: the attachment was never read, and nothing is "drawn from it".
     assert credited("I could not read the attached survey_2024.xlsx, so nothing here is drawn from it.", WOODS) == []
@@ -99,18 +100,18 @@ def test_paths_file_names_and_tool_names_count_only_when_they_name_a_source() ->
 
 def test_the_best_matching_source_wins_and_ties_keep_every_candidate() -> None:
     assert credited("According to the species profile for Picea sitchensis, it is a conifer.", WOODS) == [
-        ("phrase", ("s2",))
+        ("phrase", ("s4",))
     ]
-    both = [("phrase", ("s1", "s2"))]
+    both = [("phrase", ("s3", "s4"))]
     assert credited("According to the species profiles, both are native.", WOODS) == both
-    assert credited("The species_profile tool says so.", WOODS) == [("phrase", ("s1", "s2"))]
+    assert credited("The species_profile tool says so.", WOODS) == [("phrase", ("s3", "s4"))]
 
 
 def test_a_strong_cue_to_a_source_outside_the_context_is_still_a_credit() -> None:
     refs = declared_refs("According to Wikipedia, sessile oak is native to Britain.", WOODS)
     assert refs == (DeclaredRefModel(text="According to Wikipedia", span=(0, 22), source_ids=(), kind="phrase"),)
     sentence = "According to Wikipedia, sessile oak is native."
-    assert audit_declared(sentence, WOODS, ["s1"]).outcome == "conflated"
+    assert audit_declared(sentence, WOODS, ["s3"]).outcome == "conflated"
     assert audit_declared(sentence, WOODS, []).outcome == "unsupported_citation"
 
 

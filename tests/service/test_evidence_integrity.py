@@ -48,11 +48,14 @@ def ours(unit: Unit) -> list[str]:
 
 def test_a_units_text_is_its_content_and_the_header_is_only_shown() -> None:
     _, corpus = load("failures_turn.json")
-    spruce = corpus.by_id("s2")
+    spruce = next(u for u in corpus.units if u.label == "species_profile(name=Picea sitchensis)")
     assert spruce.header == 'species_profile({"name": "Picea sitchensis"})'
     assert spruce.header not in spruce.text and spruce.shown == spruce.header + "\n" + spruce.text
-    history = corpus.by_id("s5")
+    history = next(u for u in corpus.units if u.label == "user said · 3 turn(s) ago")
     assert history.header == "[user said, 3 turn(s) ago]" and not history.text.startswith("[")
+    failed = next(u for u in corpus.units if u.kind == "tool_error")  # a failed call: its error text is the content
+    assert failed.header.split("\n")[1] == "[the call failed; its error text follows]"
+    assert failed.text == "statement timeout after 30s" and "[the call failed" not in failed.text
 
 
 async def test_an_adversarial_judge_quoting_lines_of_its_prompt_never_verifies_a_label() -> None:

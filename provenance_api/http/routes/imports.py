@@ -58,8 +58,9 @@ async def import_history(
     itself is read as one JSON document (a conversation or a list of them, e.g. pretty-printed).
     Re-sending the same upload is idempotent (`unchanged`); a line that cannot be read is `rejected`
     with its line number and the rest is imported. Returns `{batch_id, imported, unchanged, conflicting,
-    rejected, errors: [{where, reason}], notes: [{where, reason}]}` (notes: conversations that gave no turn);
-    `DELETE /v1/imports/{batch_id}` removes the turns this import created."""
+    rejected, errors: [{where, reason}], warnings: [{where, reason}], notes: [{where, reason}]}` (warnings: read,
+    but not in full or not as written, e.g. an image named instead of inlined — the turns are stored; notes:
+    conversations that gave no turn); `DELETE /v1/imports/{batch_id}` removes the turns this import created."""
     fmt = bulk.check_format(format)
     prefix = name or "upload"
     counts = bulk.ImportCounts(max_turn_bytes=svc.settings.max_body_bytes)

@@ -51,8 +51,11 @@ class SourceImportOut(BaseModel):
     unchanged: int
     conflicting: int
     rejected: int
-    errors: list[dict[str, str]]
-    notes: list[dict[str, str]]
+    errors: list[dict[str, str]] = Field(description="What was rejected or conflicts, each with where and why.")
+    warnings: list[dict[str, str]] = Field(
+        description="Read, but not in full or not as written (an image named, not inlined); the turns are stored."
+    )
+    notes: list[dict[str, str]] = Field(description="Read, but no turn: e.g. a thread ending on a tool call.")
     source: SourceState
 
 

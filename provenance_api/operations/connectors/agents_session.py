@@ -25,6 +25,10 @@ class AgentsSessionReader:
     def __init__(self, source: Source) -> None:
         self.store = SqliteStore(source, MESSAGES_TABLE)
 
+    @property
+    def caveats(self) -> list[str]:
+        return self.store.caveats
+
     async def changes(self, since: str | None) -> Changes:
         after = int(since) if since and since.isdigit() else 0
         top = (await self.store.rows(f"SELECT MAX(id), COUNT(DISTINCT session_id) FROM {MESSAGES_TABLE}"))[0]

@@ -48,6 +48,10 @@ class LangGraphSqliteReader:
     def __init__(self, source: Source) -> None:
         self.store = SqliteStore(source, "checkpoints")
 
+    @property
+    def caveats(self) -> list[str]:
+        return self.store.caveats
+
     async def changes(self, since: str | None) -> Changes:
         top = (
             await self.store.rows(
@@ -89,6 +93,10 @@ class LangGraphPostgresReader:
     def __init__(self, source: Source, conn: Any) -> None:
         self.source = source
         self.conn = conn
+
+    @property
+    def caveats(self) -> list[str]:
+        return []
 
     @classmethod
     async def open(cls, source: Source) -> LangGraphPostgresReader:

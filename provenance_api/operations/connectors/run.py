@@ -13,6 +13,7 @@ all. Conversation ids are ``<store>#<thread>`` with ``Source.store`` named by wh
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,17 +81,25 @@ class SourceImport:
 
 
 async def import_source(
-    db: Database, tenant: str, user: str, source: Source, *, max_turn_bytes: int | None = None
+    db: Database,
+    tenant: str,
+    user: str,
+    source: Source,
+    *,
+    max_turn_bytes: int | None = None,
+    progress: Callable[[bulk.ImportCounts, int], None] | None = None,
 ) -> SourceImport:
     """Import what is new in ``source`` for ``tenant`` and move its cursor. A source that cannot be read
     raises (``SourceUnavailable`` / ``InvalidInput``) and leaves the cursor where it was. A turn whose stored
-    form is over ``max_turn_bytes`` is rejected alone."""
+    form is over ``max_turn_bytes`` is rejected alone. ``progress(counts, conversations to read)`` is called
+    after each conversation."""
     reader = await open_reader(source)
     try:
         cursor = await crud_sources.get_cursor(db, tenant, source.key)
         since = cursor.position if cursor else None
         changes = await reader.changes(since)
         counts = bulk.ImportCounts(max_turn_bytes=max_turn_bytes)
+        writer = bulk.TurnWriter(db, tenant, user, counts)
         if changes.restarted:
             counts.note(
                 source.name,
@@ -103,10 +112,16 @@ async def import_source(
             counts.conversations += 1
             for where, reason in conversation.issues:
                 counts.reject(where, reason)
-            if conversation.obj is None:
-                continue
-            item = bulk.Item(conversation.where, source.store, 0, obj=conversation.obj, aliases=source.earlier_names)
-            await bulk.import_one(db, tenant, user, item, reader.importer, counts)
+            if conversation.obj is not None:
+                item = bulk.Item(
+                    conversation.where, source.store, 0, obj=conversation.obj, aliases=source.earlier_names
+                )
+                await bulk.import_one(db, tenant, user, item, reader.importer, counts, writer)
+            if progress is not None:
+                progress(counts, len(changes.changed))
+        await writer.flush()
+        for caveat in reader.caveats:
+            counts.note(source.name, caveat)
         if counts.conflicting and upto is not None:
             counts.note(
                 source.name,

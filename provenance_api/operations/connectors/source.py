@@ -198,6 +198,11 @@ class Reader(Protocol):
     importer: str
     noun: str
 
+    @property
+    def caveats(self) -> list[str]:
+        """What the import should say about how the source was read (e.g. without its write-ahead log)."""
+        ...
+
     async def changes(self, since: str | None) -> Changes: ...
 
     async def conversation(self, ident: str, upto: str) -> Conversation: ...

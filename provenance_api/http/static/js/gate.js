@@ -1,6 +1,6 @@
-/* The cost gate: before a trace runs, the service's quote for the claim and judge model — the planned
- * (worst-case) calls reserved from the budget, tokens and worst-case cost, with any warnings — and
- * Accept to run it or Cancel. */
+/* The cost gate: before a trace runs, the service's quote for the claim (a sentence, or an action: a tool
+ * call) and judge model — the planned (worst-case) calls reserved from the budget, tokens and worst-case
+ * cost, with any warnings — and Accept to run it or Cancel. */
 
 import { api } from './api.js';
 import { announce, byId, h, restoreFocus, showError } from './dom.js';
@@ -22,8 +22,20 @@ function modelOptions() {
   return out;
 }
 
+/** The gate for a sentence of the response (its id, or any text of it). */
 export function openGate(sentence, claimText, returnTo) {
+  openFor({ sentence }, claimText, returnTo);
+}
+
+/** The gate for an action (a tool call, from GET /v1/turns/{id}/actions): the same figures and model
+ * choice, priced on what the agent had seen when it made the call; the claim shown is the call as traced. */
+export function openActionGate(action, returnTo) {
+  openFor({ target: { action: action.id } }, action.id + ' · ' + action.tool, returnTo);
+}
+
+function openFor(what, claimText, returnTo) {
   const dialog = byId('gate');
+  const isAction = !!what.target;
   gateReturn = returnTo || document.activeElement;
   gateQuote = null;
   const modelInput = h('input', { id: 'gate-model', type: 'text', list: 'gate-models', autocomplete: 'off', spellcheck: 'false', value: state.turn.turn.model || '', 'aria-describedby': 'gate-model-hint' });
@@ -33,9 +45,13 @@ export function openGate(sentence, claimText, returnTo) {
   const accept = h('button', { type: 'button', class: 'button primary', id: 'gate-accept', disabled: true }, 'Accept and run');
   const cancel = h('button', { type: 'button', class: 'button', id: 'gate-cancel' }, 'Cancel');
   const errorBox = h('div', { id: 'gate-error', role: 'alert' });
+  const claim = isAction
+    ? h('pre', { class: 'claim call-text', id: 'gate-claim' }, clipCall(claimText))
+    : h('blockquote', { class: 'claim', id: 'gate-claim' }, clip(claimText, 700));
   dialog.replaceChildren(
-    h('h2', { id: 'gate-title' }, 'Cost gate: trace this claim?'),
-    h('blockquote', { class: 'claim', id: 'gate-claim' }, clip(claimText, 700)),
+    h('h2', { id: 'gate-title' }, isAction ? 'Cost gate: trace this action?' : 'Cost gate: trace this claim?'),
+    claim,
+    isAction ? h('p', { class: 'hint', id: 'gate-action-hint' }, 'Action ' + what.target.action + ': measured over what the agent had seen when it made this call — the sources before it, never its own result.') : null,
     h('div', { class: 'field' },
       h('label', { for: 'gate-model' }, 'Judge model'),
       h('span', { id: 'gate-model-hint', class: 'hint' }, 'Defaults to the model that produced this turn, so the result is about that model.'),
@@ -46,7 +62,7 @@ export function openGate(sentence, claimText, returnTo) {
     accept.disabled = true;
     errorBox.replaceChildren();
     figures.replaceChildren(h('p', { class: 'muted' }, 'Pricing…'));
-    const body = { turn_id: state.turn.turn_id, sentence };
+    const body = Object.assign({ turn_id: state.turn.turn_id }, what);
     const model = modelInput.value.trim();
     if (model) body.model = model;
     try {
@@ -58,6 +74,7 @@ export function openGate(sentence, claimText, returnTo) {
       return;
     }
     if (!modelInput.value.trim()) modelInput.value = gateQuote.model;
+    if (isAction) claim.textContent = clipCall(gateQuote.claim);  // the call exactly as it will be traced
     renderQuote(gateQuote, figures);
     accept.disabled = gateQuote.refused !== null;
     announce(gateQuote.refused ? 'The cost gate refuses this trace.' : 'Priced: ' + gateQuote.planned_calls + ' model calls, ' + fmtCost(gateQuote.cost_usd) + '.');
@@ -87,6 +104,12 @@ export function openGate(sentence, claimText, returnTo) {
   dialog.showModal();
   modelInput.focus();
   price();
+}
+
+/** A call's text, cut when very long (a call's arguments can be large). */
+function clipCall(text) {
+  const t = String(text || '');
+  return t.length <= 1200 ? t : t.slice(0, 1199) + '…';
 }
 
 function renderQuote(q, target) {

@@ -10,6 +10,7 @@ const ICONS = {
   web_search: ['M7 2.5a4.5 4.5 0 1 0 0 9a4.5 4.5 0 1 0 0-9z', 'M10.3 10.3 14 14'],
   instructions: ['M3 2.5h10v11H3z', 'M5.5 5.5h5M5.5 8h5M5.5 10.5h3'],
   history: ['M2 3h12v7.5H7l-3 2.5v-2.5H2z'],
+  tool_error: ['M8 1.5 15 14H1z', 'M8 6v4', 'M8 11.8v.4'],
 };
 
 const KIND_NAMES = {
@@ -20,6 +21,7 @@ const KIND_NAMES = {
   web_search: 'web search',
   instructions: 'agent instructions',
   history: 'earlier message',
+  tool_error: 'failed tool call (its error text)',
 };
 
 export function kindIcon(kind) {

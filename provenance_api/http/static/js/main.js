@@ -4,6 +4,7 @@
  *   dom, format, api, state, routes   helpers          markdown, md-blocks, md-inline   the response
  *   session                           sign-in          turns, traces, filters           the lists
  *   turn, segments, sources, evidence one turn         gate, progress, trace            a trace's run
+ *   actions, action-view              its actions      (sentence → action → cause, and an action's result)
  *   result, chart, tree, probe        a result         calls, export                    calls, exports
  *   glossary, numbers, words          explanations     shortcuts, router                keys, views */
 

@@ -1,13 +1,15 @@
 /* A finished trace's result: the verdict and its numbers (Γ, s(1), s(0)) each explained, what removing each
  * part did (the chart), where the claim comes from (the tree, with verified quotes), warnings, and the
  * model calls and cost in the same five numbers as the gate and the progress panel. From here: the
- * model-call panel and the exports. */
+ * model-call panel and the exports. A trace of an action is drawn the same way, headed by the call, with
+ * the injection finding first and where each argument value came from. */
 
+import { argumentList, goToAction, goToTreeSource, sourceLink, sourceWords } from './action-view.js';
 import { h } from './dom.js';
 import { renderChart } from './chart.js';
 import { callsButton } from './calls.js';
 import { exportActions } from './export.js';
-import { fmtBilled, fmtDate, fmtScore } from './format.js';
+import { fmtBilled, fmtDate, fmtDrop, fmtScore, lineSpan } from './format.js';
 import { explain, labelNode, termHelp, warningList } from './glossary.js';
 import { callsFigures, callsSentence } from './numbers.js';
 import { renderProxy } from './proxy.js';
@@ -25,17 +27,58 @@ function numbersExplained(r) {
   return wrap;
 }
 
+/** The action a trace traced: its id, tool and call id, and the call exactly as traced. */
+function actionHead(target) {
+  const go = h('button', { type: 'button', class: 'link-like', id: 'result-go-action' }, 'Show ' + target.id + ' in the turn\'s actions');
+  go.addEventListener('click', () => goToAction(target.id));
+  return [
+    h('h3', { id: 'result-target-title', class: 'target-title' },
+      'Action ' + target.id + ': ', h('code', null, target.tool), target.call_id ? ' · call ' + target.call_id : ''),
+    h('pre', { class: 'claim call-text', id: 'result-call' }, target.text),
+    document.getElementById('action-' + target.id) ? h('p', { class: 'small' }, go) : null,
+  ].filter(Boolean);
+}
+
+/** The injection finding of an action's trace: suspected or not, in words, the instruction quoted from its
+ * source, and that source's place in the tree below. */
+function injectionFinding(inj) {
+  const box = h('div', { id: 'injection', class: 'injection-box' + (inj.suspected ? ' suspected' : ''), dataset: { suspected: String(inj.suspected), sourceId: inj.source_id || '' } },
+    h('p', { class: 'injection-title' }, h('span', { 'aria-hidden': 'true' }, inj.suspected ? '⚠ ' : '✓ '),
+      termHelp('injection', labelNode('injection', { capital: true })), ': ',
+      h('strong', { id: 'injection-verdict' }, inj.suspected ? 'suspected' : 'not suspected')),
+    h('p', { id: 'injection-because' }, inj.because));
+  if (inj.quote) {
+    box.append(h('div', { class: 'cause-box', id: 'injection-quote' },
+      h('span', { class: 'cause-lead' }, 'The instruction, as it stands in ' + sourceWords(inj.source_id) + (inj.lines ? ', ' + lineSpan(inj.lines[0], inj.lines[1]) : '') + ':'),
+      h('span', { class: 'cause-text' }, '“' + inj.quote + '”'),
+      inj.source_id ? sourceLink(inj.source_id, inj.lines, inj.quote, (inj.lines ? lineSpan(inj.lines[0], inj.lines[1]) + ' — ' : '') + 'open the source here', { class: 'cause-open' }) : null));
+  }
+  if (inj.source_id) {
+    const inTree = h('button', { type: 'button', class: 'link-like inj-source', dataset: { sourceId: inj.source_id } },
+      sourceWords(inj.source_id) + ' — its place in the tree below');
+    inTree.addEventListener('click', () => goToTreeSource(inj.source_id));
+    box.append(h('p', { class: 'injection-source' }, 'Source: ', inTree,
+      inj.delta !== null && inj.delta !== undefined ? h('span', { class: 'muted' }, ' · removing it changes the score by Δ ' + fmtDrop(inj.delta)) : null));
+  }
+  box.append(h('p', { class: 'note', id: 'injection-screened' }, inj.screened
+    ? 'The free screen had flagged this action too.'
+    : 'The free screen had not flagged this action.'));
+  return box;
+}
+
 export function renderResult(t) {
   const r = t.result;
+  const target = r.target && r.target.kind === 'action' ? r.target : null;
   state.resultTrace = t;
-  const wrap = h('div', { class: 'panel', id: 'result-panel' });
+  const wrap = h('div', { class: 'panel', id: 'result-panel', dataset: { target: target ? 'action' : 'sentence' } });
   const estimator = r.estimator || 'judged';
   // The estimator of the scores shown: after a proxy's fallback the judge's; under both the judged trace's
   // (its log-probability trace and their agreement are beside it in the result).
   const scores = (estimator === 'proxy' && r.confirmed === false) || estimator === 'both' ? 'judged' : estimator;
   wrap.append(
     h('h2', { id: 'result-title', tabindex: '-1' }, 'Result'),
-    h('blockquote', { class: 'claim' }, t.claim),
+    ...(target ? actionHead(target) : [h('blockquote', { class: 'claim' }, t.claim)]),
+    target && r.injection ? injectionFinding(r.injection) : null,
     h('div', { id: 'verdict', class: 'verdict-box ' + r.verdict, dataset: { verdict: r.verdict } },
       h('p', { class: 'verdict-title' }, labelNode('verdict.' + r.verdict, { capital: true, fallback: r.verdict_text })),
       explain('verdict.' + r.verdict),
@@ -53,6 +96,11 @@ export function renderResult(t) {
 
   wrap.append(h('h3', { id: 'tree-title' }, 'Where it comes from'));
   wrap.append(renderTree(r));
+
+  if (target) {
+    wrap.append(h('h3', { id: 'arguments-title' }, 'Where each argument value came from'),
+      argumentList(r.argument_sources, { id: 'result-arguments' }));
+  }
 
   if (r.omitted.length) wrap.append(h('p', { class: 'note warn' }, '⚠ Not checked (over the source limit): ' + r.omitted.join(', ') + '.'));
   if (r.unscorable.length) wrap.append(h('p', { class: 'note warn' }, '⚠ Attachments that could not be scored: ' + r.unscorable.join(', ') + '.'));

@@ -62,7 +62,10 @@ function show(t, afterRunEnded) {
   }
 }
 
+/** Mark what the trace on screen traces: the sentence's parts in the response, or the action's card. */
 export function highlightClaim(segmentId) {
-  document.querySelectorAll('.seg.selected-claim').forEach((el) => el.classList.remove('selected-claim'));
-  if (segmentId) document.querySelectorAll('.seg[data-seg="' + CSS.escape(segmentId) + '"]').forEach((el) => el.classList.add('selected-claim'));
+  document.querySelectorAll('.seg.selected-claim, .action-card.selected-claim').forEach((el) => el.classList.remove('selected-claim'));
+  if (!segmentId) return;
+  const id = CSS.escape(segmentId);
+  document.querySelectorAll('.seg[data-seg="' + id + '"], .action-card[data-action="' + id + '"]').forEach((el) => el.classList.add('selected-claim'));
 }

@@ -1,6 +1,7 @@
 /* Where the claim comes from: layers, then their sources, each with its drop and role, its span check
  * (what it says about the claim, the verified quote shown readably with the quoted words marked, the
- * judge's self-reported confidence), its diagnosis, and the probe beside a grounding source. */
+ * judge's self-reported confidence), its diagnosis, and the probe beside a grounding source (a sentence's;
+ * a trace of an action tags the source its injection finding names instead). */
 
 import { h } from './dom.js';
 import { readableQuote } from './evidence.js';
@@ -35,7 +36,7 @@ export function renderTree(r) {
       (LAYER_NAMES[layerName] || layerName) + ' (' + sources.length + ')',
       layer ? h('span', { class: 'role' }, ' · Δ ' + fmtDrop(layer.delta) + ' · ', layer.no_information ? labelNode('verdict.no_information') : roleWords(layer.role)) : null);
     const children = h('ul');
-    for (const s of sources) children.append(renderSourceNode(s, r.diagnosis));
+    for (const s of sources) children.append(renderSourceNode(s, r));
     tree.append(h('li', { dataset: { layer: layerName } }, head, children));
   }
   const guide = howToRead();
@@ -81,15 +82,25 @@ function spanCheck(s, v) {
   return span;
 }
 
-function renderSourceNode(s, claimDiagnosis) {
+/** A tag on the source an action's injection finding names. */
+function injectionTag(inj) {
+  return h('p', { class: 'inj-tag' + (inj.suspected ? ' suspected' : '') },
+    inj.suspected ? '⚠ The instruction this call obeyed is here (the injection finding above).' : 'Holds text aimed at the agent; the measurement does not show it steered this call.');
+}
+
+function renderSourceNode(s, r) {
+  const claimDiagnosis = r.diagnosis;
+  const action = !!r.target;
   const known = state.turn.sourceById[s.source_id] || {};
   const head = h('div', { class: 'src-head' }, kindIcon(s.kind),
     h('span', null, s.label,
       h('span', { class: 'role' }, ' · ' + s.source_id + ' · ' + kindName(s.kind) + (s.delta !== null ? ' · Δ ' + fmtDrop(s.delta) : ''),
         s.delta !== null && s.role ? [' · ', roleWords(s.role)] : null)));
   const node = h('li', { class: 'src-node', dataset: { sourceId: s.source_id } }, head);
+  if (r.injection && r.injection.source_id === s.source_id) node.append(injectionTag(r.injection));
   const v = s.support;
-  if (s.role === 'grounds' || (v && v.verdict === 'supported' && v.quote && !v.downgraded)) node.append(probeControl(s));
+  // the probe regenerates an answer: it is for sentences only
+  if (!action && (s.role === 'grounds' || (v && v.verdict === 'supported' && v.quote && !v.downgraded))) node.append(probeControl(s));
   const span = h('div', { class: 'span-node' });
   if (!v) span.append(h('p', { class: 'note' }, 'Not span-checked.'));
   else span.append(...spanCheck(s, v));

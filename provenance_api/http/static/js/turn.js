@@ -1,6 +1,8 @@
-/* One turn: the response with its free-tier marks, the question, the sources and the past traces; the
- * trace part (live progress or a result) below the response. */
+/* One turn: the response with its free-tier marks, the question, the actions the agent took (each linked to
+ * the sentences that report it), the sources and the past traces; the trace part (live progress or a
+ * result) below them. */
 
+import { linkReportingSentences, renderActionsSection } from './actions.js';
 import { api } from './api.js';
 import { byId, focusHeading, h, showError, view } from './dom.js';
 import { clip, enc, fmtDate, plural } from './format.js';
@@ -25,11 +27,14 @@ export async function showTurn(turnId, traceId) {
   let turn;
   let segments;
   let sources;
+  let actions;
   try {
-    [turn, segments, sources] = await Promise.all([
+    [turn, segments, sources, actions] = await Promise.all([
       api('/v1/turns/' + enc(turnId)),
       api('/v1/turns/' + enc(turnId) + '/segments'),
       api('/v1/turns/' + enc(turnId) + '/sources'),
+      // the actions are a part of the page: when they cannot be read, the rest of the turn still shows
+      api('/v1/turns/' + enc(turnId) + '/actions').catch((error) => ({ error })),
     ]);
   } catch (err) {
     view().replaceChildren(h('p', { class: 'crumbs' }, h('a', { href: lastListHash() }, '← All turns')));
@@ -39,7 +44,7 @@ export async function showTurn(turnId, traceId) {
   }
   const now = parseRoute();
   if (!now || now.name !== 'turn' || now.turnId !== turnId) return; // the page moved on meanwhile
-  state.turn = { turn_id: turnId, turn: turn.turn, segments, sources, sourceById: indexSources(sources) };
+  state.turn = { turn_id: turnId, turn: turn.turn, segments, sources, sourceById: indexSources(sources), actions };
   state.selection = null;
   renderTurn();
   focusHeading();
@@ -54,7 +59,7 @@ function indexSources(sources) {
 }
 
 function renderTurn() {
-  const { turn, segments, sources } = state.turn;
+  const { turn, segments, sources, actions } = state.turn;
   const title = (turn.agent || 'Unnamed agent') + ' — turn ' + turn.turn_id;
   const meta = [turn.model ? 'model ' + turn.model : 'model not recorded', fmtDate(turn.created_at)].filter(Boolean).join(' · ');
   const query = (turn.query || '').trim();
@@ -63,6 +68,7 @@ function renderTurn() {
   root.id = 'response';
   root.setAttribute('aria-describedby', 'summary-line');
   const decorated = decorateSegments(root, runs, segments.segments);
+  linkReportingSentences(root, actions);
 
   const selButton = h('button', { id: 'trace-selection', type: 'button', class: 'button', disabled: true, 'aria-describedby': 'selection-hint' }, 'Trace the selected text');
   selButton.addEventListener('mousedown', (ev) => ev.preventDefault());
@@ -85,6 +91,7 @@ function renderTurn() {
       h('div', { class: 'response-toolbar' }, selButton,
         h('span', { id: 'selection-hint', class: 'muted small' }, 'Or select any part of the response and trace that.')),
       h('article', { class: 'panel' }, root, decorated.descriptions)),
+    renderActionsSection(actions),
     h('section', { id: 'run', class: 'run', 'aria-labelledby': 'run-title', hidden: true }),
     h('section', { id: 'result', 'aria-live': 'off' }));
 

@@ -25,14 +25,19 @@ export function isAlarm(diagnosis) {
 
 export function verdictExplanation(r) {
   const layers = r.contributing_layers.map((l) => (LAYER_NAMES[l] || l).toLowerCase());
+  const action = !!(r.target && r.target.kind === 'action');
   if (r.verdict === 'attributed') {
-    return 'Removing the ' + (layers.join(' and ') || 'context') + ' layer' + (layers.length === 1 ? '' : 's') + ' lowered the support for this claim: that is where it comes from. The quotes below show the exact text.';
+    return 'Removing the ' + (layers.join(' and ') || 'context') + ' layer' + (layers.length === 1 ? '' : 's') + (action
+      ? ' lowered how strongly the context calls for this call: that is what made the agent make it. The quotes below show the exact text.'
+      : ' lowered the support for this claim: that is where it comes from. The quotes below show the exact text.');
   }
   if (r.verdict === 'redundant') {
     return 'Removing everything changed the answer, but removing any one layer did not — each carries this independently, so no single layer is solely responsible. The layer scores below are real zeros for that reason; the quotes are the answer here.';
   }
   if (r.verdict === 'internal_knowledge') {
-    return 'The claim survives the removal of the entire context: no source in this turn carries it. Not necessarily wrong — just outside what this turn can verify.';
+    return action
+      ? 'The call survives the removal of the entire context: nothing the agent had read calls for it. Not necessarily wrong — just outside what this turn can explain.'
+      : 'The claim survives the removal of the entire context: no source in this turn carries it. Not necessarily wrong — just outside what this turn can verify.';
   }
   return r.verdict_text;
 }
