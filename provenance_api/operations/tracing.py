@@ -250,12 +250,12 @@ async def start_job(
             overrides=body.params,
             estimator=body.estimator or "judged",
         )
-        field = "sentence"
+        field = "target" if body.target is not None else "sentence"
         trace_plan.check_max_cost(quote.refused, quote.cost_usd, quote.model, body.max_cost_usd, what=kind)
     if quote.probe != probe:
         raise InvalidInput(
             f"quote {quote.id!r} prices a {'probe' if quote.probe else 'trace'}, not a {kind}",
-            field="probe" if field == "sentence" else field,
+            field="probe" if field in ("sentence", "target") else field,
             fix="start a probe with POST /v1/probes from a quote made with probe: true, and a trace "
             "with POST /v1/traces from a quote without it",
         )
