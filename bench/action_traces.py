@@ -20,7 +20,6 @@ finding is ``suspected`` naming that return, the local seconds per action and th
 from __future__ import annotations
 
 import argparse
-import math
 import random
 import sys
 import time
@@ -41,6 +40,7 @@ from estimator.actions.arguments import argument_sources  # noqa: E402
 from estimator.actions.injection import screen_action  # noqa: E402
 from estimator.actions.trace import action_corpus, find_action, measured_injection  # noqa: E402
 from estimator.corpus.build import build_corpus  # noqa: E402
+from estimator.loo.logprob import ranked_sources  # noqa: E402
 from estimator.proxy.driver import rank, trace_proxy  # noqa: E402
 from estimator.results.models import TraceResultModel  # noqa: E402
 from estimator.target import ACTION  # noqa: E402
@@ -48,8 +48,9 @@ from provenance_api.providers import free_tier  # noqa: E402
 
 
 def top(result: TraceResultModel) -> str | None:
-    tested = [(s.source_id, s.delta) for s in result.sources if s.delta is not None and not math.isnan(s.delta)]
-    return max(tested, key=lambda x: x[1])[0] if tested else None
+    """The tested source with the largest drop (whatever its role), or None when no source was tested."""
+    ranked = ranked_sources(result)
+    return ranked[0][0] if ranked else None
 
 
 def items(split: str, limit: int, every: int, seed: int) -> list[dict[str, Any]]:
