@@ -11,7 +11,11 @@ Runs from the repository root or anywhere else:
   as written) and today's (the agent pattern groups, folded reading): recall is the share of
   *fact* statements offered for tracing or resolved for free (traceable, quoted or action);
   precision the share of sentences offered for tracing (traceable) that are *fact*. Per split
-  (dev / held_out) and overall.
+  (dev / held_out) and overall; "no cue" is today's without the rule cue. The verdict on precision counts a
+  sentence that restates a rule (``rules.jsonl``) as worth tracing too.
+* The rule cue (``estimator/free_tier/restates.py``) on ``tests/data/gating/rules.jsonl`` (``--rules``): recall of
+  the sentences that restate a policy rule and precision of what the cue offers, before → after the cue, and the
+  dev-only sweep its two constants were chosen from (``bench/rule_cue.py``).
 * With ``--labels tests/data/gating/multilingual.jsonl`` (turns in ``multilingual_turns.json`` beside
   it), the same figures per language too; ``--labels-only`` stops after them.
 * Speed: corpus construction once, then gating of every τ-bench turn with the seed's free tier and
@@ -31,24 +35,39 @@ import random
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tau_turns import tau_turns  # a sibling module: this script's directory is on sys.path
+from rule_cue import (
+    gates_for,
+    load_rule_labels,
+    report,
+    sweep,
+)  # sibling modules: this script's directory is on sys.path
+from tau_turns import tau_turns
 
 from estimator.corpus.build import build_corpus
 from estimator.corpus.turn import StoredTurn
 from estimator.corpus.units import Corpus
 from estimator.free_tier.anchors import ANCHOR_SETS, AnchorSet
-from estimator.free_tier.gating import Citation, GateReport, VerbatimIndex, best_verbatim_difflib, gate_turn
+from estimator.free_tier.gating import (
+    Citation,
+    GateReport,
+    SegmentGate,
+    VerbatimIndex,
+    best_verbatim_difflib,
+    gate_turn,
+)
 from estimator.free_tier.numbers import fold, literal
+from estimator.free_tier.restates import RuleIndex
 from estimator.free_tier.segment import Segment, segment_response
 from estimator.tokens import ApproxTokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = ROOT / "tests" / "data" / "tau-bench" / "airline-gpt-4o-dev.json"
 DEFAULT_LABELS = ROOT / "tests" / "data" / "gating" / "labelled.jsonl"
+DEFAULT_RULES = ROOT / "tests" / "data" / "gating" / "rules.jsonl"
 FIXTURES = ROOT / "fixtures"
 GATING_DATA = ROOT / "tests" / "data" / "gating"
 SPEED_TARGET = 20.0
@@ -67,13 +86,16 @@ class Tier:
     name: str
     anchor_set: AnchorSet
     reading: str  # "folded" | "literal"
+    rule_cue: bool = True
 
     def gate(self, corpus: Corpus, segments: Sequence[Segment]) -> GateReport:
         read = fold if self.reading == "folded" else literal
-        return gate_turn(corpus, segments, index=VerbatimIndex(corpus, reading=read), anchor_set=self.anchor_set)
+        index = VerbatimIndex(corpus, reading=read)
+        return gate_turn(corpus, segments, index=index, anchor_set=self.anchor_set, rule_cue=self.rule_cue)
 
 
-SEED = Tier("seed", ANCHOR_SETS["seed"], "literal")
+SEED = Tier("seed", ANCHOR_SETS["seed"], "literal", rule_cue=False)
+NO_CUE = Tier("no cue", ANCHOR_SETS["agent"], "folded", rule_cue=False)  # today's, before the rule cue
 TODAY = Tier("today", ANCHOR_SETS["agent"], "folded")
 
 Prepared = list[tuple[Corpus, tuple[Segment, ...]]]
@@ -151,28 +173,53 @@ def language_of(row: Labelled) -> str | None:
     return turn_id.split("-")[0] if name.endswith("multilingual_turns.json") else None
 
 
-def statuses_of(labels: Sequence[Labelled], turns: Sequence[StoredTurn], tier: Tier) -> dict[int, str]:
-    """The gate status of each labelled sentence in its own turn (index → status)."""
+def locator(turns: Sequence[StoredTurn], tier: Tier) -> Callable[[str, str], SegmentGate | None]:
+    """``locate(source, text)``: the gate of a labelled sentence in its own turn (None when not found)."""
     by_id = {t.turn_id: t for t in turns}
     cache: dict[str, GateReport] = {}
-    out: dict[int, str] = {}
-    for i, row in enumerate(labels):
-        found = _turn_of(row.source, by_id)
+
+    def locate(source: str, text: str) -> SegmentGate | None:
+        found = _turn_of(source, by_id)
         if found is None:
-            print(f"labelled sentence {i + 1}: source {row.source!r} not found; skipped", file=sys.stderr)
-            continue
+            return None
         turn, seg_id = found
         if turn.turn_id not in cache:
             cache[turn.turn_id] = tier.gate(build_corpus(turn), segment_response(turn.response))
         gates = [
-            g
-            for g in cache[turn.turn_id].segments
-            if (g.segment.id == seg_id if seg_id else g.segment.text == row.text)
+            g for g in cache[turn.turn_id].segments if (g.segment.id == seg_id if seg_id else g.segment.text == text)
         ]
-        if not gates or gates[0].segment.text != row.text:
+        return gates[0] if gates and gates[0].segment.text == text else None
+
+    return locate
+
+
+def rule_index(turns: Sequence[StoredTurn]) -> Callable[[str], RuleIndex]:
+    """``index_for(source)``: the rules of the instructions of a labelled sentence's turn."""
+    by_id = {t.turn_id: t for t in turns}
+    cache: dict[str, RuleIndex] = {}
+
+    def index_for(source: str) -> RuleIndex:
+        found = _turn_of(source, by_id)
+        if found is None:
+            return RuleIndex(())
+        turn = found[0]
+        if turn.turn_id not in cache:
+            cache[turn.turn_id] = RuleIndex.of(build_corpus(turn))
+        return cache[turn.turn_id]
+
+    return index_for
+
+
+def statuses_of(labels: Sequence[Labelled], turns: Sequence[StoredTurn], tier: Tier) -> dict[int, str]:
+    """The gate status of each labelled sentence in its own turn (index → status)."""
+    locate = locator(turns, tier)
+    out: dict[int, str] = {}
+    for i, row in enumerate(labels):
+        gate = locate(row.source, row.text)
+        if gate is None:
             print(f"labelled sentence {i + 1}: not a segment of {row.source!r}; skipped", file=sys.stderr)
             continue
-        out[i] = gates[0].status.value
+        out[i] = gate.status.value
     return out
 
 
@@ -326,6 +373,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="labelled sentences, JSONL (default: tests/data/gating/labelled.jsonl)",
     )
     parser.add_argument(
+        "--rules",
+        type=Path,
+        default=DEFAULT_RULES,
+        help="sentences labelled with the policy rule they restate, JSONL (default: tests/data/gating/rules.jsonl)",
+    )
+    parser.add_argument(
         "--difflib-seconds", type=float, default=60.0, help="time budget for the difflib reference on tau-bench turns"
     )
     parser.add_argument("--seed", type=int, default=7)
@@ -337,7 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     labels = load_labels(args.labels)
     scores: dict[str, dict[str | None, Score]] = {}
     languages = sorted({lang for row in labels if (lang := language_of(row)) is not None})
-    for tier in (SEED, TODAY):
+    for tier in (SEED, NO_CUE, TODAY):
         statuses = statuses_of(labels, turns, tier)
         scores[tier.name] = {split: score(labels, statuses, split) for split in ("dev", "held_out", None)}
         for lang in languages:
@@ -346,8 +399,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"labelled set: {len(labels)} sentences ({args.labels.name})")
     for split in ("dev", "held_out", None, *(f"lang:{lang}" for lang in languages)):
         name = split or "all"
-        print(f"  {name:9s} seed:  {scores['seed'][split].line()}")
-        print(f"  {'':9s} today: {scores['today'][split].line()}")
+        print(f"  {name:9s} seed:   {scores['seed'][split].line()}")
+        print(f"  {'':9s} no cue: {scores['no cue'][split].line()}")
+        print(f"  {'':9s} today:  {scores['today'][split].line()}")
+    # what is offered is worth tracing when it is a fact or restates a rule (rules.jsonl); without those labels,
+    # when it is a fact
+    worth = {split: scores["today"][split].precision for split in (None, "held_out")}
+    if args.rules.is_file() and not languages:
+        rules = load_rule_labels(args.rules)
+        facts = {row.text: row.label == "fact" for row in labels}
+        before = gates_for(rules, locator(turns, NO_CUE))
+        sweep(rules, before, rule_index(turns))
+        cue = report(rules, facts, {"before": before, "after": gates_for(rules, locator(turns, TODAY))})
+        worth = {split: cue["after"][split].worth for split in worth}
     if args.labels_only:
         return 0
 
@@ -403,9 +467,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(
         verdict(
-            overall.precision >= PRECISION_TARGET,
-            f"precision of what is offered ≥ {PRECISION_TARGET} ({overall.precision:.2f}; held out "
-            f"{scores['today']['held_out'].precision:.2f})",
+            worth[None] >= PRECISION_TARGET,
+            f"precision of what is offered ≥ {PRECISION_TARGET}: a fact or a restated rule ({worth[None]:.2f}; "
+            f"held out {worth['held_out']:.2f}; facts alone {overall.precision:.2f})",
         )
     )
     print(

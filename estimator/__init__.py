@@ -57,6 +57,7 @@ if TYPE_CHECKING:
         ROLE_LABELS,
         SUPPORT_LABELS,
         VERDICT_LABELS,
+        VERDICT_TEXT,
     )
     from estimator.loo.logprob_cost import (
         EstimatorChoice,
@@ -65,7 +66,7 @@ if TYPE_CHECKING:
         quote_scoring,
         scoring_capability,
     )
-    from estimator.params import DEFAULT_PARAMS, Params
+    from estimator.params import DEFAULT_PARAMS, MAX_REPEATS, Params
     from estimator.probe import probe_source
     from estimator.proxy.confirm import DEFAULT_PROXY_PARAMS
     from estimator.proxy.cost import proxy_capability, quote_proxy
@@ -76,6 +77,7 @@ if TYPE_CHECKING:
         QuoteCallsModel,
         ScoringQuoteModel,
         SourceScoreModel,
+        SpreadModel,
         TraceJobResult,
         TraceResultModel,
         Verdict,
@@ -88,6 +90,7 @@ if TYPE_CHECKING:
     from estimator.spans.verify import normalise
     from estimator.tokens import ApproxTokenizer, Tokenizer
     from estimator.trace import ESTIMATORS, TraceOutcome, needs_scorer, planned_calls, run_trace
+    from estimator.trace_failure import ScoringTally, TraceFailure, failed_trace
 
 # name -> the module that defines it
 _EXPORTS: dict[str, str] = {
@@ -108,6 +111,7 @@ _EXPORTS: dict[str, str] = {
     "Corpus": "estimator.corpus.units",
     "CostQuote": "estimator.cost",
     "DEFAULT_PARAMS": "estimator.params",
+    "MAX_REPEATS": "estimator.params",
     "DEFAULT_PROXY_PARAMS": "estimator.proxy.confirm",
     "DIAGNOSIS_LABELS": "estimator.loo.labels",
     "Decision": "estimator.audit.answer_gate",
@@ -141,6 +145,10 @@ _EXPORTS: dict[str, str] = {
     "RankedModel": "estimator.results.proxy",
     "Rule": "estimator.audit.answer_gate",
     "SUPPORT_LABELS": "estimator.loo.labels",
+    "VERDICT_TEXT": "estimator.loo.labels",
+    "ScoringTally": "estimator.trace_failure",
+    "TraceFailure": "estimator.trace_failure",
+    "failed_trace": "estimator.trace_failure",
     "ScoredTarget": "estimator.seams.scorer",
     "Scorer": "estimator.seams.scorer",
     "ScorerError": "estimator.seams.scorer",
@@ -151,6 +159,7 @@ _EXPORTS: dict[str, str] = {
     "Selection": "estimator.free_tier.selection",
     "SentenceOutcome": "estimator.audit.answer_gate",
     "SourceScoreModel": "estimator.results.models",
+    "SpreadModel": "estimator.results.models",
     "StoredTurn": "estimator.corpus.turn",
     "Tokenizer": "estimator.tokens",
     "TraceJobResult": "estimator.results.models",
@@ -196,6 +205,7 @@ __all__ = [
     "INSTRUCTION_SUPPORT_LABELS",
     "KNEW_IT",
     "LLM",
+    "MAX_REPEATS",
     "MESSAGE_OVERHEAD_TOKENS",
     "MISREAD",
     "OVERRODE",
@@ -205,6 +215,7 @@ __all__ = [
     "SUPPORT_LABELS",
     "UNVERIFIABLE",
     "VERDICT_LABELS",
+    "VERDICT_TEXT",
     "ActionNotFound",
     "ApproxTokenizer",
     "AttemptRefused",
@@ -240,12 +251,15 @@ __all__ = [
     "ScoringCapability",
     "ScoringQuote",
     "ScoringQuoteModel",
+    "ScoringTally",
     "Segment",
     "Selection",
     "SentenceOutcome",
     "SourceScoreModel",
+    "SpreadModel",
     "StoredTurn",
     "Tokenizer",
+    "TraceFailure",
     "TraceJobResult",
     "TraceOutcome",
     "TraceResultModel",
@@ -259,6 +273,7 @@ __all__ = [
     "build_corpus",
     "client_segments",
     "decide",
+    "failed_trace",
     "find_action",
     "gate_turn",
     "is_mcp_block",

@@ -2,7 +2,9 @@
 
 Cost is computed from the actual corpus, never a constant. The plan is the worst case the
 trace may spend (every source a candidate in round 2, every span check retried), so the
-calls a trace makes can never exceed what the gate quoted.
+calls a trace makes can never exceed what the gate quoted. With ``repeats`` = k every measurement of
+rounds 1 and 2 and of redundancy resolution is k calls (k samples; span checks are made once), and the plan,
+its tokens and its price count all of them.
 """
 
 from __future__ import annotations
@@ -42,14 +44,21 @@ class CallPlan:
     """Redundancy resolution, worst case: keep each candidate alone once (0 when not planned)."""
     redundancy_note: str | None = None
     """Why redundancy resolution is not planned, when it is not."""
+    repeats: int = 1
+    """Samples per measurement (``Params.repeats``): each mask of rounds 1 and 2 and redundancy is this many calls."""
 
     @property
     def round1(self) -> int:
-        return self.layers + 2 if self.layers else 0
+        return (self.layers + 2) * self.repeats if self.layers else 0
 
     @property
     def round2(self) -> int:
-        return self.candidates + 2 if self.candidates else 0
+        return (self.candidates + 2) * self.repeats if self.candidates else 0
+
+    @property
+    def redundancy_calls(self) -> int:
+        """Calls of redundancy resolution: each source kept alone (``redundancy``), every sample of it."""
+        return self.redundancy * self.repeats
 
     @property
     def spans(self) -> int:
@@ -62,7 +71,7 @@ class CallPlan:
     @property
     def ablation(self) -> int:
         """Calls of the scalar (judge or scorer): rounds 1 and 2 and redundancy resolution."""
-        return self.round1 + self.round2 + self.redundancy
+        return self.round1 + self.round2 + self.redundancy_calls
 
     @property
     def total(self) -> int:
@@ -70,14 +79,15 @@ class CallPlan:
 
 
 def plan_calls(corpus: Corpus, params: Params = DEFAULT_PARAMS, *, probe: bool = False, trace: bool = True) -> CallPlan:
-    """(|L|+2) + (d'+2) + d' + 2d'' (+ 2k with the probe), at the worst case d' = d'' = min(d, MAX_SOURCES).
+    """k·((|L|+2) + (d'+2) + d') + 2d'' (+ 2k' with the probe), at the worst case d' = d'' = min(d, MAX_SOURCES),
+    with k = ``params.repeats`` samples per measurement (span checks are not repeated).
 
     The d' term is redundancy resolution: where a layer grounds the claim but no single source does,
     each candidate is kept alone once. Across layers (the *redundant* verdict) round 2 does not run,
     and keeping each layer, then each of its sources, alone (|L| + d' calls) fits in round 2's share.
     When the whole d' term would pass MAX_CALLS on a trace that fits without it, only what fits is
-    planned (and the quote says so) rather than refusing the trace. ``trace=False`` plans the probe
-    alone."""
+    planned (and the quote says so) rather than refusing the trace; a source kept alone costs k calls.
+    ``trace=False`` plans the probe alone."""
     if not trace:
         return CallPlan(layers=0, candidates=0, span_targets=0, probe_samples=params.causal_samples)
     d = min(len(corpus.units), params.max_sources)
@@ -86,19 +96,22 @@ def plan_calls(corpus: Corpus, params: Params = DEFAULT_PARAMS, *, probe: bool =
         candidates=d,
         span_targets=d,
         probe_samples=params.causal_samples if probe else 0,
+        repeats=params.repeats,
     )
     if d < 2:
         return base
-    room = min(d, params.max_calls - base.total)
-    if room >= d or base.total > params.max_calls:
+    room = min(d, (params.call_ceiling - base.total) // base.repeats)  # sources that fit, each kept alone k times
+    if room >= d or base.total > params.call_ceiling:
         return replace(base, redundancy=d)  # all of it (or refused anyway: the quote names the full need)
     return replace(
         base,
         redundancy=max(room, 0),
         redundancy_note=(
             f"Redundancy resolution is planned for {max(room, 0)} of {d} sources: all of it could need "
-            f"{base.total + d} calls, over MAX_CALLS={params.max_calls}. Where several sources of one layer each "
-            "carry the claim, their drops read zero and only that many are kept alone to find which carry it."
+            f"{base.total + d * base.repeats} calls, over the ceiling of {params.call_ceiling} "
+            f"(MAX_CALLS={params.max_calls} per sample). Where several sources of "
+            "one layer each carry the claim, their drops read zero and only that many are kept alone to find which "
+            "carry it."
         ),
     )
 
@@ -241,9 +254,16 @@ def quote_cost(
             f"{params.max_evidence_tokens:,}. Refused rather than trimmed: a silently reduced corpus gives "
             "a confidently wrong attribution."
         )
-    elif plan.total > params.max_calls:
+    elif plan.total > params.call_ceiling:
+        sampled = (
+            f" ({plan.repeats} samples of each measurement: repeats={plan.repeats}, so the ceiling is "
+            f"{plan.repeats} × {params.max_calls})"
+            if plan.repeats > 1
+            else ""
+        )
         refused = (
-            f"The trace would need up to {plan.total} model calls, over the MAX_CALLS ceiling of {params.max_calls}."
+            f"The trace would need up to {plan.total} model calls{sampled}, over the MAX_CALLS ceiling of "
+            f"{params.call_ceiling}."
         )
 
     cost: float | None = None
@@ -257,7 +277,14 @@ def quote_cost(
         model=model,
         sources=len(corpus.units),
         planned_calls=plan.total,
-        calls=QuoteCallsModel.model_validate(plan),
+        calls=QuoteCallsModel(
+            round1=plan.round1,
+            round2=plan.round2,
+            redundancy=plan.redundancy_calls,
+            spans=plan.spans,
+            probe=plan.probe,
+            repeats=plan.repeats,
+        ),
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         untruncated_corpus_tokens=untruncated,

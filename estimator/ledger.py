@@ -245,14 +245,6 @@ class CallLedger:
             billed=self.billed,
         )
 
-    def failure(self) -> str | None:
-        """Why the trace failed as a whole — every call it sent failed, so nothing was measured — or None.
-        A failed trace is a failure, never a result of "no information" (the service and the CLI both ask
-        this)."""
-        if self.made and not self.answered:
-            return f"every model call failed ({self.made} calls); last error: {self.last_error or 'unknown'}"
-        return None
-
     def note_saved(self) -> None:
         """A measurement answered from the per-trace memo instead of a call."""
         self.saved += 1

@@ -12,11 +12,13 @@ plan are worked out here once. Every call of the trace, scoring included, goes t
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import get_args
 
 from estimator.audit.agreement import agreement
+from estimator.audit.invariants import violations
 from estimator.corpus.units import Corpus
 from estimator.cost import plan_calls
 from estimator.ledger import CallLedger
@@ -40,9 +42,10 @@ from estimator.seams.scorer import Scorer
 from estimator.target import SENTENCE, Wording
 from estimator.tokens import ApproxTokenizer, Tokenizer
 
-__all__ = ["ESTIMATORS", "EstimatorChoice", "TraceOutcome", "needs_scorer", "planned_calls", "run_trace"]
+__all__ = ["ESTIMATORS", "EstimatorChoice", "TraceOutcome", "checked", "needs_scorer", "planned_calls", "run_trace"]
 
 ESTIMATORS: tuple[str, ...] = get_args(EstimatorChoice)
+LOG = logging.getLogger("estimator.invariants")
 
 
 def needs_scorer(choice: EstimatorChoice) -> bool:
@@ -78,6 +81,19 @@ class TraceOutcome(DumpsAsModel):
         return trace_job_result(fields)
 
 
+def checked(outcome: TraceOutcome) -> TraceOutcome:
+    """The run-time half of ``audit.invariants``: every result of a trace is checked against the rules that tie
+    its words to its numbers before anyone stores or shows it. A violation is a bug of ours: it is logged
+    (logger ``estimator.invariants``, level ERROR, with the rule and the values) and the result is returned as
+    measured, so a bug in a word never loses the measurement it describes."""
+    for result in (outcome.result, outcome.logprob):
+        if result is None:
+            continue
+        for violation in violations(result):
+            LOG.error("trace result breaks an invariant (%s estimator): %s", result.estimator, violation)
+    return outcome
+
+
 async def run_trace(
     choice: EstimatorChoice,
     claim: str,
@@ -92,9 +108,41 @@ async def run_trace(
     ledger: CallLedger | None = None,
     wording: Wording = SENTENCE,
 ) -> TraceOutcome:
-    """Run one trace. ``ledger``: the caller's meter (its hook persists progress and settles a budget);
-    a fresh one capped at ``planned_calls(choice, ...)`` when None. ``wording``: the questions asked of the
-    target — a sentence (``claim``), or an action (``claim`` is the call's text; see ``actions.trace``)."""
+    """Run one trace and check its result (``checked``). ``ledger``: the caller's meter (its hook persists
+    progress and settles a budget); a fresh one capped at ``planned_calls(choice, ...)`` when None.
+    ``wording``: the questions asked of the target — a sentence (``claim``), or an action (``claim`` is the
+    call's text; see ``actions.trace``)."""
+    return checked(
+        await _run_trace(
+            choice,
+            claim,
+            query,
+            corpus,
+            llm=llm,
+            scorer=scorer,
+            params=params,
+            tokenizer=tokenizer,
+            on_progress=on_progress,
+            ledger=ledger,
+            wording=wording,
+        )
+    )
+
+
+async def _run_trace(
+    choice: EstimatorChoice,
+    claim: str,
+    query: str,
+    corpus: Corpus,
+    *,
+    llm: LLM,
+    scorer: Scorer | None,
+    params: Params,
+    tokenizer: Tokenizer | None,
+    on_progress: Callable[[ProgressEvent], None] | None,
+    ledger: CallLedger | None,
+    wording: Wording,
+) -> TraceOutcome:
     if needs_scorer(choice) and scorer is None:
         raise ValueError(f"estimator {choice!r} needs a scoring-capable model (a scorer)")
     tok = tokenizer or ApproxTokenizer()

@@ -12,6 +12,10 @@ credited sources with the ones that verifiably ground the claim:
 * ``unsupported_citation`` — a source is credited and nothing grounds the claim;
 * ``none_declared`` — the sentence credits no source.
 
+With the system prompt split into its rules (``Params.instructions_as_rules``), a credit of the instructions ("per
+our policy", "I'm instructed to") names the rule that directs the sentence — the rule whose statements carry the
+most of the sentence's content words (``free_tier.restates``) — not every rule of the prompt.
+
 Weak cues (a path, file name, URL or tool name in passing, "the X shows", "from the X") count only
 when they name a real source of the turn, so a sentence that merely mentions a file ("I could not
 read the attached survey.xlsx") is not read as a credit. Strong cues ("according to …", "per the
@@ -28,6 +32,7 @@ from typing import Any
 import regex
 
 from estimator.corpus.units import Corpus, Layer, Unit
+from estimator.free_tier.restates import RuleIndex
 from estimator.results.models import DeclaredAuditModel, DeclaredRefModel, RefKind
 from estimator.spans.verify import normalise
 
@@ -46,6 +51,7 @@ ALIASES: Mapping[str, str] = {
     **dict.fromkeys(("page", "website", "site", "web", "link", "url"), "web"),
     **dict.fromkeys(("conversation", "chat", "earlier", "previously"), "history"),
 }
+_CREDITS = frozenset(w for w, kind in ALIASES.items() if kind == "policy") | {"instructed", "told"}
 # Words of a tool name that name a kind of source.
 _TOOL_KINDS: tuple[tuple[frozenset[str], tuple[str, ...]], ...] = (
     (frozenset({"account", "user", "customer", "member", "client", "patient"}), ("account", "record")),
@@ -309,18 +315,38 @@ def _object(text: str) -> str:
 
 
 class _Resolver:
-    def __init__(self, corpus: Corpus) -> None:
+    def __init__(self, corpus: Corpus, sentence: str = "") -> None:
         self.profiles = tuple(_profile(u) for u in corpus.units)
         self.ids = {u.id for u in corpus.units}
         self.tools = tuple(u for u in corpus.units if u.layer == Layer.TOOLS)
+        # the words that name the instructions ("per our policy") say nothing of which rule
+        self.sentence = " ".join(w for w in sentence.split() if stem(w.strip(".,;:!?'\"()").lower()) not in _CREDITS)
+        self.instructions = frozenset(u.id for u in corpus.in_layer(Layer.INSTRUCTIONS))
+        self.order = {u.id: n for n, u in enumerate(corpus.units)}
+        self._rules = RuleIndex.of(corpus)
 
     def by_tags(self, tags: set[str], *, weak: bool = False) -> tuple[str, ...]:
         """The best-matching sources. A weak cue must name what the source is (a tool-name word or a
-        source kind), not merely share an argument word with it ("from the JFK terminal")."""
+        source kind), not merely share an argument word with it ("from the JFK terminal"). Several rules of the
+        instructions that match alike are narrowed to the rule the sentence restates (``directing_rules``)."""
         pool = [p for p in self.profiles if not weak or tags & p.kinds]
         scores = [(len(tags & p.tags), p.unit.id) for p in pool]
         best = max((s for s, _ in scores), default=0)
-        return tuple(uid for s, uid in scores if best and s == best)
+        return self.directing_rules(tuple(uid for s, uid in scores if best and s == best))
+
+    def directing_rules(self, ids: tuple[str, ...]) -> tuple[str, ...]:
+        """``ids`` with the instructions they name, when the prompt is split into rules, replaced by the rule(s)
+        whose statements carry the most of the sentence's content words: "per our policy, a full refund is not
+        available after 24 hours" credits the cancellation rule, not every rule (nor the one whose heading says
+        "policy"). Kept as they are when no rule shares a content word with the sentence."""
+        if len(self.instructions) < 2 or not self.instructions & set(ids):
+            return ids
+        rules = {m.source_id: m.score for m in self._rules.matches(self.sentence)}
+        if not rules:
+            return ids
+        top = max(rules.values())
+        kept = [i for i in ids if i not in self.instructions]
+        return tuple(sorted([*kept, *(i for i, score in rules.items() if score == top)], key=self.order.__getitem__))
 
     def families(self, tags: set[str], ids: tuple[str, ...]) -> tuple[str, ...]:
         """The source kinds a phrase names, as far as the sources it resolved to carry them."""
@@ -411,7 +437,7 @@ def _cue_refs(sentence: str, resolver: _Resolver) -> Iterator[DeclaredRefModel]:
 def declared_refs(sentence: str, corpus: Corpus) -> tuple[DeclaredRefModel, ...]:
     """Every explicit credit in ``sentence``, resolved against ``corpus``, in order of appearance.
     A credit inside another (a path inside "according to …") is reported once, by the outer one."""
-    resolver = _Resolver(corpus)
+    resolver = _Resolver(corpus, sentence)
     found = list(_cue_refs(sentence, resolver)) + resolver.identifiers(sentence)[1]
     found.sort(key=lambda r: (r.span[0], -(r.span[1] - r.span[0])))
     kept: list[DeclaredRefModel] = []

@@ -24,6 +24,11 @@ corpora are the same). A quote or trace that must rebuild the seed's corpus of a
 
 A tool's media (an image, audio, a binary resource) are named in its text, never inlined, and listed in
 ``Corpus.tool_media`` and ``Corpus.unscorable``: nothing drawn from them can be scored.
+
+Beyond the seed, the instructions layer is the system prompt split into its rules (``rules``): one unit per
+section, labelled ``instructions §5 "Cancel flight" · prompt lines 54–62``, each with its own
+line span in the prompt (``Unit.prompt_lines``) and digest. ``Params.instructions_as_rules = False`` is the seed's
+Algorithm 1, the prompt whole — where that is required is in ``rules``.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from estimator.corpus.rules import Rule, max_rules, rules_with_sizes
 from estimator.corpus.tool_content import bare_blocks, flatten, mcp_is_error, tool_media
 from estimator.corpus.turn import (
     TOOL_CALL_KINDS,
@@ -61,6 +67,7 @@ _ROLE_LABELS = {"user": "user said", "assistant": "agent replied", "tool": "tool
 TOOL_ERROR_ROLE = "tool_error"
 """The role of a history item that is an earlier turn's failed return (``history_messages``)."""
 _LABEL_VALUE_CHARS = 80
+_APPROX = ApproxTokenizer()  # one instance: what it has split of a prompt is remembered (``rules``)
 
 
 @dataclass
@@ -321,7 +328,7 @@ def _system_prompt(turn: StoredTurn) -> tuple[str, bool]:
 
 def build_corpus(turn: StoredTurn, params: Params = DEFAULT_PARAMS, tokenizer: Tokenizer | None = None) -> Corpus:
     """Algorithm 1: rebuild the three-layer corpus of a stored turn."""
-    tok = tokenizer or ApproxTokenizer()
+    tok = tokenizer or _APPROX
     path = "none"
     raw: list[_RawCall] = []
     if turn.model_messages:
@@ -390,24 +397,9 @@ def build_corpus(turn: StoredTurn, params: Params = DEFAULT_PARAMS, tokenizer: T
 
     prompt, versioned = _system_prompt(turn)
     if prompt.strip():
-        tokens = tok.count(prompt)
-        notes = _tier_notes(tokens, params)
-        if not versioned:
-            notes.append("current text, not a snapshot: an edit since this turn cannot be detected")
-        units.append(
-            Unit(
-                id=f"s{len(units)}",
-                kind="instructions",
-                tool="system_prompt",
-                label=INSTRUCTIONS_LABEL,
-                text=prompt,
-                ordinal=len(units),
-                layer=Layer.INSTRUCTIONS,
-                evidence=_evidence("system_prompt", prompt, tokens, notes),
-                unversioned=not versioned,
-            )
-        )
-        warnings.extend(cap_warnings(units[-1], tokens, params))
+        instructions = _instruction_units(prompt, versioned, params, tok, first=len(units))
+        units.extend(instructions)
+        warnings.extend(w for u in instructions for w in cap_warnings(u, u.evidence.tokens, params))
 
     history, history_warnings = _history_units(turn, params, tok, first=len(units))
     units.extend(history)
@@ -422,6 +414,41 @@ def build_corpus(turn: StoredTurn, params: Params = DEFAULT_PARAMS, tokenizer: T
         tool_media=media,
         failed_calls_as_sources=params.failed_calls_as_sources,
     )
+
+
+def _instruction_units(prompt: str, versioned: bool, params: Params, tok: Tokenizer, first: int) -> list[Unit]:
+    """The instructions layer: the prompt whole (the seed), or one unit per rule (``rules``) when
+    ``params.instructions_as_rules`` and the prompt has sections to split at."""
+    rules: tuple[tuple[Rule, int], ...] = ()
+    if params.instructions_as_rules:
+        rules = rules_with_sizes(prompt, tok, params.source_token_cap, max_rules(params))
+    pieces: list[tuple[str, str, str, Rule | None, int]] = [(r.label, r.text, r.heading, r, n) for r, n in rules]
+    pieces = pieces or [(INSTRUCTIONS_LABEL, prompt, "", None, tok.count(prompt))]
+    units: list[Unit] = []
+    for label, text, header, rule, tokens in pieces:
+        shown = header + "\n" + text if header else text
+        notes = [] if rule is None else [f"{rule.label.split(' · ')[0]} of the system prompt, prompt {rule.lines}"]
+        if header:
+            notes.append("its section's heading shown above the text")
+        notes += _tier_notes(tokens, params)
+        if not versioned:
+            notes.append("current text, not a snapshot: an edit since this turn cannot be detected")
+        units.append(
+            Unit(
+                id=f"s{first + len(units)}",
+                kind="instructions",
+                tool="system_prompt",
+                label=label,
+                text=text,
+                ordinal=first + len(units),
+                layer=Layer.INSTRUCTIONS,
+                header=header,
+                evidence=_evidence("system_prompt", shown, tokens, notes),
+                unversioned=not versioned,
+                prompt_lines=None if rule is None else (rule.line_start, rule.line_end),
+            )
+        )
+    return units
 
 
 def _history_units(turn: StoredTurn, params: Params, tok: Tokenizer, first: int) -> tuple[list[Unit], list[str]]:

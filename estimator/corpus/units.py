@@ -44,7 +44,7 @@ class Evidence:
 @dataclass(frozen=True)
 class Unit:
     """One source of the context: a tool call with its return (or, ``kind`` ``tool_error``, the error text of a
-    call that failed), the system prompt, or a prior message.
+    call that failed), the system prompt or one of its rules, or a prior message.
 
     ``text`` is the source's own content and nothing else: the tool's return, the system prompt, the
     message. Quotes verify against it and its line numbers are the content's own (line 1 is the
@@ -68,6 +68,9 @@ class Unit:
     returned_at: int | None = None
     """When a tool source's return reached the agent: its position in the turn's sequence of tool calls and
     returns (``estimator.actions.targets``); a call made at a later position could have read it."""
+    prompt_lines: tuple[int, int] | None = None
+    """A rule of the system prompt (``Params.instructions_as_rules``): the prompt's lines it spans, 1-based and
+    inclusive — its line n is the prompt's line ``prompt_lines[0] + n - 1``. None for the prompt kept whole."""
 
     @property
     def lines(self) -> list[str]:

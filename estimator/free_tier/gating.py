@@ -3,7 +3,8 @@
 Every segment is accounted for at zero model cost: questions and offers are agent voice,
 self-reports are attributed to the turn's actual tool calls, disclaimers are traceable (their
 provenance is a directive), verbatim overlap with a source is a quote with a line span, and only
-sentences asserting something specific (anchors) are offered for tracing.
+sentences asserting something specific (anchors) are offered for tracing — and, beyond the paper, a
+sentence with no anchor that restates a rule of the instructions (``restates``), citing the rule.
 
 The order of Classify encodes three corrections (§7.3): self-report before recommendation (with
 a negative lookahead rejecting a modal after the pronoun), disclaimer before recommendation,
@@ -21,6 +22,7 @@ import regex
 
 from estimator.corpus.units import Corpus
 from estimator.free_tier.anchors import DEFAULT_SET, AnchorSet, anchor_hits
+from estimator.free_tier.restates import RuleIndex, is_statement
 from estimator.free_tier.segment import Segment
 from estimator.free_tier.verbatim import Citation, VerbatimIndex, best_verbatim, best_verbatim_difflib, quote_threshold
 from estimator.params import DEFAULT_PARAMS, Params
@@ -48,6 +50,9 @@ class GateClass(StrEnum):
     DISCLAIMER = "disclaimer"
     ANCHORED_ASSERTION = "anchored_assertion"
     GENERIC_ASSERTION = "generic_assertion"
+    RULE_RESTATEMENT = "rule_restatement"
+    """Beyond the paper: no anchor, but it restates a rule of the instructions (``restates``): offered for tracing,
+    citing the rule."""
 
 
 class GateStatus(StrEnum):
@@ -142,6 +147,9 @@ class SegmentGate:
     status: GateStatus
     anchors: tuple[str, ...]
     citations: tuple[Citation, ...] = ()
+    reason: str | None = None
+    """Why a sentence with no anchor is offered: ``restates an instruction rule (…)`` naming the rule (its citation
+    is the rule's line)."""
 
     @property
     def traceable(self) -> bool:
@@ -211,6 +219,22 @@ class GateReport:
         return {"summary": self.summary.to_dict(), "segments": [g.to_dict() for g in self.segments]}
 
 
+def _restating(
+    segment: Segment, corpus: Corpus, rules: list[RuleIndex] | None, found: tuple[str, ...]
+) -> SegmentGate | None:
+    """The sentence offered for tracing because it restates an instruction rule, or None (``rules``: the index,
+    built on first use; None when the cue is off)."""
+    if rules is None or not is_statement(segment.text):
+        return None
+    if not rules:
+        rules.append(RuleIndex.of(corpus))
+    match = rules[0].restated(segment.text)
+    if match is None:
+        return None
+    cite = Citation(match.source_id, match.line, match.line)
+    return SegmentGate(segment, GateClass.RULE_RESTATEMENT, GateStatus.TRACEABLE, found, (cite,), match.reason)
+
+
 def _gate_one(
     segment: Segment,
     corpus: Corpus,
@@ -218,9 +242,13 @@ def _gate_one(
     tool_citations: tuple[Citation, ...],
     index: list[VerbatimIndex],
     anchor_set: AnchorSet,
+    rules: list[RuleIndex] | None,
 ) -> SegmentGate:
     klass, found = classify(segment.text, params, anchor_set)
-    if klass in (GateClass.QUESTION, GateClass.RECOMMENDATION):
+    if klass == GateClass.RECOMMENDATION:
+        restated = _restating(segment, corpus, rules, found)  # "as a Gold member you may be eligible for compensation"
+        return restated or SegmentGate(segment, klass, GateStatus.AGENT_VOICE, found)
+    if klass == GateClass.QUESTION:
         return SegmentGate(segment, klass, GateStatus.AGENT_VOICE, found)
     if klass == GateClass.DISCLAIMER:
         return SegmentGate(segment, klass, GateStatus.TRACEABLE, found)
@@ -233,7 +261,9 @@ def _gate_one(
     quote = index[0].best(segment.text, params)
     if quote is not None:
         return SegmentGate(segment, klass, GateStatus.QUOTED, found, (quote,))
-    return SegmentGate(segment, klass, GateStatus.TRACEABLE if found else GateStatus.UNANCHORED, found)
+    if found:
+        return SegmentGate(segment, klass, GateStatus.TRACEABLE, found)
+    return _restating(segment, corpus, rules, found) or SegmentGate(segment, klass, GateStatus.UNANCHORED, found)
 
 
 def gate_turn(
@@ -242,15 +272,18 @@ def gate_turn(
     params: Params = DEFAULT_PARAMS,
     index: VerbatimIndex | None = None,
     anchor_set: AnchorSet = DEFAULT_SET,
+    rule_cue: bool = True,
 ) -> GateReport:
     """Algorithm 3: one SegmentGate per segment, in order; the evidence is every unit of every layer.
     Segments come from the renderer and are never re-split. ``anchor_set`` selects Algorithm 2's
-    pattern groups (the seed's own set is kept as a measured baseline)."""
+    pattern groups (the seed's own set is kept as a measured baseline); ``rule_cue`` (beyond the paper) offers a
+    sentence with no anchor that restates an instruction rule (``restates``)."""
     if index is not None and not index.built_from(corpus):
         raise ValueError("the VerbatimIndex was built from a different corpus")
     tool_citations = tuple(Citation(u.id, 1, len(u.lines)) for u in corpus.tool_units())
     lazy: list[VerbatimIndex] = [index] if index is not None else []
-    gates = tuple(_gate_one(s, corpus, params, tool_citations, lazy, anchor_set) for s in segments)
+    rules: list[RuleIndex] | None = [] if rule_cue else None
+    gates = tuple(_gate_one(s, corpus, params, tool_citations, lazy, anchor_set, rules) for s in segments)
     count = {status: sum(1 for g in gates if g.status == status) for status in GateStatus}
     summary = GateSummary(
         sources=len(corpus.units),

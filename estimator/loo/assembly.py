@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from estimator.corpus.units import PROVENANCE_LAYER_ORDER, Corpus, Layer, Unit
 from estimator.judge import Mask
 from estimator.loo.caveats import caveats
+from estimator.loo.coherence import disagreements, downgrade, grounding_layers, hedged
 from estimator.loo.diagnosis import attribution_level, claim_diagnosis, diagnose
 from estimator.loo.labels import VERDICT_TEXT
 from estimator.loo.redundancy import explain
@@ -56,8 +57,15 @@ def describe_mask(mask: Mask, corpus: Corpus, layers: tuple[Layer, ...] = PROVEN
     return f"without the {len(mask)} round-2 candidates"
 
 
-def _skipped_reason(verdict: Verdict, gamma: float, tau: float, tau_gamma: float, unit: str) -> str:
+def _skipped_reason(
+    verdict: Verdict, gamma: float, tau: float, tau_gamma: float, unit: str, *, downgraded: bool = False
+) -> str:
     head = f"Round 2 skipped: no layer's removal moved the score by τ = {tau:.2f}{unit} or more. "
+    if downgraded:
+        return head + (
+            f"Γ = {gamma:.2f}{unit} < τ_Γ = {tau_gamma:.2f}{unit} would make this the model's own knowledge, but "
+            "the judge's answers disagree with each other (see the disagreements): no verdict is stated."
+        )
     if verdict == "redundant":
         return head + (
             f"Removing everything changed the answer (Γ = {gamma:.2f}{unit}) but removing any one "
@@ -141,13 +149,19 @@ def _warnings(
     verdict: Verdict,
     truncated: tuple[str, ...],
     spans_made: bool,
+    downgraded: bool = False,
 ) -> list[str]:
     corpus, params = run.corpus, run.params
     out = list(corpus.warnings)  # every cut and cap made while building the corpus, each naming its source
     # the corpus already named a source over a cap when it was built with this trace's caps
     over_scoring = _named(corpus.warnings, "SOURCE_TOKEN_CAP", params.source_token_cap)
     over_support = _named(corpus.warnings, "SUPPORT_TOKEN_CAP", params.support_token_cap)
-    out += [f"{u.id} ({u.label}): {UNVERSIONED_WARNING}" for u in corpus.units if u.unversioned]
+    unversioned = [u for u in corpus.units if u.unversioned]
+    if len(unversioned) == 1:
+        out.append(f"{unversioned[0].id} ({unversioned[0].label}): {UNVERSIONED_WARNING}")
+    elif unversioned:  # the rules of one system prompt: one warning, not one per rule
+        ids = ", ".join(u.id for u in unversioned)
+        out.append(f"{ids} ({len(unversioned)} parts of the agent instructions): {UNVERSIONED_WARNING}")
     for unit in (corpus.by_id(unit_id) for unit_id in truncated if unit_id not in over_scoring):
         out.append(
             f"{unit.id} ({unit.label}) is {tok.count(unit.text):,} tokens, larger than the "
@@ -173,6 +187,11 @@ def _warnings(
         )
     if verdict == "no_information" and math.isnan(ab.s1 - ab.s0):
         out.append("Γ is unknown, so whether the claim is internal knowledge cannot be decided.")
+    elif verdict == "no_information" and downgraded:
+        out.append(
+            "No verdict is stated: Γ alone would make this the model's own knowledge, but removing part of "
+            "the context lowers the score by more than removing all of it (see the disagreements)."
+        )
     elif verdict == "no_information":
         out.append(
             "No layer's removal moved the score, but a layer's removal gave no information: whether one "
@@ -221,7 +240,9 @@ def assemble(
 ) -> TraceResultModel:
     corpus, params, scalar = run.corpus, run.params, run.scalar
     gamma = ab.s1 - ab.s0
-    verdict = decide_verdict(gamma, ab.contributing, ab.tau_gamma, unmeasured=any(x.no_information for x in ab.layers))
+    stated = decide_verdict(gamma, ab.contributing, ab.tau_gamma, unmeasured=any(x.no_information for x in ab.layers))
+    disagreeing = disagreements(ab, run.supports, unit=scalar.unit)
+    verdict = downgrade(stated, disagreeing)  # a verdict its own measurements contradict is not stated cleanly
     sources = score_sources(corpus, verdict, ab, run.supports)
     overall = claim_diagnosis(verdict, [run.supports.get(u.id) for u in corpus.units if u.id in run.supports])
     left_out = {u.id for u in (*ab.omitted, *span_omitted)}  # union by id: two sources may share a label
@@ -238,15 +259,19 @@ def assemble(
         s_all=ab.s1,
         s_none=ab.s0,
         verdict=verdict,
-        verdict_text=VERDICT_TEXT[verdict],
+        verdict_text=hedged(VERDICT_TEXT[verdict], disagreeing),
         layers=ab.layers,
         sources=sources,
         omitted=omitted,
         unscorable=corpus.unscorable,
         round2_skipped_reason=None
         if ab.contributing
-        else _skipped_reason(verdict, gamma, ab.tau, ab.tau_gamma, scalar.unit),
-        warnings=tuple(_warnings(run, ab, tokenizer, cut_for_spans, omitted, verdict, truncated, spans_made)),
+        else _skipped_reason(verdict, gamma, ab.tau, ab.tau_gamma, scalar.unit, downgraded=stated != verdict),
+        warnings=tuple(
+            _warnings(
+                run, ab, tokenizer, cut_for_spans, omitted, verdict, truncated, spans_made, downgraded=stated != verdict
+            )
+        ),
         calls=ledger.account(),
         usage=ledger.usage,
         cost_usd=ledger.cost_usd,
@@ -255,7 +280,11 @@ def assemble(
         model=model,
         corpus_digest=corpus.digest,
         diagnosis=overall,
-        contributing_layers=ab.contributing,
+        contributing_layers=grounding_layers(ab.contributing, {x.layer: x.role for x in ab.layers}),
+        searched_layers=ab.contributing,
+        tau=ab.tau,
+        tau_gamma=ab.tau_gamma,
+        disagreements=disagreeing,
         claim=claim,
         notes=tuple(notes),
         estimator=scalar.name,

@@ -5,7 +5,8 @@ three kinds of claim that leave-one-out over the scored context gets systematica
 fixes them without breaking other kinds. A result that matches one of these patterns carries a caveat in its
 warnings, with what to check by hand:
 
-* **shared carriers** — a layer moves the claim by τ or more but none of its tested sources does on its own.
+* **shared carriers** — a layer's removal lowers the claim's score by τ or more but no tested source's removal
+  does on its own.
   The layer's sources share what the claim says: the same record twice (genuine redundancy), or look-alike
   records with the same ids, dates and amounts that differ in one field. Removing the true cause then costs
   only the differing word, far below τ = τ_rel·|Γ| when the shared ids make Γ large: on the study's
@@ -81,7 +82,8 @@ def caveats(
             Caveat(
                 "shared_carriers",
                 (
-                    f"No single source of the {layer} layer moves this sentence by τ = {_fmt(tau, unit)} on its own, "
+                    f"No single source of the {layer} layer, removed on its own, lowers this sentence's score by "
+                    f"τ = {_fmt(tau, unit)}, "
                     f"although removing the whole layer does (Δ = {_fmt(drop, unit)}): its sources share what "
                     f"the sentence says — the same record twice, or look-alike records with the same ids, dates and "
                     f"amounts that differ in one field. The estimator cannot tell which of {', '.join(named)} the "

@@ -3,29 +3,71 @@
 Round 1 removes each layer, round 2 each source of the contributing layers (``rounds``); redundancy
 resolution (``redundancy``) asks the complementary question where leave-one-out reads zero; span
 localisation (Algorithm 5) runs concurrently; ``assembly`` turns the measurements into the result.
+
+With ``params.repeats`` = k > 1 every mask is measured k times (``LooRun``) and the result carries each
+sample and their spread beside the median it used: for s(1), s(0), every layer's and every tested source's
+removal (``with_samples``). ``repeats`` is in every result, so a reader of a single-sample trace is told that
+its spread is unknown.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 
 import anyio
 
 from estimator.corpus.units import Corpus, Unit
+from estimator.judge import Mask
 from estimator.ledger import CallLedger
 from estimator.loo.assembly import assemble
 from estimator.loo.measure import Scalar
 from estimator.loo.redundancy import across_layers, within_layers
-from estimator.loo.rounds import Ablation, LooRun, Redundancy, round1, round2, select_units
+from estimator.loo.rounds import Ablation, LooRun, Redundancy, layer_mask, round1, round2, select_units
 from estimator.params import Params
-from estimator.results.models import SupportVerdictModel, TraceResultModel
+from estimator.results.models import SpreadModel, SupportVerdictModel, TraceResultModel, sampling_note
 from estimator.results.trace import ProgressEvent
 from estimator.seams.llm import LLM
 from estimator.spans.support import check_support, support_body
 from estimator.target import SENTENCE, Wording
 from estimator.tokens import Tokenizer
 
-__all__ = ["run_loo"]
+__all__ = ["run_loo", "spread_of", "with_samples"]
+
+
+def spread_of(samples: tuple[float, ...] | None) -> SpreadModel | None:
+    """The samples of one mask with their lowest and highest (NaN when none gave information); None for one."""
+    if not samples:
+        return None
+    known = [x for x in samples if not math.isnan(x)]
+    return SpreadModel(samples=samples, low=min(known) if known else math.nan, high=max(known) if known else math.nan)
+
+
+def with_samples(result: TraceResultModel, run: LooRun) -> TraceResultModel:
+    """``result`` with ``repeats`` and, when each mask was measured more than once, the spread of s(1), s(0),
+    each layer's removal and each tested source's removal (the masks its scores were read from)."""
+    said = {"repeats": run.params.repeats, "sampling": sampling_note(run.params.repeats)}
+    if run.params.repeats <= 1:
+        return result.model_copy(update=said)
+    corpus = run.corpus
+
+    def of(mask: Mask) -> SpreadModel | None:
+        return spread_of(run.samples.get(mask))
+
+    layers = tuple(x.model_copy(update={"spread": of(layer_mask(corpus, x.layer))}) for x in result.layers)
+    sources = tuple(
+        s.model_copy(update={"spread": of(frozenset({s.source_id}))}) if s.s_without is not None else s
+        for s in result.sources
+    )
+    return result.model_copy(
+        update={
+            **said,
+            "s_all_spread": of(frozenset()),
+            "s_none_spread": of(frozenset(u.id for u in corpus.units)),
+            "layers": layers,
+            "sources": sources,
+        }
+    )
 
 
 async def _ablate(run: LooRun, redundancy: Redundancy) -> Ablation:
@@ -97,7 +139,7 @@ async def run_loo(
         tg.start_soon(rounds)
         tg.start_soon(spans)
     cut_for_spans = tuple(unit_id for unit_id, (_, cut) in bodies.items() if cut)
-    return assemble(
+    result = assemble(
         run,
         ablation[0],
         claim=claim,
@@ -109,3 +151,4 @@ async def run_loo(
         spans_made=llm is not None or bool(supports),
         prompt_names=wording.prompt_names,
     )
+    return with_samples(result, run)

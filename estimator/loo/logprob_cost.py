@@ -2,8 +2,9 @@
 scoring cost?
 
 A scoring call is prompt-only: the chat-templated context plus the claim, teacher-forced, no output.
-The plan is the same ablation count as the judge's ((|L|+2) + (d'+2) + d' redundancy at the worst case); the span
-checks are chat calls as before (shared with a judged trace of the same claim under ``both``).
+The plan is the same ablation count as the judge's ((|L|+2) + (d'+2) + d' redundancy at the worst case, each
+measurement ``params.repeats`` scoring calls); the span checks are chat calls as before, made once (shared with a
+judged trace of the same claim under ``both``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,14 @@ from estimator.params import DEFAULT_PARAMS, Params
 from estimator.results.models import DumpsAsModel, ScoringQuoteModel
 from estimator.tokens import ApproxTokenizer, Tokenizer
 
-__all__ = ["EstimatorChoice", "ScoringCapability", "ScoringQuote", "quote_scoring", "scoring_capability"]
+__all__ = [
+    "UNVERIFIED",
+    "EstimatorChoice",
+    "ScoringCapability",
+    "ScoringQuote",
+    "quote_scoring",
+    "scoring_capability",
+]
 
 EstimatorChoice = Literal["judged", "expected", "logprob", "both", "proxy"]
 
@@ -41,11 +49,34 @@ _CHAT_ONLY_PREFIXES = (
 )
 
 
+UNVERIFIED = (
+    "unverified: a server this process cannot see, known to score only once it answers with echoed log-probabilities"
+)
+"""Said of a scoring server the configuration names: whether it scores is an assumption until a probe call answers."""
+
+
 @dataclass(frozen=True)
 class ScoringCapability:
+    """Whether a model can score a supplied text, how, and why. ``assumed``: the answer is read from the
+    configuration for a server this process cannot see (``completions-echo``), so ``can_score`` is unverified
+    until a probe call answers (``verified``) — the gate says "unverified", never "yes"."""
+
     can_score: bool
     how: Literal["in-process", "completions-echo", "none"]
     reason: str
+    assumed: bool = False
+
+    @property
+    def word(self) -> str:
+        """What the gate says: yes, no, or unverified (an assumed yes no probe has checked)."""
+        if not self.can_score:
+            return "no"
+        return "unverified" if self.assumed else "yes"
+
+    def verified(self, ok: bool, found: str) -> ScoringCapability:
+        """This capability after a probe call: ``ok`` whether the server returned echoed log-probabilities for a
+        supplied text, ``found`` what the probe found, in words."""
+        return ScoringCapability(ok, self.how if ok else "none", found)
 
 
 def scoring_capability(
@@ -59,7 +90,10 @@ def scoring_capability(
         return ScoringCapability(True, "in-process", "a local model in this process: one forward pass per mask")
     if scorer_api_base:
         return ScoringCapability(
-            True, "completions-echo", "a self-hosted OpenAI-compatible server: /v1/completions with echo"
+            True,
+            "completions-echo",
+            f"a self-hosted OpenAI-compatible server: /v1/completions with echo ({UNVERIFIED})",
+            assumed=True,
         )
     hosted = api_base is None or "api.openai.com" in api_base
     if hosted and model.lower().startswith(_CHAT_ONLY_PREFIXES):
@@ -74,7 +108,8 @@ def scoring_capability(
             True,
             "completions-echo",
             f"{model} on a self-hosted OpenAI-compatible server: scored through /v1/completions with echo "
-            "(verified on the first call)",
+            f"({UNVERIFIED})",
+            assumed=True,
         )
     return ScoringCapability(
         False,
@@ -115,7 +150,8 @@ def quote_scoring(
     params: Params = DEFAULT_PARAMS,
     tokenizer: Tokenizer | None = None,
 ) -> ScoringQuote:
-    """Prompt-only scoring calls and their tokens for one logprob trace (worst case, like the judge's plan)."""
+    """Prompt-only scoring calls and their tokens for one logprob trace (worst case, like the judge's plan: every
+    sample of every measurement when ``params.repeats`` > 1)."""
     from estimator.loo.logprob import (  # the scoring chat as sent (logprob imports the plan)
         build_messages,
         scored_claim,

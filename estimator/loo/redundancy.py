@@ -59,11 +59,14 @@ async def within_layers(run: LooRun, ab: Ablation, budget: int | None) -> Ablati
     # a source whose own removal gave no information keeps that disclosure: its drop is unknown, so
     # "removing it changes nothing" is not established (its ``alone`` is still reported)
     unmeasured = {uid for uid in alone if math.isnan(ab.s2.get(f"1-{uid}", math.nan)) or math.isnan(ab.s2["1"])}
+    # only a source whose removal changed nothing (|Δ| < τ) is redundant: "removing one changes nothing
+    # because the others still say it". A distractor that also carries the claim alone keeps its role; the
+    # contradiction is a disagreement of the judge's answers (``coherence``), not a word of the result.
     roles.update(
         {
             uid: "redundant"
             for uid, value in alone.items()
-            if uid not in unmeasured and carries_alone(ab.s1, value, ab.tau)
+            if uid not in unmeasured and roles.get(uid) == "irrelevant" and carries_alone(ab.s1, value, ab.tau)
         }
     )
     skipped = None
@@ -134,7 +137,10 @@ def explain(ab: Ablation, corpus: Corpus) -> tuple[str, ...]:
         by_layer.setdefault(unit.layer, []).append(unit)
     for layer, measured in by_layer.items():
         carriers = [u for u in measured if ab.roles.get(u.id) == "redundant"]
-        others = [u for u in measured if u not in carriers]
+        # carries the claim alone, but its own removal did not read "changes nothing" (a distractor, or no
+        # information): not redundant, and never said not to carry it
+        also = [u for u in measured if u not in carriers and carries_alone(ab.s1, ab.alone[u.id], ab.tau)]
+        others = [u for u in measured if u not in carriers and u not in also]
         if len(carriers) >= 2:
             text = (
                 f"In the {layer.value} layer, {_any_of(_ids(carriers), len(carriers))}: removing one changes "
@@ -142,12 +148,23 @@ def explain(ab: Ablation, corpus: Corpus) -> tuple[str, ...]:
             )
         elif carriers:
             text = f"In the {layer.value} layer, {_any_of(_ids(carriers), 1)} to carry the claim."
+        elif also:
+            text = f"In the {layer.value} layer, no source reads as redundant."
         else:
             text = (
                 f"In the {layer.value} layer, no source carries the claim alone: it takes several of "
                 f"{_ids(measured)} together."
             )
-        if carriers and others:
+        for unit in also:
+            without = ab.s2.get(f"1-{unit.id}", math.nan)
+            if math.isnan(without) or math.isnan(ab.s2.get("1", math.nan)):
+                text += f" {unit.id} carries it alone too, but whether removing it changes anything is unknown."
+            else:
+                text += (
+                    f" {unit.id} carries it alone too, yet removing it raises the score: the judge's answers "
+                    "disagree about it (see the disagreements)."
+                )
+        if (carriers or also) and others:
             text += f" {_ids(others)} {'does' if len(others) == 1 else 'do'} not carry it alone."
         out.append(text)
     if ab.redundancy_skipped:

@@ -23,7 +23,7 @@ from estimator.corpus.units import PROVENANCE_LAYER_ORDER, Corpus, Layer, Unit
 from estimator.cost import CallPlan
 from estimator.judge import Mask, cut_to_budget
 from estimator.ledger import CallLedger, CallStage, labelled
-from estimator.loo.measure import Scalar
+from estimator.loo.measure import Scalar, measure_repeated
 from estimator.params import Params
 from estimator.results.models import LayerScoreModel, SupportVerdictModel
 from estimator.results.trace import ProgressEvent, Role, Round
@@ -133,7 +133,8 @@ class Failure:
 
 @dataclass
 class LooRun:
-    """The mutable state of one trace: memo, scores, failures, span verdicts, progress."""
+    """The mutable state of one trace: memo, scores (with each mask's samples under ``params.repeats`` > 1),
+    failures, span verdicts, progress."""
 
     scalar: Scalar
     ledger: CallLedger
@@ -145,6 +146,8 @@ class LooRun:
     scores: dict[Mask, float] = field(default_factory=dict)
     failures: list[Failure] = field(default_factory=list)
     supports: dict[str, SupportVerdictModel] = field(default_factory=dict)
+    samples: dict[Mask, tuple[float, ...]] = field(default_factory=dict)
+    """Mask → each of its ``repeats`` samples (NaN: that sample gave no information); empty when repeats is 1."""
 
     def layer_drops(self) -> dict[str, float]:
         full = self.scores.get(frozenset())
@@ -162,7 +165,8 @@ class LooRun:
             self.on_progress(ProgressEvent(self.ledger.made, planned, stage, message, self.layer_drops()))
 
     async def score(self, mask: Mask) -> float:
-        """s(mask), measured at most once per trace (unless ``dedupe`` is off, for measurement only)."""
+        """s(mask), measured at most once per trace (unless ``dedupe`` is off, for measurement only): a memo hit
+        reuses the same samples, it never takes new ones."""
         if self.dedupe:
             entry = self.memo.get(mask)
             if entry is not None:
@@ -179,11 +183,22 @@ class LooRun:
         return await self._measure(mask)
 
     async def _measure(self, mask: Mask) -> float:
-        measured = await self.scalar.measure(mask)
+        """The scalar's measurement of ``mask``, ``params.repeats`` times: the median of the samples is the score."""
+        measured = await measure_repeated(self.scalar, mask, self.params.repeats)
         if measured.failure is not None:
             self.failures.append(Failure(mask, measured.failure))
         self.scores[mask] = measured.value
+        if measured.samples:
+            self.samples[mask] = tuple(m.value for m in measured.samples)
         return measured.value
+
+    def spread_words(self, mask: Mask) -> str:
+        """A measured mask's samples in words, for progress ("" for a single sample)."""
+        taken = self.samples.get(mask)
+        known = [x for x in taken or () if not math.isnan(x)]
+        if not taken or not known:
+            return ""
+        return f" (median of {len(taken)} samples, {min(known):.2f}–{max(known):.2f})"
 
     async def measure(self, masks: Mapping[str, Mask], stage: Round) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -193,6 +208,7 @@ class LooRun:
             with labelled(label, mask_words(mask, self.corpus)):  # the scalar's calls carry it
                 out[name] = await self.score(mask)
             shown = "no information" if math.isnan(out[name]) else f"{out[name]:.2f}{self.scalar.unit}"
+            shown += self.spread_words(mask)
             self.emit(stage, f"s({name}) = {shown}")
 
         async with anyio.create_task_group() as tg:

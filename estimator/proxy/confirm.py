@@ -37,7 +37,7 @@ from estimator.audit.agreement import top_source
 from estimator.corpus.units import Corpus, Layer
 from estimator.judge import Mask
 from estimator.ledger import CallLedger, labelled
-from estimator.loo.measure import JudgedDigit, Measured
+from estimator.loo.measure import JudgedDigit, Measured, measure_repeated, replayed, sample_index
 from estimator.loo.rounds import drop, layer_mask, mask_words, role_of
 from estimator.params import Params
 from estimator.proxy.prefix import BlockOrder
@@ -201,7 +201,7 @@ async def confirm(
 
     async def measure(mask: Mask, stage: Stage) -> None:
         with labelled(stage, mask_words(mask, corpus)):
-            out.scores[mask] = await judge.measure(mask)
+            out.scores[mask] = await measure_repeated(judge, mask, params.repeats)  # k samples, as the search takes
 
     async def span(unit_id: str) -> None:
         unit = corpus.by_id(unit_id)
@@ -317,8 +317,9 @@ class Seeded:
 
     async def measure(self, mask: Mask) -> Measured:
         if mask in self.known:
-            self.inner.ledger.note_saved()
-            return self.known[mask]
+            if sample_index() == 0:  # one measurement saved, however many samples it took
+                self.inner.ledger.note_saved()
+            return replayed(self.known[mask])  # each sample as the confirmation took it
         return await self.inner.measure(mask)
 
     def thresholds(self, gamma: float, params: Params) -> tuple[float, float]:

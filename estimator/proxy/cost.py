@@ -11,7 +11,8 @@
   (``ProxyParams.local_tokens_per_second``).
 
 Which source the proxy will put on top is not known before it runs, so the span checks are priced at the
-largest sources (the worst case).
+largest sources (the worst case). With ``repeats`` = k each of the judge's measurements is k calls (the
+confirmation's, the fallback's and the local ranking's alike; span checks once).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from estimator.loo.logprob_cost import ScoringCapability
 from estimator.loo.rounds import layer_mask
 from estimator.params import DEFAULT_PARAMS, Params
 from estimator.proxy.confirm import DEFAULT_PROXY_PARAMS, ProxyParams
-from estimator.proxy.driver import confirm_calls, confirm_judge_calls, planned_proxy_calls
+from estimator.proxy.driver import confirm_judge_calls, planned_proxy_calls
 from estimator.proxy.prefix import block_order, evaluated
 from estimator.results.models import DumpsAsModel
 from estimator.results.proxy import ProxyQuoteModel
@@ -173,19 +174,21 @@ def quote_proxy(
     tok = tokenizer or ApproxTokenizer()
     per_judge = judged.judge_call_tokens  # the largest judge prompt, as rendered
     per_span = judged.span_check_tokens[: pp.span_sources]  # each with its retry
-    judges = confirm_judge_calls(corpus)
+    k = params.repeats  # every judge measurement is k calls; span checks are made once
+    judges = confirm_judge_calls(corpus) * k
     confirm_in = judges * per_judge + sum(per_span)
     confirm_out = judges * JUDGE_OUTPUT_TOKENS + 2 * len(per_span) * SUPPORT_OUTPUT_TOKENS
     worst = planned_proxy_calls(corpus, params, pp)
     unreused = worst - judged.planned_calls  # calls of the confirmation the fallback may not reuse
-    spans_unreused = max(unreused - 1, 0)
-    worst_in = judged.input_tokens + min(unreused, 1) * per_judge + (sum(per_span) if spans_unreused else 0)
-    worst_out = judged.output_tokens + min(unreused, 1) * JUDGE_OUTPUT_TOKENS + spans_unreused * SUPPORT_OUTPUT_TOKENS
+    judge_unreused = min(unreused, k)  # s(1 − top source), every sample of it
+    spans_unreused = max(unreused - k, 0)
+    worst_in = judged.input_tokens + judge_unreused * per_judge + (sum(per_span) if spans_unreused else 0)
+    worst_out = judged.output_tokens + judge_unreused * JUDGE_OUTPUT_TOKENS + spans_unreused * SUPPORT_OUTPUT_TOKENS
     evaluated_tokens, without = local_prompt_tokens(corpus, claim, query, params=params, pp=pp, tokenizer=tok)
     prices = pricing.price(judged.model) if pricing is not None else None
     return ProxyQuote(
         capability,
-        confirm_calls(pp, corpus),
+        judges + 2 * pp.span_sources,  # confirm_calls(pp, corpus), every judge call k times
         confirm_in,
         confirm_out,
         judged.planned_calls,

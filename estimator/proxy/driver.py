@@ -90,8 +90,9 @@ def planned_proxy_calls(
 ) -> int:
     """The hosted calls a proxy trace may make at worst (its ledger's ceiling); see the module docstring."""
     full = plan_calls(corpus, params).total
-    unreused = 1 + (2 * pp.span_sources if len(corpus.units) > params.max_sources else 0)
-    return min(full + unreused, max(full, params.max_calls))
+    # s(1 − top source), every sample of it (``repeats``), and the span checks the fallback may not reach
+    unreused = params.repeats + (2 * pp.span_sources if len(corpus.units) > params.max_sources else 0)
+    return min(full + unreused, max(full, params.call_ceiling))
 
 
 def _relabelled(on_progress: Callable[[ProgressEvent], None] | None) -> Callable[[ProgressEvent], None] | None:

@@ -55,6 +55,8 @@ __all__ = [
     "DeclaredAuditModel",
     "DeclaredOutcome",
     "DeclaredRefModel",
+    "DisagreementKind",
+    "DisagreementModel",
     "DumpsAsModel",
     "ExpectedTraceJobResultModel",
     "InjectionModel",
@@ -74,6 +76,7 @@ __all__ = [
     "Score",
     "ScoringQuoteModel",
     "SourceScoreModel",
+    "SpreadModel",
     "SupportLabel",
     "SupportVerdictModel",
     "TraceJobResult",
@@ -83,6 +86,7 @@ __all__ = [
     "Verdict",
     "job_result_kind",
     "json_number",
+    "sampling_note",
     "trace_estimator",
     "trace_job_result",
 ]
@@ -127,6 +131,40 @@ class SupportVerdictModel(_Model):
     no_information: bool = False  # the verdict carries none: the call failed or its answer could not be read
 
 
+def _unsampled(value: object) -> bool:
+    return value is None
+
+
+class SpreadModel(_Model):
+    """One measurement taken ``repeats`` times: every sample in the order asked (null: it gave no information),
+    and the lowest and highest of those that gave one. The score used is their median."""
+
+    samples: tuple[Score, ...]
+    low: Score
+    high: Score
+
+
+def sampling_note(repeats: int) -> str:
+    """What a trace's ``repeats`` says about its scores, for the reader of its result."""
+    if repeats <= 1:
+        return (
+            "A single sample was taken per measurement (repeats=1): how much a score varies from one call to the "
+            "next is unknown; repeats k (--repeats k) measures each k times."
+        )
+    return (
+        f"Each measurement was taken {repeats} times (repeats={repeats}): a score is the median of its samples, "
+        "shown with their spread (lowest–highest); span checks were made once."
+    )
+
+
+def _spread() -> Any:
+    return Field(
+        None,
+        exclude_if=_unsampled,
+        description="the samples of the score without it (repeats > 1), lowest and highest; absent for one sample",
+    )
+
+
 class LayerScoreModel(_Model):
     """Round 1 for one layer: Δ_L, its role, s without the layer, and Δ with only this layer kept."""
 
@@ -137,6 +175,7 @@ class LayerScoreModel(_Model):
     no_information: bool
     alone: Score | None = None
     """The scalar with only this layer kept (measured when the claim is carried by several layers)."""
+    spread: SpreadModel | None = _spread()
 
 
 class SourceScoreModel(_Model):
@@ -154,6 +193,20 @@ class SourceScoreModel(_Model):
     diagnosis: str | None
     alone: Score | None = None
     """The scalar with only this source kept of its layer; None when that was not measured."""
+    spread: SpreadModel | None = _spread()
+
+
+DisagreementKind = Literal["drop_exceeds_gamma", "distractor_carries_alone", "carrier_silent", "context_without_ground"]
+
+
+class DisagreementModel(_Model):
+    """Two measurements of one trace that cannot both be true (``loo.coherence``): reported with their numbers,
+    and the verdict downgraded or hedged."""
+
+    kind: DisagreementKind
+    subject: str = Field(description="the layer or source the disagreement is about")
+    values: dict[str, Score] = Field(description="the numbers that disagree (Δ, Γ, τ, keep-alone score, s(1))")
+    text: str = Field(description="the disagreement in words, with its numbers")
 
 
 class CallAccountModel(_Model):
@@ -192,6 +245,10 @@ class UsageModel(_Model):
 
 def _absent(value: object) -> bool:
     return value is None
+
+
+def _none_found(value: tuple[object, ...]) -> bool:
+    return not value
 
 
 class TraceTargetModel(_Model):
@@ -244,10 +301,45 @@ class TraceResultModel(_Model):
     gamma: Score = Field(description="Γ = s(1) − s(0); null when it could not be measured")
     s_all: Score
     s_none: Score
+    repeats: int | None = Field(
+        None,
+        ge=1,
+        exclude_if=_unsampled,
+        description="samples per measurement: each score is the median of this many model calls (absent in "
+        "results stored before it was recorded, which took one)",
+    )
+    sampling: str | None = Field(
+        None,
+        exclude_if=_unsampled,
+        description="what repeats says of the scores, in words: with one sample, that their spread is unknown",
+    )
+    s_all_spread: SpreadModel | None = Field(
+        None, exclude_if=_unsampled, description="the samples of s(1) (repeats > 1); absent for one sample"
+    )
+    s_none_spread: SpreadModel | None = Field(
+        None, exclude_if=_unsampled, description="the samples of s(0) (repeats > 1); absent for one sample"
+    )
     verdict: Verdict
     verdict_text: str
     diagnosis: str | None = None
-    contributing_layers: tuple[Layer, ...] = ()
+    contributing_layers: tuple[Layer, ...] = Field(
+        (), description="the layers whose removal lowers the score by τ or more (role grounds), largest first"
+    )
+    searched_layers: tuple[Layer, ...] | None = Field(
+        None,
+        exclude_if=_absent,
+        description="the layers round 2 searched: every layer whose removal moved the score by τ either way "
+        "(a distracting layer is searched, not contributing); absent in results stored before it was recorded",
+    )
+    tau: Score | None = Field(None, exclude_if=_absent, description="τ: the smallest drop this trace counts")
+    tau_gamma: Score | None = Field(
+        None, exclude_if=_absent, description="τ_Γ: the least Γ at which the context, not the model, carries the claim"
+    )
+    disagreements: tuple[DisagreementModel, ...] = Field(
+        (),
+        exclude_if=_none_found,
+        description="measurements of this trace that contradict each other (a noisy judge); absent when none",
+    )
     layers: tuple[LayerScoreModel, ...]
     sources: tuple[SourceScoreModel, ...]
     omitted: tuple[str, ...]
@@ -498,13 +590,20 @@ class ProbeResultModel(_Model):
 
 
 class QuoteCallsModel(_Model):
-    """The planned calls of a quote, by stage (worst case)."""
+    """The planned calls of a quote, by stage (worst case); rounds 1 and 2 and redundancy count every sample."""
 
     round1: int
     round2: int
     redundancy: int = Field(0, description="redundancy resolution, worst case: each candidate kept alone once")
     spans: int
     probe: int
+    repeats: int = Field(
+        1,
+        ge=1,
+        exclude_if=lambda v: v == 1,
+        description="samples per measurement: rounds 1 and 2 and redundancy are counted this many times, span "
+        "checks once (absent when 1)",
+    )
 
     @property
     def ablation(self) -> int:

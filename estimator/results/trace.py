@@ -30,11 +30,12 @@ Round = Literal["round1", "round2", "redundancy", "spans", "probe"]
 
 @dataclass(frozen=True)
 class ProgressEvent:
-    """A progress report of a running trace: calls so far against the plan, the stage, a message, and
-    the layer drops Δ_L known so far (by layer name)."""
+    """A progress report of a running trace: the calls made so far against the calls planned (the call
+    account's words, ``CallLedger.made`` and ``.planned``), the stage, a message, and the layer drops Δ_L
+    known so far (by layer name)."""
 
-    calls_done: int
-    calls_planned: int
+    made: int
+    planned: int
     round: Round
     message: str
     layer_scores: Mapping[str, float] = field(default_factory=dict)

@@ -62,6 +62,9 @@ class LLMRequest:
     json_schema: dict[str, Any] | None = None
     schema_name: str = "output"
     top_logprobs: int | None = None  # ask for k alternatives (token text -> logprob) per output token
+    sample: int = 0
+    """Which sample of a repeated measurement this call is (``Params.repeats``; 0 the first). Never sent to the
+    provider: a judgement cache keys on it, so a repeat is a fresh answer, not the first sample's again."""
 
     @property
     def deterministic(self) -> bool:

@@ -1,8 +1,11 @@
 """``provenance explain [TERM]``: what each number and word of a trace means (the glossary).
 
 Without a term it lists every term in one line each; with one (``gamma``, ``Γ``, ``grounds``,
-``calls.cached``, ``confidence`` …) it prints the matching terms with their detail. ``--json`` prints
-what ``GET /v1/glossary`` serves.
+``calls.cached``, ``confidence`` …) it prints the matching terms with their detail. Every value a result,
+a job or the gate reports has a term — a job's status (``queued`` … ``interrupted``), a verdict, a role, a
+span-check label, a diagnosis, a warning's kind, a sentence's status, a probe's verdict, a declared credit's
+outcome — and so does every parameter of ``Params`` (``max_calls``, ``params.max_calls``).
+``--json`` prints what ``GET /v1/glossary`` serves.
 """
 
 from __future__ import annotations
@@ -22,14 +25,16 @@ __all__ = ["register"]
 def register(sub: Any) -> None:
     explain = sub.add_parser(
         "explain",
-        help="what each number and word of a trace means (Γ, Δ, roles, calls, …)",
-        description="Explain the numbers and words a trace reports. Without TERM, list them all.",
+        help="what each number, word, status and parameter means (Γ, Δ, roles, calls, …)",
+        description="Explain the numbers, words and statuses a trace, a job or the gate reports, and the "
+        "method's parameters. Without TERM, list them all.",
     )
     explain.add_argument(
         "term",
         nargs="?",
         metavar="TERM",
-        help="a term or its symbol: gamma, Γ, delta, grounds, redundant, confidence, cached, …",
+        help="a term or its symbol: gamma, Γ, grounds, cached, reused, a status (queued, traceable, …) or a "
+        "parameter (max_calls, …)",
     )
     explain.add_argument("--json", action="store_true", help="print the glossary as GET /v1/glossary serves it")
     explain.set_defaults(func=cmd_explain)

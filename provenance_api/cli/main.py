@@ -81,9 +81,11 @@ def cmd_gate(args: argparse.Namespace) -> int:
 def cmd_quote(args: argparse.Namespace) -> int:
     from provenance_api.cli import render_text
     from provenance_api.cli.style import Style
+    from provenance_api.cli.trace import method_params
     from provenance_api.cli.turn_input import load_turn
     from provenance_api.providers import free_tier
 
+    params = method_params(args)  # --repeats: every sample priced
     turn = load_turn(args.file, args.turn)
     model = free_tier.resolve_model(turn, args.model)
     view = free_tier.gate_view(turn)
@@ -91,7 +93,7 @@ def cmd_quote(args: argparse.Namespace) -> int:
     selection, corpus = (
         target if target is not None else (free_tier.require_selection(turn, view, args.sentence), view.corpus)
     )
-    quote = free_tier.cost_quote(turn, corpus, selection.text, model=model)
+    quote = free_tier.cost_quote(turn, corpus, selection.text, model=model, params=params)
     if args.json:
         _dump(quote.to_dict())
     else:
@@ -142,6 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
     quote.add_argument("--model", help="litellm model string (default: the turn's own model)")
     quote.add_argument("--json", action="store_true", help="print the stable JSON contract")
     _turn_option(quote)
+    from provenance_api.cli.trace import add_repeats
+
+    add_repeats(quote)
     quote.set_defaults(func=cmd_quote)
 
     from provenance_api.cli.explain import register as register_explain

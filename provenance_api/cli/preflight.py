@@ -1,4 +1,5 @@
-"""Before ``provenance trace`` asks for consent: is there a key, and does the endpoint answer?
+"""Before ``provenance trace`` asks for consent: is there a key, does the endpoint answer, and can the model do
+what the estimator needs?
 
 Two checks, no model call billed:
 
@@ -10,18 +11,49 @@ Two checks, no model call billed:
   refused the key. Listing models is free on every provider that has it.
 
 A failure is a ``ProviderError`` naming the setting or flag to fix (the command exits 1 without asking).
+
+Then, for a trace that relies on a capability the configuration can only assume — a self-hosted server's
+``/v1/completions`` echoing log-probabilities (``logprob``, ``both``, ``proxy``), or its chat answers carrying top
+log-probabilities (``expected``) — **one probe call** checks it (``providers.capabilities``): a few dozen tokens,
+made outside the trace's ledger, so never counted or billed in the trace. The gate then says what the probe found
+(``verify_scoring``, ``verify_top_logprobs``); a server that cannot do it is refused before consent
+(``refused_scoring``, ``refused_top_logprobs``: a ``ProviderError`` naming the flag, exit 1), and nothing of the
+trace is spent.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+import anyio
 import httpx
 
-from provenance_api.core.errors import ProviderAuthError, ProviderError, ProviderUnavailable
+from estimator.loo.logprob_cost import ScoringCapability
+from estimator.seams.llm import LLM
+from estimator.seams.scorer import Scorer
+from provenance_api.core.errors import ProviderAuthError, ProviderError, ProviderResponseInvalid, ProviderUnavailable
+from provenance_api.providers.capabilities import TopLogprobsCapability, probe_scoring, probe_top_logprobs
 
-__all__ = ["NO_KEY", "Endpoint", "check", "client_key", "endpoint_for"]
+if TYPE_CHECKING:
+    from provenance_api.operations.trace_plan import TraceDecision
+
+__all__ = [
+    "NO_KEY",
+    "SCORER_FIX",
+    "Endpoint",
+    "check",
+    "client_key",
+    "completions_scorer",
+    "endpoint_for",
+    "refused_scoring",
+    "refused_top_logprobs",
+    "verified",
+    "verify_scoring",
+    "verify_top_logprobs",
+]
 
 PREFLIGHT_TIMEOUT = 5.0
 NO_KEY = "no-key-given"  # sent to a self-hosted server when no key is configured (it may need none)
@@ -169,3 +201,87 @@ def _unreachable(endpoint: Endpoint, reason: str) -> ProviderError:
         field=endpoint.base_setting.split(" ", 1)[0],
         fix=fix,
     )
+
+
+# --------------------------------------------------------------------------- what the estimator needs, probed
+
+SCORER_FIX = (
+    "point --scorer-api-base (default: --api-base) at a server whose /v1/completions echoes log-probabilities "
+    "(llama.cpp's server, vLLM), or pass --local-model FILE.gguf, or use --estimator judged"
+)
+"""What to change when the scoring server cannot score: a probe found so, or every scoring call of a trace failed."""
+TOP_LOGPROBS_FIX = (
+    "use --estimator judged, or a judge that returns top log-probabilities (OpenAI or Azure chat completions, "
+    "vLLM, a llama.cpp server, --local-model)"
+)
+
+
+def verify_scoring(scorer: Scorer, capability: ScoringCapability) -> ScoringCapability:
+    """``capability`` checked by one probe call of ``scorer`` when it names a server this process cannot see
+    (``completions-echo``: a yes there is only assumed); unchanged otherwise."""
+    if not (capability.can_score and capability.how == "completions-echo"):
+        return capability
+    probed = anyio.run(probe_scoring, scorer)
+    return capability.verified(probed.ok, probed.found)
+
+
+def refused_scoring(capability: ScoringCapability, estimator: str, field: str) -> ProviderError:
+    """The refusal of a trace whose scoring server a probe found unable to score (exit 1, nothing spent)."""
+    return ProviderResponseInvalid(
+        f"--estimator {estimator} needs a scoring-capable model: {capability.reason}", field=field, fix=SCORER_FIX
+    )
+
+
+def verify_top_logprobs(llm: LLM, capability: TopLogprobsCapability) -> TopLogprobsCapability:
+    """``capability`` checked by one probe call of ``llm`` when it is assumed (unchanged otherwise). A provider
+    error of the probe is raised as it is: the command exits 1 naming its fix."""
+    if not (capability.offered and capability.assumed):
+        return capability
+    return capability.verified(anyio.run(probe_top_logprobs, llm))
+
+
+def refused_top_logprobs(capability: TopLogprobsCapability) -> ProviderError:
+    return ProviderResponseInvalid(
+        f"--estimator expected needs a judge that returns top log-probabilities: {capability.reason}",
+        field="--estimator",
+        fix=TOP_LOGPROBS_FIX,
+    )
+
+
+def completions_scorer(args: argparse.Namespace, model: str) -> Any:
+    """The scoring server's client: ``--scorer-api-base`` (under proxy), else ``--api-base``, as ``--scorer-model``
+    or the judge model's name (``local`` under proxy)."""
+    from provenance_api.providers.scorer_completions import CompletionsScorer
+
+    proxy = args.estimator == "proxy"
+    base = args.scorer_api_base if proxy else args.scorer_api_base or args.api_base
+    name = args.scorer_model or ("local" if proxy else model.split("/", 1)[-1])
+    return CompletionsScorer(name, base, args.api_key, timeout=max(args.timeout, 600.0))
+
+
+def verified(
+    args: argparse.Namespace, model: str, decision: TraceDecision
+) -> tuple[ScoringCapability, TopLogprobsCapability, ProviderError | None]:
+    """The gate's scoring and expected-digit capabilities, each checked by one probe call where the trace relies
+    on one the configuration can only assume; and the refusal to raise once the gate is shown,
+    when a probe found the server unable (None when it may run). Under proxy the scoring shown is the ranking's."""
+    from estimator.trace import needs_scorer
+
+    scoring = decision.scoring
+    if args.estimator == "proxy" and decision.ranking_quote is not None:
+        scoring = decision.ranking_quote.capability
+    expected, refusal = decision.expected, None
+    assert scoring is not None and expected is not None  # a trace, not a probe
+    if needs_scorer(args.estimator) and not args.local_model and decision.may_run:
+        scoring = verify_scoring(completions_scorer(args, model), scoring)
+        if not scoring.can_score:
+            field = "--scorer-api-base" if args.scorer_api_base or args.estimator == "proxy" else "--api-base"
+            refusal = refused_scoring(scoring, args.estimator, field)
+    if args.estimator == "expected" and not args.local_model and decision.may_run:
+        from provenance_api.providers.llm_litellm import LiteLLMClient
+
+        judge = LiteLLMClient(model, api_base=args.api_base, api_key=args.api_key, timeout=args.timeout)
+        expected = verify_top_logprobs(judge, expected)
+        if not expected.offered:
+            refusal = refused_top_logprobs(expected)
+    return scoring, expected, refusal

@@ -16,7 +16,7 @@ from estimator.corpus.turn import StoredTurn
 from estimator.corpus.units import Corpus
 from estimator.cost import CostQuote
 from estimator.free_tier.selection import Selection
-from estimator.results.models import TraceResultModel
+from estimator.results.models import SpreadModel, TraceResultModel
 from provenance_api.cli.style import Style, plural
 from provenance_api.core.glossary import GLOSSARY, diagnosis_label
 from provenance_api.core.glossary import label as term_label
@@ -141,6 +141,8 @@ def quote_text(quote: CostQuote, style: Style = PLAIN, selection: Selection | No
     parts = [f"round 1: {plan.round1}", f"round 2: {plan.round2}"]
     parts += [f"redundancy: {plan.redundancy}"] if plan.redundancy else []
     parts += [f"span checks: {plan.spans}"] + ([f"probe: {plan.probe}"] if plan.probe else [])
+    if plan.repeats > 1:  # rounds and redundancy count every sample
+        parts[-1] += f"; {term_label('repeats')} {plan.repeats}: each measurement {plan.repeats} times"
     lines = [sentence_line(selection, style).rstrip("\n")] if selection is not None else []
     lines += [
         f"Model             {quote.model}",
@@ -169,12 +171,24 @@ def calls_text(calls: CallCounts, cost_usd: float | None, *, saved: int = 0) -> 
         f"{calls.failed} failed · cost {_money(cost)}"
     )
     if saved:
-        line += f" ({plural(saved, 'measurement')} answered from this trace's memo)"
+        line += f" ({plural(saved, 'measurement')} reused within this trace)"
     return line
 
 
 def _num(x: float | None) -> str:
     return f"{x:+.2f}" if _known(x) else "n/a"
+
+
+def _spread(spread: SpreadModel | None) -> str:
+    """A score's samples as printed beside it: " · spread 6.00–8.00" (and how many gave no information);
+    "" for a single sample."""
+    if spread is None:
+        return ""
+    if not _known(spread.low):
+        return f" · {term_label('spread')}: no sample gave information"
+    blank = sum(1 for x in spread.samples if not _known(x))
+    missing = f", {blank} of {len(spread.samples)} without information" if blank else ""
+    return f" · {term_label('spread')} {spread.low:.2f}–{spread.high:.2f}{missing}"
 
 
 def _known(x: float | None) -> bool:
@@ -185,17 +199,28 @@ def _known(x: float | None) -> bool:
 def terms_used(result: TraceResultModel) -> list[str]:
     """The glossary keys of what a trace's text shows, in the order a reader meets them."""
     keys = ["action", "injection"] if result.target is not None else []
-    keys += ["gamma", "s_all", "s_none", "delta"]
+    keys += ["gamma", "s_all", "s_none", "delta"] + (["repeats"] if result.sampling else [])
+    spreads = [result.s_all_spread, *(x.spread for x in result.layers), *(s.spread for s in result.sources)]
+    if any(x is not None for x in spreads):
+        keys.append("spread")
     roles = {layer.role for layer in result.layers} | {s.role for s in result.sources if s.role}
     keys += [f"role.{r}" for r in ("grounds", "distractor", "irrelevant", "redundant") if r in roles]
     if any(_known(s.alone) for s in result.sources):
         keys.append("alone")
     supports = [s.support for s in result.sources if s.support is not None]
-    keys += [f"support.{v}" for v in ("supported", "contradicted", "silent") if any(x.verdict == v for x in supports)]
+    carries = {s.source_id for s in result.sources if s.role in ("grounds", "redundant")}
+    shown = [
+        "no_quote" if s.support.verdict == "silent" and s.source_id in carries else s.support.verdict
+        for s in result.sources
+        if s.support is not None
+    ]
+    keys += [f"support.{v}" for v in ("supported", "contradicted", "silent", "no_quote") if v in shown]
     if supports:
         keys.append("confidence")
     if any(x.downgraded for x in supports):
         keys.append("downgraded")
+    if result.disagreements:
+        keys.append("disagreement")
     keys += ["calls.planned", "calls.made", "calls.cached", "calls.billed", "calls.failed"]
     if result.calls.saved:
         keys.append("calls.saved")
@@ -230,18 +255,23 @@ def trace_text(corpus: Corpus, result: TraceResultModel, style: Style = PLAIN, *
     elif result.claim:
         out.insert(0, _labelled("Claim:", f'"{result.claim}"', style, pad=7))
     out.append(
-        f"Γ = {_num(result.gamma)}  (s(1) = {_num(result.s_all).lstrip('+')}, s(0) = {_num(result.s_none).lstrip('+')})"
+        f"Γ = {_num(result.gamma)}  (s(1) = {_num(result.s_all).lstrip('+')}{_spread(result.s_all_spread)}, "
+        f"s(0) = {_num(result.s_none).lstrip('+')}{_spread(result.s_none_spread)})"
     )
+    if result.sampling:  # absent in results stored before repeats existed
+        out.append(_wrap(f"Sampling: {result.sampling}", "  ").lstrip())
     if result.diagnosis:
         out.append(f"Diagnosis: {diagnosis_label(result.diagnosis)}")
     if result.round2_skipped_reason:
         out.append(_wrap(result.round2_skipped_reason, "  "))
     out += [_wrap("Redundancy: " + text, "  ") for text in result.redundancy]
+    out += [style.warn(_wrap(f"Disagreement ({d.subject}): {d.text}", "  ")) for d in result.disagreements]
     out.append("")
     for layer in result.layers:
         out.append(
             style.bold(f"{layer.layer.value}  Δ {_num(layer.delta)}  {term_label(f'role.{layer.role}')}")
             + ("  (no information)" if layer.no_information else "")
+            + (f"  without it {_num(layer.s_without).lstrip('+')}{_spread(layer.spread)}" if layer.spread else "")
         )
         for src in (s for s in result.sources if s.layer == layer.layer):
             role_label = term_label(f"role.{src.role}") if src.role else ""
@@ -249,10 +279,14 @@ def trace_text(corpus: Corpus, result: TraceResultModel, style: Style = PLAIN, *
             if _known(src.alone):  # measured alone
                 role = f" {role_label}" if not _known(src.delta) and src.role else ""
                 delta += f"  alone {_num(src.alone).lstrip('+')}{role}"
+            if src.spread is not None:
+                delta += f"  without it {_num(src.s_without).lstrip('+')}{_spread(src.spread)}"
             out.append(f"  {src.source_id} {src.label}{delta}")
             sup = src.support
             if sup is not None:
                 words = term_label(f"support.{sup.verdict}", instructions=src.layer.value == "instructions")
+                if sup.verdict == "silent" and src.role in ("grounds", "redundant"):
+                    words = term_label("support.no_quote")  # it carries the claim: never "says nothing" beside it
                 if sup.quote:
                     span = (
                         f"line {sup.line_start}"

@@ -11,8 +11,10 @@ asks, and calls ``run_trace``.
 leaves the machine.
 
 Before the consent prompt the key and the endpoint are checked (``cli.preflight``): a missing key or an
-endpoint that does not answer exits 1 with the setting to fix, and nothing is asked or spent. A trace whose
-every call failed exits 1 too. Repeated judgements are answered from the judgement cache in the data
+endpoint that does not answer exits 1 with the setting to fix, and nothing is asked or spent; so does a scoring
+server (or a judge, for ``expected``) that one probe call finds unable to do what the estimator needs. A trace
+that measured nothing (``estimator.trace_failure``: every call failed, or every call of one of its scalars) exits
+1 too, with the cause and the setting to fix. Repeated judgements are answered from the judgement cache in the data
 directory (``--no-cache`` to bypass), and every trace is logged there (``--no-log`` or ``PROVENANCE_NO_LOG=1``
 not to): ``provenance traces`` lists them, and the service's viewer shows them.
 """
@@ -32,7 +34,37 @@ from provenance_api.cli.style import Progress, Style
 from provenance_api.core.errors import InvalidInput
 
 if TYPE_CHECKING:
+    from estimator.params import Params
     from estimator.results.proxy import ProxyQuoteModel
+    from estimator.trace_failure import TraceFailure
+
+
+def add_repeats(parser: Any) -> None:
+    """``--repeats K``, on trace and on quote (which prices it)."""
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        metavar="K",
+        help="measure each mask K times (1-9, default 1): the score is the median, its spread is shown; "
+        "every sample is a model call the quote prices",
+    )
+
+
+def method_params(args: argparse.Namespace) -> Params:
+    """The method's params for a trace or quote from the command line: the defaults with ``--repeats``."""
+    from pydantic import ValidationError
+
+    from estimator.params import DEFAULT_PARAMS, MAX_REPEATS
+
+    try:
+        return DEFAULT_PARAMS.override({"repeats": getattr(args, "repeats", 1)})
+    except ValidationError:
+        raise InvalidInput(
+            f"--repeats {args.repeats}: a measurement takes 1 to {MAX_REPEATS} samples",
+            field="--repeats",
+            fix=f"give a whole number from 1 to {MAX_REPEATS} (1: a single sample, the default)",
+        ) from None
 
 
 def register(sub: Any) -> None:
@@ -86,6 +118,7 @@ def register(sub: Any) -> None:
         metavar="N",
         help="with a conversation log: which turn (0 the first, -1 the last; default the last)",
     )
+    add_repeats(trace)
     trace.set_defaults(func=cmd_trace)
 
 
@@ -107,17 +140,21 @@ class Backends:
     local: Any | None = None
 
 
-def _failed(args: argparse.Namespace, failure: str, error: BaseException | None, style: Style) -> int:
-    """Report a trace whose every call failed: the cause and the setting to fix (by the type of the last
-    provider error, ``trace_plan.failure_fix``), exit status 1."""
+def _failed(args: argparse.Namespace, failure: TraceFailure, style: Style) -> int:
+    """Report a trace that measured nothing (``estimator.trace_failure``, the service's rule too): the cause and
+    the setting to fix — the scoring server's when its calls failed, the judge's by the type of its last provider
+    error (``trace_plan.failure_fix``) — exit status 1, never a result."""
+    from provenance_api.cli.preflight import SCORER_FIX
     from provenance_api.operations.trace_plan import failure_fix
 
-    fix = failure_fix(error, api_base=args.api_base).fix
+    fixes = [SCORER_FIX] if failure.scorer else []
+    if failure.judge or not failure.scorer:
+        fixes.append(failure_fix(failure.error, api_base=args.api_base).fix)
+    fix = "; ".join(fixes)
     if args.json:
-        sys.stdout.write(
-            json.dumps({"status": "failed", "error": failure, "fix": fix}, indent=2, ensure_ascii=False) + "\n"
-        )
-    sys.stderr.write(f"provenance: {style.bad('trace failed')}: {failure}\n  fix: {fix}\n")
+        doc = {"status": "failed", "error": failure.reason, "fix": fix}
+        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    sys.stderr.write(f"provenance: {style.bad('trace failed')}: {failure.reason}\n  fix: {fix}\n")
     return 1
 
 
@@ -127,12 +164,9 @@ def _proxy_backends(args: argparse.Namespace, model: str) -> Backends:
 
     llm = LiteLLMClient(model, api_base=args.api_base, api_key=args.api_key, timeout=args.timeout)
     if not args.local_model:
-        from provenance_api.providers.scorer_completions import CompletionsScorer
+        from provenance_api.cli.preflight import completions_scorer
 
-        name = args.scorer_model or "local"
-        return Backends(
-            llm, CompletionsScorer(name, args.scorer_api_base, args.api_key, timeout=max(args.timeout, 600.0)), model
-        )
+        return Backends(llm, completions_scorer(args, model), model)
     from provenance_api.providers.scorer_llamacpp import LlamaCppScorer, LocalModel, LocalModelUnavailable
 
     try:
@@ -175,17 +209,11 @@ def make_backends(args: argparse.Namespace, model: str, needs_scorer: bool) -> B
                 fix="pass a GGUF file; scripts/local-model.sh path prints the built one",
             ) from exc
         return Backends(LlamaCppLLM(local), LlamaCppScorer(local), local.name, local)
+    from provenance_api.cli.preflight import completions_scorer
     from provenance_api.providers.llm_litellm import LiteLLMClient
 
     llm = LiteLLMClient(model, api_base=args.api_base, api_key=args.api_key, timeout=args.timeout)
-    scorer = None
-    if needs_scorer:
-        from provenance_api.providers.scorer_completions import CompletionsScorer
-
-        base = args.scorer_api_base or args.api_base
-        name = args.scorer_model or model.split("/", 1)[-1]
-        scorer = CompletionsScorer(name, base, args.api_key, timeout=max(args.timeout, 600.0))
-    return Backends(llm, scorer, model)
+    return Backends(llm, completions_scorer(args, model) if needs_scorer else None, model)
 
 
 def _preflight(args: argparse.Namespace, model: str, scorer_needed: bool) -> str | None:
@@ -207,9 +235,10 @@ def cmd_trace(args: argparse.Namespace) -> int:
     from estimator.actions.trace import trace_action
     from estimator.audit.declared import audit_trace
     from estimator.ledger import CallLedger
-    from estimator.params import DEFAULT_PARAMS
     from estimator.results.trace import ProgressEvent
     from estimator.trace import needs_scorer, run_trace
+    from estimator.trace_failure import ScoringTally, failed_trace
+    from provenance_api.cli import preflight as preflight_checks
     from provenance_api.cli import render_text
     from provenance_api.cli.trace_log import TraceLog
     from provenance_api.cli.turn_input import load_turn
@@ -218,27 +247,32 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
     err_style = Style.for_stream(sys.stderr, args.no_color)
     out_style = Style.for_stream(sys.stdout, args.no_color)
+    params = method_params(args)  # --repeats
     turn = load_turn(args.file, args.turn)
     proxy = args.estimator == "proxy"  # a hosted judge confirms what the local model ranked
     surface = trace_plan.cli_surface(
         local_model=bool(args.local_model), api_base=args.api_base, scorer_api_base=args.scorer_api_base
     )
-    decision = trace_plan.decide(turn, args.sentence, args.estimator, args.model, surface=surface)
+    decision = trace_plan.decide(turn, args.sentence, args.estimator, args.model, surface=surface, params=params)
     selection, quote, model = decision.selection, decision.quote, decision.model
     corpus = decision.corpus  # the turn's, or what the agent had seen when it made the action
     scorer_needed = needs_scorer(args.estimator)
     args.api_key = _preflight(args, model, scorer_needed)
-    capability, scoring, expected = decision.scoring, decision.scoring_quote, decision.expected
-    assert capability is not None and scoring is not None and expected is not None  # a trace, not a probe
+    scoring = decision.scoring_quote
+    assert scoring is not None  # a trace, not a probe
+    # the capabilities the gate shows, each checked by a probe call where a yes is only assumed
+    capability, expected, refused = preflight_checks.verified(args, model, decision)
     sys.stderr.write(render_text.quote_text(quote, err_style, selection))
-    sys.stderr.write(f"Can score         {'yes' if capability.can_score else 'no'} ({capability.reason})\n")
+    sys.stderr.write(f"Can score         {capability.word} ({capability.reason})\n")
     if capability.can_score:
         sys.stderr.write(
             f"Scoring calls     {scoring.scoring_calls} prompt-only (~{scoring.prompt_tokens:,} "
             "input tokens, no output)\n"
         )
-    sys.stderr.write(f"Expected digit    {'yes' if expected.offered else 'no'} ({expected.reason})\n")
+    sys.stderr.write(f"Expected digit    {expected.word} ({expected.reason})\n")
     decision.require()
+    if refused is not None:
+        raise refused
     if decision.proxy is not None:
         sys.stderr.write(_proxy_quote_text(decision.proxy))
     planned = decision.planned
@@ -250,20 +284,19 @@ def cmd_trace(args: argparse.Namespace) -> int:
         )
 
     progress_line = Progress.for_stream(sys.stderr, args.no_color)
-    ledger = CallLedger(planned=planned, concurrency=DEFAULT_PARAMS.concurrency)
+    ledger = CallLedger(planned=planned, concurrency=params.concurrency)
 
     def progress(event: ProgressEvent) -> None:
-        counts = (
-            f"{ledger.made} made · {ledger.cached} cached · {ledger.failed} failed of {event.calls_planned} planned"
-        )
+        counts = f"{ledger.made} made · {ledger.cached} cached · {ledger.failed} failed of {event.planned} planned"
         progress_line.update(event.round, counts, event.message)
 
     backends = make_backends(args, model, scorer_needed)
-    log = TraceLog.open(args, turn, selection, quote, model, planned, err_style)
+    log = TraceLog.open(args, turn, selection, quote, model, planned, err_style, params=params)
     llm = log.cached(backends.llm, args) if backends.local is None or proxy else backends.llm
+    scorer = None if backends.scorer is None else ScoringTally(backends.scorer)  # what its calls gave
     query = turn.effective_query()
 
-    async def work() -> tuple[Any, str | None]:
+    async def work() -> tuple[Any, TraceFailure | None]:
         """Log the start, trace, log the end — in one event loop (the database's)."""
         await log.start()
         try:
@@ -274,7 +307,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
                     decision.corpus,
                     decision.action,
                     llm=llm,
-                    scorer=backends.scorer,
+                    scorer=scorer,
+                    params=params,
                     tokenizer=free_tier.tokenizer(),
                     on_progress=progress,
                     ledger=ledger,
@@ -286,7 +320,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
                     query,
                     corpus,
                     llm=llm,
-                    scorer=backends.scorer,
+                    scorer=scorer,
+                    params=params,
                     tokenizer=free_tier.tokenizer(),
                     on_progress=progress,
                     ledger=ledger,
@@ -295,11 +330,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
             with anyio.CancelScope(shield=True):
                 await log.finish(ledger, None, f"stopped: {type(exc).__name__}", query, corpus.digest, interrupted=True)
             raise
-        failure = ledger.failure()
+        failure = failed_trace(ledger, scorer)  # the one rule (every estimator): a trace that measured nothing failed
         declared = None if decision.action is not None else audit_trace(selection.text, corpus, outcome.result)
         stored = None if failure is not None else outcome.to_model(declared=declared)
         progress_line.done()
-        await log.finish(ledger, stored, failure, query, corpus.digest)
+        await log.finish(ledger, stored, None if failure is None else failure.reason, query, corpus.digest)
         return outcome, failure
 
     try:
@@ -309,7 +344,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         if backends.local is not None:
             backends.local.close()
     if failure is not None:  # the service marks the same run failed: a failure is never shown as a result
-        return _failed(args, failure, ledger.last_exception, err_style)
+        return _failed(args, failure, err_style)
     result = outcome.result  # the JSON contract (model_dump): printed as is (--json) or rendered
     if outcome.logprob is not None and outcome.agreement is not None:
         agree = outcome.agreement

@@ -18,7 +18,7 @@ from estimator.corpus.turn import StoredTurn
 from estimator.cost import CostQuote
 from estimator.free_tier.selection import Selection
 from estimator.ledger import CallLedger
-from estimator.params import DEFAULT_PARAMS
+from estimator.params import DEFAULT_PARAMS, Params
 from estimator.results.models import TraceJobResult
 from estimator.seams.llm import LLM
 from provenance_api.cli.settings import load_settings
@@ -63,6 +63,7 @@ class TraceLog:
         model: str,
         planned: int,
         style: Style,
+        params: Params = DEFAULT_PARAMS,
     ) -> TraceLog:
         settings = load_settings()
         trace = (
@@ -74,7 +75,7 @@ class TraceLog:
                 claim=selection.text,
                 segment_id=selection.segment_id,
                 model=model,
-                params=DEFAULT_PARAMS,
+                params=params,
                 quote=quote,
                 estimator=args.estimator,
                 planned=planned,

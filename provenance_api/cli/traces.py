@@ -1,10 +1,10 @@
 """``provenance traces``: the log of past traces ``provenance trace`` ran, read from the service's storage.
 
-``provenance traces`` lists them newest first (id, date, verdict, model, calls, cost, claim): on a
-terminal as aligned columns under a header, claims cut to fit; redirected, one tab-separated line per
-trace with nothing cut (as ``gh`` does). ``--all`` adds the traces the service ran. ``provenance traces
-show ID`` prints one as ``provenance trace`` printed it. ``--json`` gives the trace list's items
-(``GET /v1/traces``) and the trace itself (``GET /v1/traces/{id}``).
+``provenance traces`` lists them newest first (id, date, verdict, model, calls, cost, claim) under a header
+row naming the columns: on a terminal as aligned columns, claims cut to fit; redirected, as tab-separated
+lines with nothing cut, the header first (``tail -n +2`` skips it). ``--all`` adds the traces the service
+ran. ``provenance traces show ID`` prints one as ``provenance trace`` printed it. ``--json`` gives the trace
+list's items (``GET /v1/traces``) and the trace itself (``GET /v1/traces/{id}``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,10 @@ from provenance_api.cli.settings import load_settings, with_db
 from provenance_api.cli.style import Style, plural
 from provenance_api.core.schemas import TraceSummary
 
-__all__ = ["register"]
+__all__ = ["HEADER", "register"]
+
+HEADER = ("ID", "DATE (UTC)", "VERDICT", "MODEL", "CALLS", "COST", "CLAIM")
+"""The columns of the list, named in its header row; CALLS in the call account's words (made, cached, failed)."""
 
 
 def register(sub: Any) -> None:
@@ -65,6 +68,7 @@ def cmd_traces(args: argparse.Namespace) -> int:
     if sys.stdout.isatty():
         sys.stdout.write(_table(items, Style.for_stream(sys.stdout, args.no_color)))
     else:
+        sys.stdout.write("\t".join(HEADER) + "\n")
         for i in items:
             sys.stdout.write("\t".join(_cells(i)) + "\n")
     if not items and sys.stderr.isatty():
@@ -88,7 +92,7 @@ def _cells(item: TraceSummary) -> list[str]:
 
 
 def _table(items: list[TraceSummary], style: Style) -> str:
-    head = ["ID", "DATE (UTC)", "VERDICT", "MODEL", "CALLS", "COST", "CLAIM"]
+    head = list(HEADER)
     rows = [_cells(i) for i in items]
     widths = [max([len(head[k])] + [len(r[k]) for r in rows]) for k in range(len(head) - 1)]
     room = max(20, shutil.get_terminal_size().columns - sum(widths) - 2 * (len(widths)))

@@ -34,8 +34,6 @@ def _stored_turn_shape(path: Path) -> bool:
 
 def load_turn(path: str | Path, turn: int | None = None) -> StoredTurn:
     """The turn to work on (see the module docstring); a clear error naming ``FILE`` or ``--turn`` otherwise."""
-    from provenance_api.operations.imports import file_items
-
     p = Path(path)
     if not p.is_file():
         raise InvalidInput(f"no such file: {p}", field="FILE", fix="pass a stored-turn JSON file or a conversation log")
@@ -47,6 +45,8 @@ def load_turn(path: str | Path, turn: int | None = None) -> StoredTurn:
                 fix="leave out --turn, or pass a conversation log",
             )
         return load_turn_file(p)
+    from provenance_api.operations.imports import file_items  # the storage layer's import: only for a log
+
     items = list(file_items(p))
     readable = [i for i in items if i.problem is None]
     if not readable:

@@ -3,7 +3,9 @@
 The viewer shows ``short`` beside a number and ``detail`` one click away; the command line prints
 ``short`` where a number appears and ``provenance explain [TERM]`` prints both; ``GET /v1/glossary``
 serves them. Keys name the JSON fields they explain (``gamma``, ``role.grounds``, ``calls.cached``, …):
-every role, verdict and span-check label the estimator can return has one (a test holds this).
+every role, verdict and span-check label the estimator can return has one (a test holds this), and so do the
+states of a job, a sentence, a probe and a declared credit and each parameter of ``Params`` (``params.<name>``),
+whose words are in ``glossary_words``.
 
 A term's ``label`` is the word shown in place of the value it explains (a verdict's title, a role beside a
 drop, what a source says): the viewer and the command line take these words from here, and the words for
@@ -23,7 +25,9 @@ from estimator.loo.labels import (
     VERDICT_LABELS,
 )
 from estimator.params import DEFAULT_PARAMS as _P
+from estimator.params import Params
 from estimator.proxy.confirm import DEFAULT_PROXY_PARAMS as _PP
+from provenance_api.core.glossary_words import PARAM_WORDS, STATE_TERMS, param_bounds
 
 __all__ = ["GLOSSARY", "GlossaryOut", "Term", "diagnosis_label", "find", "glossary_out", "label", "short"]
 
@@ -129,6 +133,38 @@ _TERMS: tuple[Term, ...] = (
        itself, and is marked redundant.""",
     ),
     _t(
+        "repeats",
+        "repeats",
+        "Samples per measurement: each score is the median of this many calls (default 1: its spread is unknown).",
+        """A hosted judge is noisy: asked the same question twice it may answer 6, then 8. With repeats k
+       (--repeats k on provenance trace and quote, repeats on the API) every measurement of rounds 1 and 2
+       and of redundancy resolution is made k times, each a real call, priced by the quote and counted by
+       the plan; the score is the median of the samples and their spread is shown beside it. Span checks
+       are made once. With the default, 1, a single sample was taken and how much a score would vary
+       between calls is unknown. A judgement cache never answers a repeat with the first sample's
+       answer. MAX_CALLS bounds each sample: a trace with repeats k may make up to k × MAX_CALLS calls,
+       all of them in the quote before it runs.""",
+    ),
+    _t(
+        "spread",
+        "spread",
+        "The lowest and highest of a score's samples (repeats): how far the judge's answers varied.",
+        """With repeats k > 1 each measurement keeps its k samples (null: a sample that gave no information)
+       and their lowest and highest; the score used is their median. A wide spread beside a small drop
+       means the drop is within the judge's own noise. Absent when a single sample was taken.""",
+    ),
+    _t(
+        "disagreement",
+        "the judge's answers disagree",
+        "Two measurements of this trace cannot both be true; the verdict is hedged or withheld.",
+        """A noisy judge can answer the masks of one trace inconsistently. Four cases are named, with their
+       numbers: removing a part lowers the score by more than removing the whole context (Δ > Γ + τ);
+       a distractor that still carries the claim kept alone; a source that carries the claim alone where
+       the span check found nothing; a context that carries the claim while no layer's removal lowers it.
+       The first downgrades a "model's own knowledge" verdict to no information; the others between scores
+       hedge the verdict's text. Measuring each mask several times (repeats) settles most of them.""",
+    ),
+    _t(
         "tau",
         "τ",
         f"The smallest drop counted as real (default {_P.tau:g} on the judge's 1–9 scale); smaller moves are noise.",
@@ -141,7 +177,8 @@ _TERMS: tuple[Term, ...] = (
         "τΓ",
         f"The smallest Γ counted as the context mattering (default {_P.tau_gamma:g}); below it, the model knew it.",
         """When Γ < τΓ the claim is about as likely without any source as with all of them: the verdict is
-       internal knowledge and no source is credited, whatever its own drop.""",
+       internal knowledge and no source is credited — unless a part's drop exceeds Γ by more than τ, which
+       contradicts it: then the judge's answers disagree and no verdict is stated.""",
     ),
     # ------------------------------------------------------------------ roles
     _t(
@@ -228,6 +265,18 @@ _TERMS: tuple[Term, ...] = (
         """Neither stated nor contradicted. A supported or contradicted answer whose quote could not be found
        in the source twice is also shown as silent, marked downgraded.""",
         instruction_label=INSTRUCTION_SUPPORT_LABELS["silent"],
+    ),
+    _t(
+        "support.no_quote",
+        "the span check found no quote",
+        "It carries the claim by measurement, but the span check found no line of it that states the claim.",
+        """Shown instead of the silent label on a source the measurement says carries the claim — its removal
+       lowers the score by at least τ (grounds), or kept alone it keeps the score (redundant) — so the card never
+       says both "carries the claim" and "says nothing about it". The drop or the score kept alone is the
+       evidence; the span check only looks for a verbatim quote, and finds none when the source says it in
+       other words, when the value is computed or spread over several lines, or when the judge's quote could
+       not be found in the source (downgraded). Compare the sentence with the source by hand.""",
+        instruction_label="the span check found no instruction to quote",
     ),
     _t(
         "confidence",
@@ -334,10 +383,11 @@ _TERMS: tuple[Term, ...] = (
     ),
     _t(
         "calls.saved",
-        "repeats reused",
-        "Measurements this trace had already made, reused instead of asked again: not calls, never billed.",
-        """Two rounds sometimes ask the same question (the same sources removed); the second is answered
-       from the trace's own memo. It is never a call, never billed, and not part of made or cached.""",
+        "reused",
+        "Measurements reused within this trace: asked before in the same trace, so not calls, never billed.",
+        """Two rounds sometimes ask the same question (the same sources removed); the second reuses the
+       answer this trace already has (its own record of what it measured). It is never a call, never billed, and
+       not part of made or cached (the judgement cache, which keeps answers across traces, is cached).""",
     ),
     # ------------------------------------------------------------------ warnings
     _t(
@@ -484,6 +534,17 @@ _TERMS: tuple[Term, ...] = (
        left no text is not a source and is listed as excluded, with its reason. With
        params.failed_calls_as_sources=false every failed call is excluded, as the paper's Algorithm 1 does.""",
     ),
+    _t(
+        "instructions_rule",
+        "instructions rule",
+        "A source that is one rule (section) of the agent's system prompt, with its lines in the prompt.",
+        """The system prompt is split where its author structured it (headings, list items, paragraphs) and each
+       part is a source of the instructions layer, labelled instructions §N "heading" · prompt lines a–b, so a
+       trace names the rule that directs a sentence; line n of its text is line a + n − 1 of the prompt. Small
+       neighbouring sections are merged (at most two thirds of MAX_SOURCES rules) and a section larger than the
+       scoring window is split between its items. With params.instructions_as_rules=false the prompt is one source,
+       as the paper's Algorithm 1 keeps it.""",
+    ),
     # ------------------------------------------------------------------ actions (what the agent did)
     _t(
         "action",
@@ -579,6 +640,23 @@ _TERMS: tuple[Term, ...] = (
        unread).""",
     ),
 )
+
+
+def _more_terms(known: tuple[Term, ...]) -> tuple[Term, ...]:
+    """The states of a job, a sentence, a probe and a declared credit, and each parameter of ``Params`` not
+    explained above under its own name (``glossary_words``), its default and range read from ``Params``."""
+    keys = {t.key for t in known}
+    states = tuple(_t(*row) for row in STATE_TERMS)
+    params = tuple(
+        _t(f"params.{name}", name, short_text, f"{detail} {param_bounds(field)}.")
+        for name, field in Params.model_fields.items()
+        if name not in keys and name in PARAM_WORDS
+        for short_text, detail in (PARAM_WORDS[name],)
+    )
+    return states + params
+
+
+_TERMS += _more_terms(_TERMS)
 
 GLOSSARY: dict[str, Term] = {term.key: term for term in _TERMS}
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from estimator.audit.answer_gate import Decision, Rule
 from estimator.corpus.turn import StoredTurn
 from estimator.loo.logprob_cost import EstimatorChoice
+from estimator.params import MAX_REPEATS
 from estimator.results.models import (
     DeclaredAuditModel,
     ProbeResultModel,
@@ -263,6 +264,27 @@ def _selected(sentence: str | None, target: TargetIn | None) -> str | None:
     return target.action if target is not None else sentence
 
 
+REPEATS_DESCRIPTION = (
+    f"Samples per measurement, 1 to {MAX_REPEATS} (params.repeats; default 1): each measurement of rounds 1 and 2 "
+    "and of redundancy resolution is made this many times, every sample a model call the quote prices and the "
+    "plan counts; the score is their median and their spread is in the result. Span checks are made once."
+)
+
+
+def _with_repeats(params: ParamsOverride | None, repeats: int | None) -> ParamsOverride | None:
+    """A request's params with its ``repeats`` (a 422 naming repeats when params.repeats says otherwise)."""
+    if repeats is None:
+        return params
+    said = (params or {}).get("repeats", repeats)
+    if said != repeats:
+        raise InvalidInput(
+            f"repeats={repeats} and params.repeats={said!r} disagree",
+            field="repeats",
+            fix="send repeats or params.repeats, not both",
+        )
+    return {**(params or {}), "repeats": repeats}
+
+
 class QuoteIn(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -297,6 +319,11 @@ class QuoteIn(BaseModel):
     probe: StrictBool = False  # JSON true or false only: "yes", 1 or "true" is refused
     params: ParamsOverride | None = Field(None, description=PARAMS_DESCRIPTION)
     estimator: EstimatorChoice = Field("judged", description=ESTIMATOR_DESCRIPTION)
+    repeats: int | None = Field(None, ge=1, le=MAX_REPEATS, description=REPEATS_DESCRIPTION)
+
+    def overrides(self) -> ParamsOverride | None:
+        """``params`` with ``repeats`` folded in: what the quote is made with."""
+        return _with_repeats(self.params, self.repeats)
 
     def selected(self) -> str:
         """The sentence, its segment id, or the action's id; a 422 naming the field when neither is sent."""
@@ -384,6 +411,13 @@ class TraceIn(BaseModel):
     probe: StrictBool = False  # JSON true or false only: "yes", 1 or "true" is refused
     params: ParamsOverride | None = Field(None, description=PARAMS_DESCRIPTION)
     estimator: EstimatorChoice | None = Field(None, description=ESTIMATOR_DESCRIPTION + " By quote_id: the quote's.")
+    repeats: int | None = Field(
+        None, ge=1, le=MAX_REPEATS, description=REPEATS_DESCRIPTION + " By quote_id: the quote's."
+    )
+
+    def overrides(self) -> ParamsOverride | None:
+        """The inline form's ``params`` with ``repeats`` folded in: what its quote is made with."""
+        return _with_repeats(self.params, self.repeats)
 
     def by_quote(self) -> bool:
         """True for the {quote_id} form; raise InvalidInput naming the field when neither form is complete."""
@@ -395,7 +429,7 @@ class TraceIn(BaseModel):
         if self.quote_id is not None:
             extra = (
                 [k for k, v in inline.items() if v is not None]
-                + [k for k in ("model", "params", "estimator") if getattr(self, k) is not None]
+                + [k for k in ("model", "params", "estimator", "repeats") if getattr(self, k) is not None]
                 + (["probe"] if self.probe else [])
             )
             if extra:
@@ -503,11 +537,9 @@ class ProgressOut(_Out):
 
     trace_id: str
     status: JobStatus
-    calls_done: int = Field(description="calls made so far (sent to the provider, failed ones included)")
-    calls_planned: int
-    calls_billed: int
-    calls_cached: int = Field(0, description="measurements answered from the judgement cache so far ($0)")
-    calls_failed: int = Field(0, description="sent calls that failed so far")
+    calls: JobCalls = Field(
+        description="the calls so far in the words of the job's own calls: planned, made, cached, billed, failed"
+    )
     round: str | None
     message: str | None
     layer_scores: dict[str, float | None]

@@ -18,7 +18,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from provenance_api.importers import agentdojo, anthropic, langchain, openai_chat, openai_responses, otel, pydantic_ai
+from provenance_api.importers import (
+    agentdojo,
+    anthropic,
+    langchain,
+    openai_chat,
+    openai_responses,
+    otel,
+    pydantic_ai,
+    turn_files,
+)
 from provenance_api.importers.common import (
     ImportIssue,
     ImportResult,
@@ -144,5 +153,7 @@ def import_conversation(obj: Any, format: str | None = None, *, conversation_id:
     not read) or read differently (a return that answers no call, kept in the history only)."""
     if not conversation_id or len(conversation_id) > MAX_CONVERSATION_ID:
         raise ValueError(f"conversation_id must be 1–{MAX_CONVERSATION_ID} characters")
+    if not format and turn_files.is_stored_turns(obj):  # the CLI's own turn shape: kept whole, not re-split
+        return turn_files.import_stored_turns(obj)
     name = normalize_format(format) if format else detect_format(obj)
     return IMPORTERS[name](obj, conversation_id)

@@ -11,7 +11,9 @@ Progress events (round, the latest message, partial layer scores) are kept live 
 stream and written with the next call. On startup, jobs left ``queued``/``running`` by a dead
 process become ``interrupted``, settled from their call log: a call in flight when the process died
 counts as billed at its counted cost (``crud_calls.settle_interrupted``). Only a finished trace writes a
-result; a failed or interrupted job never has one.
+result; a failed or interrupted job never has one. A trace that measured nothing ends ``failed`` by the one rule
+every estimator shares (``estimator.trace_failure``; the scorer's calls are counted by its ``ScoringTally``), its
+reason the cause and the setting to fix (``failed_reason``).
 
 ``JobRunner`` is the protocol; ``InProcessJobRunner`` runs jobs as tasks of the service's event
 loop, at most ``max_running`` at once (a distributed runner can stand behind the same protocol).
@@ -43,7 +45,8 @@ from estimator.results.trace import ProgressEvent
 from estimator.seams.llm import LLM, LLMRequest, Usage
 from estimator.seams.scorer import Scorer
 from estimator.trace import TraceOutcome, needs_scorer, run_trace
-from provenance_api.core.errors import ProvenanceError
+from estimator.trace_failure import ScoringTally, TraceFailure, failed_trace
+from provenance_api.core.errors import ProvenanceError, ProviderError
 from provenance_api.core.observability import Metrics, log_fields, redact, trace_id_var
 from provenance_api.core.settings import OtlpTarget
 from provenance_api.providers import free_tier
@@ -178,6 +181,32 @@ class TraceContext:
     scorer_factory: ScorerFactory | None = None
     pricing: Pricing | None = None  # the judge's price, for settling the money budget at the billed cost
     otlp: OtlpTarget | None = None  # where a finished job's OpenTelemetry spans go (jobs.trace_spans); None: nowhere
+
+
+SCORER_FIX = (
+    "use estimator judged, or have the operator point PROVENANCE_SCORER_API_BASE at a server whose "
+    "/v1/completions echoes log-probabilities (llama.cpp's server, vLLM), or run serve --local-model"
+)
+JUDGE_FIXES = {
+    "key": "the judge's provider refused the operator's key: the operator sets PROVENANCE_JUDGE_API_KEY (or the "
+    "provider's variable)",
+    "endpoint": "the judge's provider did not answer: retry later, or have the operator check "
+    "PROVENANCE_JUDGE_API_BASE (or the provider's variable)",
+}
+JUDGE_FIX = "retry later, or choose another model; the error above is the provider's own"
+
+
+def failed_reason(failure: TraceFailure) -> str:
+    """A failed trace's reason as a tenant reads it: the cause (scrubbed of secrets, the last error shortened)
+    and the setting to fix, by whose calls failed — the scorer's, or the judge's by its error's type."""
+    fixes: list[str] = []
+    if failure.scorer:
+        fixes.append(SCORER_FIX)
+    if failure.judge or not failure.scorer:
+        setting = failure.error.setting if isinstance(failure.error, ProviderError) else None
+        fixes.append(JUDGE_FIXES.get(setting or "", JUDGE_FIX))
+    fix = " — fix: " + "; ".join(fixes)
+    return redact(failure.reason)[: 800 - len(fix)] + fix
 
 
 def _digest(text: str) -> str:
@@ -348,7 +377,7 @@ async def _execute(ctx: TraceContext, job: JobRecord, meter: _Meter) -> str:
         if needs_scorer(estimator):
             if ctx.scorer_factory is None:
                 raise ProvenanceError(f"estimator {estimator!r} needs a scorer and this service has none")
-            scorer = ctx.scorer_factory(job.model)
+            scorer = ScoringTally(ctx.scorer_factory(job.model))  # what its calls gave: the failure rule reads it
     llm = ctx.llm_factory(job.model, ctx.api_base)
     if isinstance(llm, CachingLLM):  # cached judgements answer this tenant only (unless the operator shares them)
         llm = llm.for_tenant(job.tenant, job.turn_id)
@@ -356,10 +385,9 @@ async def _execute(ctx: TraceContext, job: JobRecord, meter: _Meter) -> str:
     done = await work(_Run(job, llm, ledger, corpus, query, params, on_progress, estimator, scorer, record.turn))
     final = meter.snapshot()
     await _keep_calls(ctx, meter)
-    failure = ledger.failure()
+    failure = failed_trace(ledger, scorer)  # the one rule (every estimator): a trace that measured nothing failed
     if failure is not None:
-        reason = redact(failure)[:400]
-        await crud_traces.finish_unsuccessful(ctx.db, job.id, "failed", reason, final)
+        await crud_traces.finish_unsuccessful(ctx.db, job.id, "failed", failed_reason(failure), final)
         return "failed"
     ctx.metrics.cache_hits.labels("memo").inc(ledger.saved)
     audit = crud_traces.ResultAudit(

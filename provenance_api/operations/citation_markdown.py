@@ -1,17 +1,25 @@
 """A trace as a Markdown citation block: what to paste into a pull request or an audit ticket.
 
-The claim as a blockquote, the verdict in words, the sources that carry it with their verified quotes and line
-ranges, then how it was measured: the judge model, the estimator, the calls (planned, made, cached, billed,
-failed), the cost, the prompt versions, the trace id and its date. Every number says its unit and what it means.
-A trace that did not succeed says so and why; it never shows a verdict it does not have.
+The claim as a blockquote, the verdict in words, every source that carries it — its drop, or for a source that
+carries the claim alone (redundant) its score kept alone against s(1) — with its verified quote and line range,
+then how it was measured: the judge model, the estimator, the calls (planned, made, cached, billed, failed), the
+cost, the prompt versions, the trace id and its date. Every number says its unit and what it means. A trace that
+did not succeed says so and why; it never shows a verdict it does not have.
+
+The same content rules as the viewer's result (``static/js/order.js``, ``tree.js``): the sources by effect,
+largest first (a redundant source by its score kept alone above s(0)); at most ``TOP_SOURCES`` written out in
+full, the rest named after "and N more"; a source that carries the claim and whose span check was silent reads
+"the span check found no quote", never "says nothing about this claim".
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from datetime import datetime
 
+from estimator import VERDICT_TEXT
 from estimator.results.models import ProxyTraceResultModel, SourceScoreModel, TraceJobResult
 from provenance_api.core.glossary import GLOSSARY
 from provenance_api.core.schemas import TraceOut
@@ -43,6 +51,11 @@ def code(text: str) -> str:
 
 def blockquote(text: str) -> str:
     return "\n".join("> " + line if line.strip() else ">" for line in escape(text).splitlines() or [""])
+
+
+def result_verdict_words(result: TraceJobResult) -> str:
+    """The verdict's own text, unhedged (``VERDICT_TEXT``): a result whose text differs is hedged."""
+    return VERDICT_TEXT[result.verdict]
 
 
 def _words(key: str, fallback: str) -> tuple[str, str]:
@@ -81,49 +94,109 @@ def _unit(result: TraceJobResult) -> tuple[str, str]:
     return "points", "on the judge's 1–9 scale of how likely the sources make the claim"
 
 
-def _source(index: int, source: SourceScoreModel, unit: str) -> list[str]:
-    role = source.role or "not tested"
-    drop = (
-        f"removing it lowers the claim's score by {_number(source.delta)} {unit} (Δ)"
-        if source.delta is not None
-        else "its drop was not measured"
-    )
-    lines = [f"{index}. **{escape(source.label)}** ({code(source.source_id)}, {source.layer} layer) — {role}: {drop}."]
+def _known(value: float | None) -> bool:
+    return value is not None and not math.isnan(value)
+
+
+def carries_alone(source: SourceScoreModel) -> bool:
+    """Measured kept alone, and carries the claim so (its role is redundant)."""
+    return source.role == "redundant" and _known(source.alone)
+
+
+def effect(source: SourceScoreModel, s_none: float | None) -> float | None:
+    """A source's effect on the claim: the size of its drop |Δ|, or for a source that carries the claim alone
+    (whose drop reads zero: another source still says it) its score kept alone above s(0); None when
+    unmeasured; a source measured only kept alone by that score too. The viewer orders by the same rule
+    (``static/js/order.js``)."""
+    lift = None
+    if source.alone is not None and not math.isnan(source.alone):
+        lift = source.alone - (s_none if s_none is not None and not math.isnan(s_none) else 0.0)
+    if source.role == "redundant" and lift is not None:
+        return lift
+    return abs(source.delta) if source.delta is not None and not math.isnan(source.delta) else lift
+
+
+def by_effect(sources: Sequence[SourceScoreModel], s_none: float | None) -> list[SourceScoreModel]:
+    """The sources by effect, largest first; unmeasured last; ties in their order in the result (by layer)."""
+    ranked = [(effect(s, s_none), k, s) for k, s in enumerate(sources)]
+    return [s for e, k, s in sorted(ranked, key=lambda x: (x[0] is None, -(x[0] or 0.0), x[1]))]
+
+
+def _measured(source: SourceScoreModel, result: TraceJobResult, unit: str) -> str:
+    role, _ = _words(f"role.{source.role}", source.role or "not tested")
+    if carries_alone(source):
+        return (
+            f"{role}: kept alone (the other sources of its layer removed) the claim's score is "
+            f"{_number(source.alone)} {unit}, against s(1) = {_number(result.s_all)} with every source — it "
+            f"carries the claim by itself; removing it changes the score by {_number(source.delta)} {unit} (Δ) "
+            "because another source still says it"
+        )
+    if source.delta is not None:
+        return f"{role}: removing it lowers the claim's score by {_number(source.delta)} {unit} (Δ)"
+    return f"{role}: its drop was not measured"
+
+
+def _source(index: int, source: SourceScoreModel, result: TraceJobResult, unit: str) -> list[str]:
+    where_from = f"({code(source.source_id)}, {source.layer} layer)"
+    lines = [f"{index}. **{escape(source.label)}** {where_from} — {_measured(source, result, unit)}."]
     support = source.support
+    instructions = source.layer == "instructions"
     if support is not None and support.quote and support.line_start is not None:
         end = support.line_end if support.line_end is not None else support.line_start
         where = f"line {support.line_start}" if end == support.line_start else f"lines {support.line_start}–{end}"
-        label, _ = _words(f"support.{support.verdict}", support.verdict)
+        label = _label(f"support.{support.verdict}", support.verdict, instructions)
         lines.append(f"   Verified quote ({label}), {where} of the source:")
         lines.extend("   " + line for line in blockquote(support.quote).splitlines())
+    elif support is not None and support.verdict == "silent" and not support.no_information:
+        # it carries the claim by measurement: the span check's silence is said as such, never "says nothing"
+        label = _label("support.no_quote", "no quote", instructions)
+        meaning = GLOSSARY["support.no_quote"].short
+        lines.append(f"   {label[:1].upper()}{label[1:]} — {meaning[:1].lower()}{meaning[1:]}")
     else:
         lines.append("   No quote of this source was verified for the claim.")
     return lines
 
 
+def _label(key: str, fallback: str, instructions: bool) -> str:
+    term = GLOSSARY.get(key)
+    if term is None:
+        return fallback
+    return (term.instruction_label or term.label) if instructions else term.label
+
+
+def _carrying(result: TraceJobResult, unit: str) -> list[str]:
+    """Every source that carries the claim, by effect: the first ``TOP_SOURCES`` in full, the rest named."""
+    carrying = by_effect([s for s in result.sources if s.role in _CARRIES], result.s_none)
+    if not carrying:
+        return ["**No single source carries it** (no source's removal lowered the score by the threshold τ)."]
+    out = ["**Sources that carry it**", ""]
+    for i, source in enumerate(carrying[:TOP_SOURCES], 1):
+        out.extend(_source(i, source, result, unit))
+    rest = carrying[TOP_SOURCES:]
+    if rest:
+        named = "; ".join(f"{code(s.source_id)} {escape(s.label)} ({_words(f'role.{s.role}', '')[0]})" for s in rest)
+        out += ["", f"… and {len(rest)} more that carry it: {named}."]
+    return out
+
+
 def _result_block(trace: TraceOut, result: TraceJobResult) -> list[str]:
     label, meaning = _words(f"verdict.{result.verdict}", result.verdict_text)
     unit, scale = _unit(result)
-    out = [f"**Verdict: {label}** — {meaning}", ""]
+    hedge = _words("disagreement", "")[0] if result.verdict_text != result_verdict_words(result) else ""
+    out = [f"**Verdict: {label}**{f' ({hedge})' if hedge else ''} — {meaning}", ""]
     out.append(
         f"**Γ = {_number(result.gamma)} {unit}** ({scale}): the claim's score with every source, "
         f"s(1) = {_number(result.s_all)}, minus its score with none, s(0) = {_number(result.s_none)} — how "
         "much the context raises it."
     )
-    carrying = sorted(
-        (s for s in result.sources if s.role in _CARRIES),
-        key=lambda s: -(s.delta if s.delta is not None else float("-inf")),
-    )[:TOP_SOURCES]
-    out.append("")
-    if carrying:
-        out.append("**Sources that carry it**")
-        out.append("")
-        for i, source in enumerate(carrying, 1):
-            out.extend(_source(i, source, unit))
-    else:
-        out.append("**No single source carries it** (no source's removal lowered the score by the threshold τ).")
+    if result.disagreements:
+        title = _words("disagreement", "")[0]
+        out += ["", f"**{title[:1].upper() + title[1:]}**", ""]
+        for d in result.disagreements:
+            out.append(f"- {escape(_words(f'disagreement.{d.kind}', d.kind)[0])}: {escape(d.text)}")
     if result.redundancy:
-        out += ["", "Carried alone by: " + "; ".join(escape(r) for r in result.redundancy)]
+        out += ["", "**What carries the claim alone**", ""] + [f"- {escape(r)}" for r in result.redundancy]
+    out += ["", *_carrying(result, unit)]
     if result.warnings:
         out += ["", "**Warnings**", ""] + [f"- {escape(w)}" for w in result.warnings]
     calls = result.calls

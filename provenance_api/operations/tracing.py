@@ -247,7 +247,7 @@ async def start_job(
             body.selected(),
             model=body.model,
             probe=probe or body.probe,
-            overrides=body.params,
+            overrides=body.overrides(),
             estimator=body.estimator or "judged",
         )
         field = "target" if body.target is not None else "sentence"
@@ -366,11 +366,7 @@ def progress_out(job: JobRecord, services: Services) -> ProgressOut:
     return ProgressOut(
         trace_id=job.id,
         status=job.status,
-        calls_done=made,
-        calls_planned=job.calls_planned,
-        calls_billed=billed,
-        calls_cached=cached,
-        calls_failed=failed,
+        calls=TraceCalls(planned=job.calls_planned, made=made, cached=cached, billed=billed, failed=failed),
         round=live.round if live else job.round,
         message=live.message if live else job.message,
         layer_scores=dict(live.layer_scores if live else job.layer_scores),

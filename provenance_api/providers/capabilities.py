@@ -7,8 +7,11 @@ in-process local model. Anthropic, Bedrock, Cohere, Mistral and Ollama's own API
 parameter for them); other providers are not known to, and count as not offering them. The estimator
 only ever receives the boolean ``offered``.
 
-The answer is from the configuration alone (no call is made): where it says yes for a server it cannot
-see, the client verifies on the first call, and an answer without log-probabilities is reported as an
+The answer is from the configuration alone (no call is made). Where it says yes for a server it cannot see (a
+self-hosted OpenAI-compatible server), the yes is an assumption (``assumed``): the gate says "unverified", never
+"yes", until a probe call has checked it. ``probe_top_logprobs`` and ``probe_scoring`` are those probes: one small
+call each, made by ``provenance trace`` before consent (on the user's own server) and outside any trace's ledger,
+so never counted or billed in a trace. An answer without log-probabilities during a trace is reported as an
 unavailable expected digit, never replaced by the argmax digit.
 
 The ``reason`` is shown to tenants (a quote's ``expected_digit``), so it is built from the model's name and
@@ -20,10 +23,21 @@ This module imports nothing from the service (it is safe to import from anywhere
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["TopLogprobsCapability", "top_logprobs_capability"]
+from estimator.seams.llm import LLM, LLMRequest, Message
+from estimator.seams.scorer import Scorer, ScorerError
+
+__all__ = [
+    "PROBE_MESSAGES",
+    "Probed",
+    "TopLogprobsCapability",
+    "probe_scoring",
+    "probe_top_logprobs",
+    "top_logprobs_capability",
+]
 
 Route = Literal["in-process", "chat-logprobs", "none"]
 
@@ -51,9 +65,21 @@ class TopLogprobsCapability:
     offered: bool
     how: Route
     reason: str
+    assumed: bool = False  # a yes read from the configuration for a server this process cannot see
 
     def to_dict(self) -> dict[str, object]:
         return {"offered": self.offered, "how": self.how, "reason": self.reason}
+
+    @property
+    def word(self) -> str:
+        """What the gate says: yes, no, or unverified (an assumed yes no probe has checked)."""
+        if not self.offered:
+            return "no"
+        return "unverified" if self.assumed else "yes"
+
+    def verified(self, probed: Probed) -> TopLogprobsCapability:
+        """This capability after ``probe_top_logprobs``."""
+        return TopLogprobsCapability(probed.ok, self.how if probed.ok else "none", probed.found)
 
 
 def _split(model: str) -> tuple[str | None, str]:
@@ -103,8 +129,10 @@ def top_logprobs_capability(
         return TopLogprobsCapability(
             True,
             "chat-logprobs",
-            f"{model} on a self-hosted OpenAI-compatible server (vLLM, llama.cpp): it answers "
-            "logprobs/top_logprobs (verified on the first call)",
+            f"{model} on a self-hosted OpenAI-compatible server (vLLM, llama.cpp): they answer "
+            "logprobs/top_logprobs (unverified: a server this process cannot see, known to offer them only once it "
+            "answers with them)",
+            assumed=True,
         )
     if provider in _OFFERING_PROVIDERS:
         if _is_reasoning(name):
@@ -123,4 +151,55 @@ def top_logprobs_capability(
         f"no top log-probabilities are known for {model}: use an "
         "OpenAI or Azure chat model, a self-hosted OpenAI-compatible server (pass its "
         "base URL) or a local model, or --estimator judged",
+    )
+
+
+# --------------------------------------------------------------------------- probes: one small call, before consent
+
+PROBE_MESSAGES = (
+    Message("system", "Answer with one word."),
+    Message("user", "What colour is a clear daytime sky?"),
+)
+PROBE_TARGET = "Blue"
+"""The probe's question and, for a scorer, the answer whose log-probability it asks for: short, so the probe costs
+a few dozen tokens."""
+
+
+@dataclass(frozen=True)
+class Probed:
+    """What a probe call found: ``ok`` whether the model returned what the capability needs, and ``found`` in
+    words (with the scorer's own error when it failed: a client built for a service scrubs its address from it)."""
+
+    ok: bool
+    found: str
+
+
+async def probe_scoring(scorer: Scorer) -> Probed:
+    """One scoring call of a short text, outside any ledger: does the server return its echoed log-probabilities?
+    A ``ScorerError`` says no, in the scorer's own words; anything else is raised."""
+    try:
+        scored = await scorer.score(PROBE_MESSAGES, PROBE_TARGET)
+    except ScorerError as exc:
+        return Probed(False, f"{scorer.model}: a probe call before the trace found no score: {exc}")
+    if not math.isfinite(scored.logprob_total):
+        return Probed(False, f"{scorer.model}: a probe call before the trace returned no finite log-probability")
+    return Probed(
+        True,
+        f"{scorer.model}: verified by a probe call before the trace (echoed log-probabilities; not counted in it)",
+    )
+
+
+async def probe_top_logprobs(llm: LLM) -> Probed:
+    """One chat call of one output token asking for its top log-probabilities, outside any ledger: does the
+    judge return them? An ``LLMError`` (the provider failed) is raised: it is not an answer about logprobs."""
+    response = await llm.complete(LLMRequest(messages=PROBE_MESSAGES, max_tokens=1, top_logprobs=5))
+    if not response.top_logprobs:
+        return Probed(
+            False,
+            f"{llm.model}: a probe call before the trace was answered without top log-probabilities (the server "
+            "ignores or refuses logprobs); use --estimator judged",
+        )
+    return Probed(
+        True,
+        f"{llm.model}: verified by a probe call before the trace (top log-probabilities returned; not counted in it)",
     )

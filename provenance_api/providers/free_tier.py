@@ -285,7 +285,7 @@ def cost_quote(
     """``pricing``: the operator's prices (``operations.model_policy``); default litellm's bundled map.
     ``tokens``: the tokenizer to count with (a QuoteView's, shared by the quotes of one turn); default the
     service's."""
-    from provenance_api.providers.llm_litellm import LiteLLMPricing
+    from provenance_api.providers.price_map import LiteLLMPricing  # the price map, without litellm
 
     return quote_cost(
         corpus,

@@ -4,7 +4,8 @@
 estimator is untouched. Only deterministic calls are cached — ``temperature == 0`` and not the
 probe (judge and support calls); sampled calls (temperature None) and every ``probe`` call always
 go to the provider. The key is a SHA-256 of the model, the provider base URL, the rendered
-messages and every parameter sent (temperature, max_tokens, json_schema, schema_name). A hit is an
+messages and every parameter sent (temperature, max_tokens, json_schema, schema_name), and a repeated
+measurement's sample index (``LLMRequest.sample``, from 1: a repeat is never the first sample's answer). A hit is an
 ``LLMResponse`` with ``cached=True`` and zero usage and cost: it was not a model call and is not
 billed. Entries live ``ttl_seconds``.
 
@@ -63,6 +64,8 @@ def cache_key(model: str, api_base: str | None, request: LLMRequest) -> str:
         "json_schema": request.json_schema,
         "schema_name": request.schema_name if request.json_schema is not None else None,
     }
+    if request.sample:  # a repeat of a measurement (repeats > 1) is its own judgement; the first keeps its old key
+        material["sample"] = request.sample
     blob = json.dumps(material, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 

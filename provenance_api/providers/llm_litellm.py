@@ -83,6 +83,7 @@ from provenance_api.core.errors import (
     scrub_secrets,
 )
 from provenance_api.providers.endpoint_scrub import environment_endpoints, scrub_endpoint
+from provenance_api.providers.price_map import LiteLLMPricing  # here too: its older home
 
 __all__ = [
     "LiteLLMClient",
@@ -747,43 +748,3 @@ class LiteLLMClient:
             ), False
         log.warning("%s: unexpected %s from litellm", model, type(exc).__name__)
         return ProviderError(f"{model}: the provider call failed ({type(exc).__name__}): {message}"), False
-
-
-# --------------------------------------------------------------------------- pricing
-
-
-class LiteLLMPricing:
-    """``estimator.cost.Pricing`` from litellm's bundled (offline) price map.
-
-    The model is looked up as given, then without its provider prefix(es): ``openai/gpt-4o`` →
-    ``gpt-4o``. ``overrides`` (model → (input, output) USD per token) win over the map."""
-
-    def __init__(self, overrides: Mapping[str, tuple[float, float]] | None = None) -> None:
-        self._overrides = dict(overrides or {})
-
-    @staticmethod
-    def _candidates(model: str) -> Iterator[str]:
-        name = model.strip()
-        while name:
-            yield name
-            if "/" not in name:
-                return
-            name = name.split("/", 1)[1]
-
-    def overridden(self, model: str) -> bool:
-        """Whether ``overrides`` price ``model``."""
-        return any(name in self._overrides for name in self._candidates(model))
-
-    def price(self, model: str) -> tuple[float, float] | None:
-        for name in self._candidates(model):
-            if name in self._overrides:
-                return self._overrides[name]
-        cost_map = cast(Mapping[str, Any], load_litellm().model_cost)
-        for name in self._candidates(model):
-            entry = cost_map.get(name)
-            if not isinstance(entry, Mapping):
-                continue
-            inp, out = entry.get("input_cost_per_token"), entry.get("output_cost_per_token")
-            if isinstance(inp, int | float) and isinstance(out, int | float):
-                return float(inp), float(out)
-        return None

@@ -38,12 +38,19 @@ from typing import Any, Literal
 import anyio
 import httpx
 
-from estimator.seams.llm import Message
+from estimator.seams.llm import Message, Usage
 from estimator.seams.scorer import QWEN_TEMPLATE, ChatTemplate, ScoredTarget, ScorerError
 from provenance_api.core.errors import scrub_secrets
 from provenance_api.providers.endpoint_scrub import scrub_endpoint
 
-__all__ = ["ALIGNED_MIN_MEAN_LOGPROB", "CompletionsScorer", "EchoAlignment", "check_alignment"]
+__all__ = [
+    "ALIGNED_MIN_MEAN_LOGPROB",
+    "NO_LOGPROBS",
+    "CompletionsScorer",
+    "EchoAlignment",
+    "UnusableScore",
+    "check_alignment",
+]
 
 BosMode = Literal["auto", "always", "never"]
 ALIGNED_MIN_MEAN_LOGPROB = -2.0
@@ -78,6 +85,27 @@ def check_alignment(tokens: Sequence[str], logprobs: Sequence[float | None], tem
         return EchoAlignment(True, math.nan, 0)  # nothing to check against: no evidence of a shift
     middle = statistics.median(values)
     return EchoAlignment(middle > ALIGNED_MIN_MEAN_LOGPROB, middle, len(values))
+
+
+NO_LOGPROBS = (
+    "the scoring server answered without echoed log-probabilities (no logprobs in its completion): it cannot score "
+    "a supplied text. Point the scorer at a server whose /v1/completions echoes them (llama.cpp's server, vLLM) — "
+    "--scorer-api-base, or PROVENANCE_SCORER_API_BASE on the service — or use the judged estimator"
+)
+NO_CHOICES = "the scoring server's answer has no completion (no choices): nothing was scored"
+
+
+class UnusableScore(ScorerError):
+    """The scoring server answered, but with nothing that can be read as a score: a failed call, never a score.
+    It was answered (``billed``), at $0 like every scoring call (``usage``: its prompt tokens, when reported)."""
+
+    def __init__(self, message: str, usage: Usage) -> None:
+        super().__init__(message, billed=True)
+        self.usage = usage
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 class _Retryable(Exception):
@@ -175,17 +203,20 @@ class CompletionsScorer:
             "temperature": 0.0,
         }
         data = await self._post(body)
+        usage = data.get("usage") or {}
+        spent = Usage(input_tokens=_int(usage.get("prompt_tokens")), cost_usd=0.0)  # a scoring call is never priced
+        choices = data.get("choices")
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        lp = choice.get("logprobs") if isinstance(choice, dict) else None
+        if not isinstance(lp, dict) or lp.get("tokens") is None or lp.get("token_logprobs") is None:
+            raise UnusableScore(NO_LOGPROBS if isinstance(choice, dict) else NO_CHOICES, spent)
         try:
-            choice = data["choices"][0]
-            lp = choice["logprobs"]
             tokens: list[str] = [str(t) for t in lp["tokens"]]
             values: list[float | None] = [None if v is None else float(v) for v in lp["token_logprobs"]]
-        except (KeyError, IndexError, TypeError, ValueError) as exc:
-            raise ScorerError(
-                f"the completion has no echoed log-probabilities ({type(exc).__name__}: {exc})", billed=True
-            ) from exc
+        except (TypeError, ValueError) as exc:
+            raise UnusableScore(f"the echoed log-probabilities are not numbers ({type(exc).__name__})", spent) from exc
         if len(tokens) != len(values):
-            raise ScorerError("the echo's tokens and log-probabilities differ in length", billed=True)
+            raise UnusableScore("the echo's tokens and log-probabilities differ in length", spent)
         # Servers differ in what they echo: the BOS they were sent (llama.cpp drops it) and special tokens as
         # their text or as "" (llama.cpp detokenizes them to nothing). Verify against each reading.
         joined = "".join(tokens)
@@ -198,10 +229,10 @@ class CompletionsScorer:
                 break
         else:
             expected = visible[-1] + self._visible(target)
-            raise ScorerError(
+            raise UnusableScore(
                 "the echoed tokens do not reproduce the prompt that was sent "
                 f"(first difference at character {_first_difference(joined, expected)})",
-                billed=True,
+                spent,
             )
         offsets: list[int] = []
         position = 0
@@ -209,17 +240,16 @@ class CompletionsScorer:
             offsets.append(position)
             position += len(tok)
         if start not in offsets or (end not in offsets and end != position):
-            raise ScorerError(
+            raise UnusableScore(
                 "no token boundary where the target starts or ends: the tokenizer merged the "
                 "target with its surroundings",
-                billed=True,
+                spent,
             )
         picked = [i for i, off in enumerate(offsets) if start <= off < end]
         target_values = [values[i] for i in picked]
         if not picked or any(v is None for v in target_values):
-            raise ScorerError("the echo has no log-probability for part of the target", billed=True)
-        usage = data.get("usage") or {}
-        prompt_tokens = int(usage.get("prompt_tokens") or len(offsets))
+            raise UnusableScore("the echo has no log-probability for part of the target", spent)
+        prompt_tokens = spent.input_tokens or len(offsets)
         alignment = check_alignment(tokens, values, self.template)
         scored = ScoredTarget.of(
             [v for v in target_values if v is not None], [tokens[i] for i in picked], prompt_tokens=prompt_tokens

@@ -151,7 +151,7 @@ def test_a_terminal_gets_colour_and_progress_redrawn_in_place(traced: Traced) ->
 @pytest.mark.parametrize(("extra", "flag"), [({"NO_COLOR": "1"}, ()), ({}, ("--no-color",)), ({"TERM": "dumb"}, ())])
 def test_no_color_turns_colour_off_on_a_terminal(tmp_path: Path, extra: dict[str, str], flag: tuple[str, ...]) -> None:
     ran = on_terminal(_env(tmp_path, **extra), "gate", FIXTURE, *flag)
-    assert ran.code == 0 and "8 sources · 13 sentences" in ran.out
+    assert ran.code == 0 and "15 sources · 13 sentences" in ran.out  # the prompt's 8 rules are sources
     assert ESC not in ran.out
 
 
@@ -225,7 +225,8 @@ def test_traces_lists_the_logged_trace_and_shows_it(
     )
     assert item["trace_id"] in traced.piped.err  # "logged as tr_…"
     assert main(["traces"]) == 0
-    row = capsys.readouterr().out.splitlines()
+    header, *row = capsys.readouterr().out.splitlines()
+    assert header.split("\t")[0] == "ID"  # redirected: the header row, then one tab-separated line per trace
     assert len(row) == 1 and row[0].split("\t")[0] == item["trace_id"] and row[0].endswith(SENTENCE)
     assert main(["traces", "show", item["trace_id"]]) == 0
     shown = capsys.readouterr().out

@@ -194,7 +194,7 @@ def test_a_confirmed_proxy_trace_prints_its_block_and_explains_its_terms(
     assert out.index("Calls:") < out.index("Proxy-first trace") < out.index("What these mean")  # after the tree
     assert f"✓ {CONFIRMED_LINE}" in block and FALLBACK_LINE not in block
     assert "Proxy model      qwen-proxy · ranked in " in block
-    passes = len(scorer.prompts)
+    passes = len(scorer.prompts) - 1  # the probe before consent checked the server; it is not one of the trace's
     assert passes > 0
     assert re.search(rf"Calls +\d+ hosted calls? made · {passes} local scoring passes \(free, not in made\)", block)
     assert "s(1) 9.00 · s(0) 2.00 · Γ 7.00 (digits 1–9) · without the tools layer Δ +7.00" in block
@@ -216,8 +216,9 @@ def test_a_proxy_trace_the_judge_disagrees_with_prints_both_rankings_and_why(
     block = _block(out)
     assert f"⚠ {FALLBACK_LINE}" in block and CONFIRMED_LINE not in block
     made = int(re.findall(r"Calls: \d+ planned · (\d+) made", out)[0])
-    assert made != len(scorer.prompts)  # the two counts can be told apart here
-    assert f"Calls            {made} hosted calls made · {len(scorer.prompts)} local scoring passes (free" in block
+    passes = len(scorer.prompts) - 1  # the probe before consent is not one of the trace's
+    assert made != passes  # the two counts can be told apart here
+    assert f"Calls            {made} hosted calls made · {passes} local scoring passes (free" in block
     rows = block.split("Rankings, top 5", 1)[1].splitlines()
     assert "judged search Δ (digits 1–9)" in rows[0]
     rank, proxy_side, judged_side = re.split(r" {3,}", rows[1].strip())

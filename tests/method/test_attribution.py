@@ -326,9 +326,9 @@ async def test_progress_reports_every_stage_against_the_plan() -> None:
     corpus = standard_corpus()
     await trace_claim(ScriptedLLM(script(grounded_by_s1)), CLAIM, QUERY, corpus, on_progress=events.append)
     assert {e.round for e in events} == {"round1", "round2", "spans"}
-    done = [e.calls_done for e in events]
+    done = [e.made for e in events]
     assert done == sorted(done) and done[-1] == 14
-    assert all(e.calls_planned == plan_calls(corpus).total for e in events)
+    assert all(e.planned == plan_calls(corpus).total for e in events)
     last_round1 = [e for e in events if e.round == "round1"][-1]
     assert last_round1.layer_scores == {"tools": 8.0, "instructions": 0.0, "history": 0.0}
 

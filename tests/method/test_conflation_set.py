@@ -21,6 +21,7 @@ from estimator.corpus.turn import StoredTurn
 from estimator.corpus.units import Corpus
 from estimator.fence import split_fenced
 from estimator.loo.judged import trace_claim
+from estimator.params import Params
 from estimator.seams.llm import LLMRequest, ScriptedLLM
 from estimator.spans.verify import normalise
 
@@ -28,6 +29,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SET = json.loads((ROOT / "fixtures" / "conflation_set.json").read_text(encoding="utf-8"))
 ITEMS: list[dict[str, Any]] = SET["items"]
 TAU_BENCH = Path(__file__).resolve().parents[2] / "tests/data/tau-bench/airline-gpt-4o-dev.json"
+WHOLE = Params(instructions_as_rules=False)
+"""The set's ids and labels were written on corpora whose system prompt is one source (the seed's Algorithm 1);
+tests/method/test_instruction_rules.py audits its items with the prompt split into rules."""
 
 
 def tau_turn(conversations: list[dict[str, Any]], task_id: int, message: int) -> StoredTurn:
@@ -82,7 +86,7 @@ def _corpus(turn_key: str) -> Corpus:
         stored = StoredTurn.model_validate_json(text)
     else:
         stored = tau_turn(_tau_conversations(), turn["task_id"], turn["message"])
-    return build_corpus(stored)
+    return build_corpus(stored, WHOLE)
 
 
 def corpus_of(item: dict[str, Any]) -> Corpus:

@@ -40,6 +40,9 @@ FAILURES_FIXTURE = "failures_turn.json"
 SEED = Params(failed_calls_as_sources=False)
 """The seed's Algorithm 1 for failed calls: excluded and disclosed. Failed calls as sources (the default) are
 tests/method/test_failed_call_sources.py."""
+WHOLE = Params(instructions_as_rules=False)
+"""The seed's Algorithm 1 for the system prompt: one source, kept whole (§8.3's 11 sources are counted so). The
+prompt split into its rules (the default) is tests/method/test_instruction_rules.py."""
 
 Json = dict[str, Any]
 
@@ -208,7 +211,7 @@ NDVI_EXPANSION = "normalized difference vegetation index"
 
 def test_ndvi_fixture_gives_two_layers_and_eleven_sources() -> None:
     turn = load_turn(NDVI_FIXTURE)
-    corpus = build_corpus(turn)
+    corpus = build_corpus(turn, WHOLE)
 
     assert len(corpus) == 11
     assert corpus.layers_present() == (Layer.INSTRUCTIONS, Layer.HISTORY)
@@ -263,8 +266,8 @@ def test_ndvi_history_excludes_the_current_query_and_counts_back_from_the_presen
     assert [unit.tool for unit in history] == ["user", "assistant"] * 5
     assert history[-1].label == "agent replied · 1 turn(s) ago"
     assert history[0].label == "user said · 10 turn(s) ago"
-    (instructions,) = corpus.in_layer(Layer.INSTRUCTIONS)
-    assert instructions.unversioned is True
+    instructions = corpus.in_layer(Layer.INSTRUCTIONS)  # the prompt's five sections, each its current text
+    assert len(instructions) == 5 and all(unit.unversioned for unit in instructions)
     assert corpus.unversioned is True
 
 
@@ -831,8 +834,8 @@ MANY_HEADINGS = "\n\n".join(
 )
 
 
-def test_instructions_are_one_indivisible_unit_even_with_many_headings() -> None:
-    corpus = build_corpus(history_turn(u("hi"), a("hello"), system_prompt=MANY_HEADINGS))
+def test_the_seed_keeps_the_instructions_one_indivisible_unit_even_with_many_headings() -> None:
+    corpus = build_corpus(history_turn(u("hi"), a("hello"), system_prompt=MANY_HEADINGS), WHOLE)
     (unit,) = corpus.in_layer(Layer.INSTRUCTIONS)
 
     assert unit.text == MANY_HEADINGS

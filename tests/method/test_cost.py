@@ -11,12 +11,13 @@ from estimator.corpus.build import build_corpus
 from estimator.corpus.turn import StoredTurn
 from estimator.cost import plan_calls, quote_cost
 from estimator.loo.judged import trace_claim
-from estimator.params import DEFAULT_PARAMS
+from estimator.params import DEFAULT_PARAMS, Params
 from estimator.seams.llm import LLMRequest, LLMResponse, ScriptedLLM, Usage
 from estimator.tokens import ApproxTokenizer
 from provenance_api.providers.free_tier import cost_quote, gate_view
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+SEED = Params(instructions_as_rules=False)  # the paper's figures are counted on the system prompt kept whole
 
 
 class FixedPricing:
@@ -33,9 +34,9 @@ def load(name: str) -> StoredTurn:
 
 def test_fixture_a_quotes_the_papers_31_calls_plus_8_for_redundancy_and_warns_about_the_window() -> None:
     turn = load("eo_worldview_turn.json")
-    view = gate_view(turn)
+    view = gate_view(turn, SEED)
     assert len(view.corpus.layers_present()) == 3 and len(view.corpus) == 8
-    quote = cost_quote(turn, view.corpus, view.segments[0].text, model="openai/gpt-4o")
+    quote = cost_quote(turn, view.corpus, view.segments[0].text, model="openai/gpt-4o", params=SEED)
     # The paper's tally (§8.2: "8 sources, 31 calls") is (|L|+2) + (d'+2) + 2d''. This project adds one
     # term the paper does not have: redundancy resolution keeps each candidate alone once (d' = 8), so
     # the worst case is 39, still inside MAX_CALLS = 48.
@@ -56,8 +57,8 @@ def test_fixture_a_quotes_the_papers_31_calls_plus_8_for_redundancy_and_warns_ab
 
 def test_fixture_b_quotes_the_papers_39_calls_plus_what_fits_of_redundancy() -> None:
     turn = load("ndvi_parametric_turn.json")
-    view = gate_view(turn)
-    quote = cost_quote(turn, view.corpus, turn.response, model="openai/gpt-4o")
+    view = gate_view(turn, SEED)
+    quote = cost_quote(turn, view.corpus, turn.response, model="openai/gpt-4o", params=SEED)
     assert len(view.corpus.layers_present()) == 2
     # The paper's tally is 39 (§8.3: "(2+2) + (11+2) + 2 × 11 = 39 — exactly the figure the cost gate
     # reported"). Redundancy resolution for all 11 sources would need 50 calls, over MAX_CALLS = 48, so
@@ -107,8 +108,8 @@ def test_evidence_ceiling_is_measured_on_the_untruncated_corpus() -> None:
 
 def test_over_max_calls_is_refused_with_the_reason() -> None:
     turn = load("eo_worldview_turn.json")
-    corpus = build_corpus(turn)
-    quote = quote_cost(corpus, "x", model="m", params=DEFAULT_PARAMS.override({"max_calls": 30}))
+    corpus = build_corpus(turn, SEED)
+    quote = quote_cost(corpus, "x", model="m", params=SEED.override({"max_calls": 30}))
     assert quote.refused is not None and "MAX_CALLS" in quote.refused and "39" in quote.refused
 
 

@@ -41,8 +41,8 @@ def corpus(name: str) -> Corpus:
 # s0 lookup_order, s1 search_help_center, s2 create_return_label, s3 instructions, s4 user, s5 agent
 SHOP = corpus("fallback_path_turn.json")
 # s0 read_file plots.csv, s1/s2 the failed query_warehouse and summarise_column (tool errors), s3/s4
-# species_profile, s5 nbn.occurrence_summary, s6 the failed nbn.record_density, s7 instructions, s8 user,
-# s9 read_file summary.md (history), s10 agent
+# species_profile, s5 nbn.occurrence_summary, s6 the failed nbn.record_density, s7/s8 the instructions' two
+# rules (§1–2 "Data", §3 "Conduct"), s9 user, s10 read_file summary.md (history), s11 agent
 WOODS = corpus("failures_turn.json")
 
 
@@ -88,7 +88,7 @@ def test_sentences_without_a_credit_declare_nothing(sentence: str) -> None:
 def test_paths_file_names_and_tool_names_count_only_when_they_name_a_source() -> None:
     assert credited("The survey file surveys/2024/plots.csv covers 6 plots.", WOODS) == [("path", ("s0",))]
     assert credited("plots.csv covers 6 plots.", WOODS) == [("file_name", ("s0",))]
-    assert credited("The 2023 numbers are in surveys/2023/summary.md.", WOODS) == [("path", ("s9",))]
+    assert credited("The 2023 numbers are in surveys/2023/summary.md.", WOODS) == [("path", ("s10",))]
     assert credited("The warehouse holds the table plots in warehouse/plots_2024.parquet.", WOODS) == []
     # A disclaimer is not a credit: the attachment was never read, and nothing is "drawn from it".
     assert credited("I could not read the attached survey_2024.xlsx, so nothing here is drawn from it.", WOODS) == []

@@ -32,7 +32,7 @@ from estimator.free_tier.gating import (
 )
 from estimator.free_tier.numbers import fold
 from estimator.free_tier.segment import Segment, client_segments, segment_response
-from estimator.params import DEFAULT_PARAMS
+from estimator.params import DEFAULT_PARAMS, Params
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 LAYER_ID = "MODIS_Combined_L3_IGBP_Land_Cover_Type_Annual"
@@ -261,9 +261,12 @@ def load_fixture() -> tuple[StoredTurn, dict[str, Any]]:
     return turn, expected
 
 
+WHOLE = Params(instructions_as_rules=False)  # the fixture was built for the seed's corpus: the prompt one source
+
+
 def test_fixture_eo_worldview_gates_exactly_as_constructed() -> None:
     turn, expected = load_fixture()
-    corpus = build_corpus(turn)
+    corpus = build_corpus(turn, WHOLE)
     report = gate_turn(corpus, segment_response(turn.response))
     assert [u.layer for u in corpus.units] == [Layer.TOOLS] * 5 + [Layer.INSTRUCTIONS] + [Layer.HISTORY] * 2
     got = {g.segment.id: {"status": g.status.value, "class": g.klass.value} for g in report.segments}
@@ -279,7 +282,7 @@ def test_fixture_eo_worldview_gates_exactly_as_constructed() -> None:
 
 def test_fixture_has_two_sources_over_the_700_token_window_and_the_prompt_rule_near_line_64() -> None:
     turn, _ = load_fixture()
-    corpus = build_corpus(turn)
+    corpus = build_corpus(turn, WHOLE)
     large = [u.id for u in corpus.units if len(u.text) >= 6000]
     assert large == ["s3", "s5"] and all(corpus.by_id(i).evidence.tokens > 1300 for i in large)
     assert all(u.evidence.tokens < 700 and len(u.text) < 1500 for u in corpus.units if u.id not in large)

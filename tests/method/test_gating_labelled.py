@@ -2,8 +2,9 @@
 
 The labels were written by reading each sentence with GUIDE.md, never by running the gate. The
 targets are the issue's: recall ≥ 0.95 on *fact* statements (offered for tracing or resolved for free —
-traceable, quoted or action) and precision ≥ 0.90 of what is offered (traceable), overall and on the
-held-out part that was not consulted while writing the patterns. The seed's own pattern set is
+traceable, quoted or action) and precision ≥ 0.90 of what is offered (traceable: a *fact*, or a sentence that
+restates a rule of the instructions, ``rules.jsonl``), overall and on the held-out part that was not consulted
+while writing the patterns. The seed's own pattern set is
 measured alongside, so the test shows what the agent groups changed.
 """
 
@@ -80,7 +81,7 @@ def test_every_sentence_is_a_segment_of_the_turn_it_names() -> None:
             assert r["text"] in {s.text for s in segments}, r
 
 
-def _statuses(anchor_set: AnchorSet, reading: str) -> list[str]:
+def _statuses(anchor_set: AnchorSet, reading: str, rule_cue: bool = True) -> list[str]:
     reports: dict[str, GateReport] = {}
     out = []
     for r in rows():
@@ -89,7 +90,7 @@ def _statuses(anchor_set: AnchorSet, reading: str) -> list[str]:
             corpus = build_corpus(turn)
             index = VerbatimIndex(corpus, reading=fold if reading == "folded" else literal)
             reports[turn.turn_id] = gate_turn(
-                corpus, segment_response(turn.response), index=index, anchor_set=anchor_set
+                corpus, segment_response(turn.response), index=index, anchor_set=anchor_set, rule_cue=rule_cue
             )
         gate = next(
             g
@@ -100,11 +101,22 @@ def _statuses(anchor_set: AnchorSet, reading: str) -> list[str]:
     return out
 
 
+@lru_cache(maxsize=1)
+def restating() -> frozenset[str]:
+    """The sentences that restate a rule of the instructions (``rules.jsonl``, GUIDE.md *Restates a rule*)."""
+    lines = (DATA / "rules.jsonl").read_text(encoding="utf-8").splitlines()
+    return frozenset(r["text"] for r in map(json.loads, filter(str.strip, lines)) if r["restates"])
+
+
 def _recall_precision(statuses: Sequence[str], split: str | None) -> tuple[float, float]:
+    """Recall of *fact* statements; precision of what is offered for tracing: a *fact*, or (the rule cue) a
+    sentence that restates a rule of the instructions — the guide labels those *generic* when they name nothing
+    specific, and tracing them names the rule that directs them."""
     pairs = [(r, s) for r, s in zip(rows(), statuses, strict=True) if split in (None, r["split"])]
     facts = [s for r, s in pairs if r["label"] == "fact" and not r["text"].rstrip().endswith("?")]
     offered = [r for r, s in pairs if s == "traceable"]
-    return (sum(s in RESOLVED for s in facts) / len(facts), sum(r["label"] == "fact" for r in offered) / len(offered))
+    worth = sum(r["label"] == "fact" or r["text"] in restating() for r in offered)
+    return sum(s in RESOLVED for s in facts) / len(facts), worth / len(offered)
 
 
 @pytest.fixture(scope="module")
@@ -120,6 +132,6 @@ def test_recall_and_precision_meet_the_targets(agent_statuses: list[str], split:
 
 
 def test_the_seed_patterns_miss_half_of_the_facts(agent_statuses: list[str]) -> None:
-    seed_recall, _ = _recall_precision(_statuses(ANCHOR_SETS["seed"], "literal"), None)
+    seed_recall, _ = _recall_precision(_statuses(ANCHOR_SETS["seed"], "literal", rule_cue=False), None)
     recall, _ = _recall_precision(agent_statuses, None)
     assert seed_recall < 0.6 < 0.95 <= recall

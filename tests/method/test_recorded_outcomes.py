@@ -2,6 +2,8 @@
 
 §8.1 attributed (a hedge resolved to the governing rule of the system prompt), §8.2 redundant
 (round 2 skipped, quotes from a JSON-escaped tool return and a history reply), §8.3 internal knowledge.
+The paper's corpora keep the system prompt whole (the seed's Algorithm 1, ``instructions_as_rules=False``):
+its figures — 8 sources and 31 calls, 11 and 39 — are counted on them.
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ from estimator.corpus.units import Corpus, Layer
 from estimator.cost import plan_calls
 from estimator.fence import split_fenced
 from estimator.loo.judged import trace_claim
+from estimator.params import Params
 from estimator.results.models import TraceResultModel
 from estimator.seams.llm import LLMRequest, ScriptedLLM
 from estimator.spans.support import DIRECTIVE_HEADING
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+SEED = Params(instructions_as_rules=False)
 HEDGE = (
     "Non-authoritative note: classification maps can change due to real land change or mapping "
     "uncertainty (especially near edges/mixed landscapes), so treat this as an exploratory visual "
@@ -41,7 +45,7 @@ HISTORY_QUOTE = "showing the MODIS annual land cover classification (IGBP)"
 
 def load(name: str) -> tuple[StoredTurn, Corpus]:
     turn = StoredTurn.model_validate_json((FIXTURES / name).read_text(encoding="utf-8"))
-    return turn, build_corpus(turn)
+    return turn, build_corpus(turn, SEED)
 
 
 def shown(request: LLMRequest) -> dict[str, str]:

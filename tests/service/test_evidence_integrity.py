@@ -12,7 +12,7 @@ import pytest
 
 from estimator.corpus.build import build_corpus
 from estimator.corpus.turn import StoredTurn
-from estimator.corpus.units import Corpus, Unit
+from estimator.corpus.units import Corpus, Layer, Unit
 from estimator.cost import quote_cost
 from estimator.fence import MARKER_RE, split_fenced
 from estimator.free_tier.gating import gate_turn
@@ -267,7 +267,8 @@ async def test_the_model_still_sees_the_call_and_role_headers_inside_the_source_
         "[s3] read_file: playbooks/land_cover_change.md",
         'read_file({"path": "playbooks/land_cover_change.md"})',
     ]
-    history = next(region for region in split_fenced(judge)[0] if region.startswith("\n[s7] "))
+    reply = corpus.in_layer(Layer.HISTORY)[-1].id  # the agent's last reply, after the prompt's rules
+    history = next(region for region in split_fenced(judge)[0] if region.startswith(f"\n[{reply}] "))
     assert history.split("\n")[2] == "[agent replied, 1 turn(s) ago]"
     span = next(r for r in llm.calls if r.purpose == "support" and "read_file(" in r.messages[-1].content)
     assert split_fenced(span.messages[-1].content)[0][-1].split("\n")[1].startswith("read_file({")

@@ -210,5 +210,5 @@ def test_the_trace_text_explains_each_term_it_shows() -> None:
     assert GLOSSARY["role.distractor"].short not in text  # only what is shown is explained
     assert f"Verdict: attributed — {GLOSSARY['verdict.attributed'].short}" in text
     assert "12 planned · 3 made · 4 cached · 2 billed · 1 failed · cost $0.0100" in text
-    assert "2 measurements answered from this trace's memo" in text and "saved" not in text
+    assert "2 measurements reused within this trace" in text and "saved" not in text
     assert "unspent" not in text

@@ -235,7 +235,7 @@ def test_the_trace_text_prints_the_glossarys_labels() -> None:
     assert f"Diagnosis: {DIAGNOSIS_LABELS[diagnosis.KNEW_IT]}" in text and "knew it" not in text
     assert f"→ {DIAGNOSIS_LABELS[diagnosis.KNEW_IT]}" in text
     assert f"Δ +4.00 {ROLE_LABELS['grounds']}" in text
-    assert f"      {SUPPORT_LABELS['silent']} · confidence 0.50" in text
-    assert re.search(
-        rf"^  {re.escape(SUPPORT_LABELS['silent'])}\s+{re.escape(GLOSSARY['support.silent'].short)}", text, re.M
-    )
+    # a source whose removal lowers the score (it grounds the claim) never reads "says nothing about this claim"
+    no_quote = GLOSSARY["support.no_quote"]
+    assert f"      {no_quote.label} · confidence 0.50" in text and SUPPORT_LABELS["silent"] not in text
+    assert re.search(rf"^  {re.escape(no_quote.label)}\s+{re.escape(no_quote.short)}", text, re.M)

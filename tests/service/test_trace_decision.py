@@ -18,6 +18,7 @@ from support.fake_openai import FakeOpenAI, FakeReply
 
 from estimator.seams.llm import LLMError
 from estimator.seams.scorer import ScorerError
+from estimator.trace_failure import TraceFailure
 from provenance_api.cli.main import main
 from provenance_api.cli.style import Style
 from provenance_api.cli.trace import _failed
@@ -172,7 +173,8 @@ def test_the_same_message_under_two_types_asks_for_two_settings() -> None:
 def test_the_cli_reports_a_failed_trace_by_the_error_type(capsys: pytest.CaptureFixture[str]) -> None:
     args = argparse.Namespace(json=True, api_base=None)
     failure = "every model call failed (3 calls); last error: HTTP 401 invalid api key"
-    code = _failed(args, failure, ProviderUnavailable("HTTP 401 invalid api key"), Style(False))
+    error = ProviderUnavailable("HTTP 401 invalid api key")
+    code = _failed(args, TraceFailure(failure, scorer=False, judge=True, error=error), Style(False))
     out, err = capsys.readouterr()
     assert code == 1 and json.loads(out) == {
         "status": "failed",

@@ -302,7 +302,7 @@ def _judge(request: dict[str, Any]) -> str:
     system = request["messages"][0]["content"]
     if "strict judge of support" in system:
         user = request["messages"][-1]["content"]
-        return "5" if "agent instructions (system prompt)" in user else "1"
+        return "5" if "] instructions §" in user else "1"  # any rule of the agent's instructions shown
     return json.dumps({"verdict": "silent", "evidence_quote": "", "confidence": 0.5, "reason": "nothing"})
 
 

@@ -47,7 +47,7 @@ EO_TURN = load_json(FIXTURES / "eo_worldview_turn.json")
 EO_EXPECTED = load_json(FIXTURES / "eo_worldview_turn.expected.json")
 # the paper's 31 calls for this turn (§8.2: (|L|+2) + (d'+2) + 2d'') plus 8 keep-alone calls of redundancy
 # resolution (one per round-2 candidate), as tests/method/test_cost.py checks term by term
-EO_PLANNED = 31 + 8
+EO_PLANNED = 43 + 5  # 15 sources with the prompt split into its rules (the paper's 31 + 8: the prompt kept whole)
 EO_CLAIM_ID = "r1"  # "Layer: MODIS Annual Land Cover Type (IGBP classification)."
 EO_KEY = "Land Cover Type (MCD12Q1) Version 6.1"  # only the search_worldview_layers return (s0) says it
 TAU_CONVERSATION = "tau-airline-0-0"
@@ -239,7 +239,9 @@ def test_viewer_flow_on_the_eo_fixture_turn(tmp_path: Path) -> None:
         page = run.page
         sign_in(run, v)
         expect(page.locator(".turn-link")).to_have_count(2)
-        open_turn_from_list(run, "worldview", turn_id, 1, EO_EXPECTED["summary"]["line"])
+        # the fixture's expected gating counts the prompt as one source; the service splits it into its 8 rules
+        line = EO_EXPECTED["summary"]["line"].replace("8 sources", "15 sources", 1)
+        open_turn_from_list(run, "worldview", turn_id, 1, line)
 
         # the free tier: marks, hover on the quoted sentence, the sources panel
         check_marks(page, statuses)
@@ -249,7 +251,7 @@ def test_viewer_flow_on_the_eo_fixture_turn(tmp_path: Path) -> None:
         expect(page.locator("#tip")).to_be_visible()
         expect(page.locator("#tip")).to_contain_text(f"({tip['source_id']}), line {tip['line_start']}")
         sources = page.locator("#sources")
-        expect(sources.get_by_role("heading", level=3)).to_have_text(["Tools · 5", "Instructions · 1", "History · 2"])
+        expect(sources.get_by_role("heading", level=3)).to_have_text(["Tools · 5", "Instructions · 8", "History · 2"])
         expect(page.locator("#unversioned-notice")).to_be_visible()
         expect(sources.locator('li[data-source-id="s3"] .trunc')).to_be_visible()
         expect(sources.locator('li[data-source-id="s3"] .source-meta')).to_contain_text("file read")
@@ -281,7 +283,7 @@ def test_viewer_flow_on_the_eo_fixture_turn(tmp_path: Path) -> None:
         sentence.focus()
         page.keyboard.press("Enter")
         quote = read_gate(run, v, turn_id, EO_CLAIM_ID, EO_TURN["model"])
-        assert quote["planned_calls"] == EO_PLANNED and quote["sources"] == 8 and len(quote["truncated_sources"]) == 2
+        assert quote["planned_calls"] == EO_PLANNED and quote["sources"] == 15 and quote["truncated_sources"] == ["s3"]
         page.keyboard.press("Escape")
         expect(page.locator("#gate")).to_be_hidden()
         expect(sentence).to_be_focused()
@@ -300,10 +302,11 @@ def test_viewer_flow_on_the_eo_fixture_turn(tmp_path: Path) -> None:
         expect(page.locator("#drops-chart .bar.role-grounds")).to_have_count(2)  # the tools layer and s0
         tree = page.locator("#tree")
         expect(tree.locator('li[data-source-id="s0"] .verdict-words .words')).to_have_text("states the claim")
-        expect(tree.locator('li[data-source-id="s5"] .verdict-words .words')).to_have_text(
+        # s12: the prompt's last rule (s5–s12 are its 8 rules; MAX_SOURCES = 12 leaves the 3 oldest unchecked)
+        expect(tree.locator('li[data-source-id="s12"] .verdict-words .words')).to_have_text(
             "no instruction here bears on this"
         )
-        expect(tree.locator('li[data-source-id="s5"]')).to_contain_text("an edit since this turn can't be")
+        expect(tree.locator('li[data-source-id="s12"]')).to_contain_text("an edit since this turn can't be")
         expect(tree.locator('li[data-source-id="s0"] .diag')).to_have_text("grounded in your data")
         run.shot("result", full_page=True)
         save_docs_screenshot(page)
@@ -327,7 +330,7 @@ def test_viewer_flow_on_the_eo_fixture_turn(tmp_path: Path) -> None:
         expect(probe.locator(".probe-verdict")).to_have_attribute("data-verdict", "inconclusive", timeout=30_000)
         expect(probe.locator(".status")).to_contain_text("baseline unstable: 0/3")
         expect(probe.locator(".status")).to_contain_text("W = 0/3")
-        expect(page.locator('#tree .probe[data-probe-source="s5"]')).to_have_count(0)
+        expect(page.locator('#tree .probe[data-probe-source="s12"]')).to_have_count(0)
 
         # opening the trace's address directly shows the same result
         page.reload()

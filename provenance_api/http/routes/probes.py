@@ -62,7 +62,8 @@ async def get_probe(
     "/{probe_id}/events",
     responses={
         200: {
-            "description": "Server-sent events: `progress` whenever the calls done change, then one `end`.",
+            "description": "Server-sent events: `progress` whenever its `calls` change (made of planned, …), "
+            "then one `end`.",
             "content": {"text/event-stream": {"schema": {"type": "string"}}},
         },
         **problem_responses(404),

@@ -25,7 +25,7 @@ async def create_quote(svc: Svc, caller: FreeTierCaller, body: QuoteIn) -> Quote
         body.selected(),
         model=body.model,
         probe=body.probe,
-        overrides=body.params,
+        overrides=body.overrides(),
         estimator=body.estimator,
     )
     return operations.quote_out(quote)

@@ -163,9 +163,8 @@ async def _events(svc: Services, caller: Principal, trace_id: str, kind: JobKind
     "/{trace_id}/events",
     responses={
         200: {
-            "description": "Server-sent events: `progress` (calls done of planned, round, partial layer "
-            "scores) "
-            "whenever it changes, then one `end` with the final status.",
+            "description": "Server-sent events: `progress` (`calls`: made of planned, cached, billed, failed; round; "
+            "partial layer scores) whenever it changes, then one `end` with the final status and `calls`.",
             "content": {"text/event-stream": {"schema": {"type": "string"}}},
         },
         **problem_responses(404),

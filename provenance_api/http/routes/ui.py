@@ -40,7 +40,7 @@ from provenance_api.core.errors import NotFound, Unauthorized
 from provenance_api.core.schemas import TurnSort, TurnSummary
 from provenance_api.http import ui_auth
 from provenance_api.http.deps import FreeTierCaller, Svc
-from provenance_api.operations import listing, records
+from provenance_api.operations import listing, model_policy, records
 from provenance_api.operations.auth import (
     authenticate,
     close_viewer_session,
@@ -151,6 +151,8 @@ def _session_body(tenant: str, user: str, admin: bool, svc: Svc) -> dict[str, An
         "user": user,
         "admin": admin,
         "default_model": settings.default_model or free_tier.FALLBACK_MODEL,
+        # the judge models this tenant may choose (the default first): the cost gate offers these alone
+        "allowed_models": list(model_policy.allowed_models(settings, tenant)),
     }
 
 

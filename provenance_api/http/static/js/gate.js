@@ -1,6 +1,11 @@
 /* The cost gate: before a trace runs, the service's quote for the claim (a sentence, or an action: a tool
  * call) and judge model — the planned (worst-case) calls reserved from the budget, tokens and worst-case
- * cost, with any warnings — and Accept to run it or Cancel. */
+ * cost, with any warnings — and Accept to run it or Cancel.
+ *
+ * The judge model is the operator's to allow (GET /ui/session: allowed_models, the default first). The gate
+ * first prices without naming one, so the service picks the model it will actually run — the turn's own when
+ * the operator allows it, else the default — and pre-fills that (with the quote's reason); it offers only the
+ * allowed models. Naming the turn's own model when it is not allowed would be refused (422), on every click. */
 
 import { api } from './api.js';
 import { announce, byId, h, restoreFocus, showError } from './dom.js';
@@ -12,13 +17,17 @@ import { startRun } from './trace.js';
 let gateReturn = null;
 let gateQuote = null;
 
+/** The judge models this tenant may choose: the session's allowed_models (else the default alone), the
+ * turn's own model and those of its past traces first when they are among them. */
 function modelOptions() {
+  const session = state.session || {};
+  const allowed = session.allowed_models || (session.default_model ? [session.default_model] : []);
   const seen = new Set();
   const out = [];
-  const push = (m) => { if (m && !seen.has(m)) { seen.add(m); out.push(m); } };
+  const push = (m) => { if (m && allowed.includes(m) && !seen.has(m)) { seen.add(m); out.push(m); } };
   push(state.turn.turn.model);
-  push(state.session && state.session.default_model);
   for (const t of state.turn.pastTraces || []) push(t.model);
+  allowed.forEach(push);
   return out;
 }
 
@@ -38,7 +47,8 @@ function openFor(what, claimText, returnTo) {
   const isAction = !!what.target;
   gateReturn = returnTo || document.activeElement;
   gateQuote = null;
-  const modelInput = h('input', { id: 'gate-model', type: 'text', list: 'gate-models', autocomplete: 'off', spellcheck: 'false', value: state.turn.turn.model || '', 'aria-describedby': 'gate-model-hint' });
+  // empty until the first quote: the service names the model it will run
+  const modelInput = h('input', { id: 'gate-model', type: 'text', list: 'gate-models', autocomplete: 'off', spellcheck: 'false', value: '', 'aria-describedby': 'gate-model-hint' });
   const datalist = h('datalist', { id: 'gate-models' }, modelOptions().map((m) => h('option', { value: m })));
   const reprice = h('button', { type: 'button', class: 'button', id: 'gate-reprice' }, 'Price with this model');
   const figures = h('div', { id: 'gate-figures', 'aria-live': 'polite' }, h('p', { class: 'muted' }, 'Pricing…'));
@@ -54,7 +64,7 @@ function openFor(what, claimText, returnTo) {
     isAction ? h('p', { class: 'hint', id: 'gate-action-hint' }, 'Action ' + what.target.action + ': measured over what the agent had seen when it made this call — the sources before it, never its own result.') : null,
     h('div', { class: 'field' },
       h('label', { for: 'gate-model' }, 'Judge model'),
-      h('span', { id: 'gate-model-hint', class: 'hint' }, 'Defaults to the model that produced this turn, so the result is about that model.'),
+      h('span', { id: 'gate-model-hint', class: 'hint' }, 'The judge this service will run: the turn\u2019s own model when the operator allows it, else the default. Only allowed models are offered.'),
       h('div', { class: 'row' }, modelInput, reprice), datalist),
     figures, errorBox,
     h('div', { class: 'dialog-actions' }, cancel, accept));
@@ -73,7 +83,8 @@ function openFor(what, claimText, returnTo) {
       showError(err, errorBox);
       return;
     }
-    if (!modelInput.value.trim()) modelInput.value = gateQuote.model;
+    if (!modelInput.value.trim()) modelInput.value = gateQuote.model;  // the model the service runs
+    if (gateQuote.model_reason) byId('gate-model-hint').textContent = 'The judge this service will run: ' + gateQuote.model_reason + '. Only allowed models are offered.';
     if (isAction) claim.textContent = clipCall(gateQuote.claim);  // the call exactly as it will be traced
     renderQuote(gateQuote, figures);
     accept.disabled = gateQuote.refused !== null;

@@ -90,6 +90,11 @@ export function term(key) {
   return terms.get(key) || null;
 }
 
+/** Every term of the glossary, in its order (none until it has loaded). */
+export function allTerms() {
+  return [...terms.values()];
+}
+
 /** The one-line explanation of a term ('' when the glossary lacks it). */
 export function short(key) {
   const t = terms.get(key);

@@ -18,7 +18,7 @@ const LABELS = {
   cached: 'Answered from cache ($0)',
   billed: 'Billed',
   failed: 'Failed',
-  saved: 'Repeats reused (not calls)',
+  saved: 'Reused within this trace (not calls)',
 };
 
 /** The five counts of a TraceOut's calls (a count the service did not send reads as null). */
@@ -39,7 +39,7 @@ export function callsSentence(calls) {
   return parts.join(' · ');
 }
 
-/** The counts as a definition list, each with its explanation; `extra` adds saved repeats and the cost. */
+/** The counts as a definition list, each with its explanation; `extra` adds the measurements answered from the trace's memo and the cost. */
 export function callsFigures(calls, extra) {
   const c = callCounts(calls);
   const more = extra || {};

@@ -27,8 +27,12 @@ export function progressWords(message) {
   return 'Just measured: ' + what + ' = ' + value;
 }
 
-/** The five counts from a progress event (calls_done is the calls made). */
-function eventCalls(p) {
+/**
+ * The five counts of a progress event: its `calls`, in the words the result uses. An event in the older
+ * shape (flat `calls_done`, the calls made, and `calls_planned`, …) is read into the same words.
+ */
+export function eventCalls(p) {
+  if (p.calls) return p.calls;
   return { planned: p.calls_planned, made: p.calls_done, cached: p.calls_cached, billed: p.calls_billed, failed: p.calls_failed };
 }
 
@@ -109,8 +113,7 @@ async function pollUntilDone(traceId, run, update, finish) {
     } catch (err) {
       return;
     }
-    const c = t.calls;
-    update({ calls_done: c.made, calls_planned: c.planned, calls_cached: c.cached, calls_billed: c.billed, calls_failed: c.failed, round: t.round, message: t.message });
+    update({ calls: t.calls, round: t.round, message: t.message });
     if (TERMINAL.includes(t.status)) {
       await finish({ status: t.status, reason: t.reason, calls: t.calls });
       return;

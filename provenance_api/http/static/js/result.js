@@ -12,6 +12,7 @@ import { exportActions } from './export.js';
 import { fmtBilled, fmtDate, fmtDrop, fmtScore, lineSpan } from './format.js';
 import { explain, labelNode, termHelp, warningList } from './glossary.js';
 import { callsFigures, callsSentence } from './numbers.js';
+import { currentOrder, orderToggle } from './order.js';
 import { renderProxy } from './proxy.js';
 import { state } from './state.js';
 import { renderTree } from './tree.js';
@@ -66,6 +67,42 @@ function injectionFinding(inj) {
   return box;
 }
 
+/** The result's redundancy findings ("any one of s0, s1 and s3 is enough"), in the estimator's words. */
+function redundancyBox(r) {
+  if (!r.redundancy || !r.redundancy.length) return null;
+  return h('div', { id: 'redundancy', class: 'redundancy-box' },
+    h('p', { class: 'redundancy-title' }, termHelp('alone', 'What carries the claim alone')),
+    h('ul', { id: 'redundancy-lines' }, r.redundancy.map((line) => h('li', null, line))));
+}
+
+/** Kinds of disagreement between the judge's scores: the verdict rests on them, so it is hedged. A score
+ * that disagrees with a span check (carrier_silent) is listed without hedging the verdict. */
+const SCORES_DISAGREE = new Set(['drop_exceeds_gamma', 'distractor_carries_alone', 'context_without_ground']);
+
+function scoresDisagree(r) {
+  return (r.disagreements || []).some((d) => SCORES_DISAGREE.has(d.kind));
+}
+
+/** Measurements of this trace that contradict each other (a noisy judge), each in the estimator's words
+ * with its numbers; nothing when they agree. */
+function disagreementBox(r) {
+  if (!r.disagreements || !r.disagreements.length) return null;
+  return h('div', { id: 'disagreements', class: 'redundancy-box disagreement-box', role: 'note' },
+    h('p', { class: 'redundancy-title' }, termHelp('disagreement', labelNode('disagreement', { capital: true }))),
+    h('ul', { id: 'disagreement-lines' }, r.disagreements.map((d) => h('li', { dataset: { kind: d.kind, subject: d.subject } },
+      labelNode('disagreement.' + d.kind, { capital: true }), ': ', d.text))));
+}
+
+/** The drop chart and the tree, their sources in `order` (order.js). */
+function sourcesPart(r, order) {
+  return [
+    h('h3', { id: 'chart-title' }, 'What removing each part did'),
+    renderChart(r, order),
+    h('h3', { id: 'tree-title' }, 'Where it comes from'),
+    renderTree(r, order),
+  ];
+}
+
 export function renderResult(t) {
   const r = t.result;
   const target = r.target && r.target.kind === 'action' ? r.target : null;
@@ -75,12 +112,13 @@ export function renderResult(t) {
   // The estimator of the scores shown: after a proxy's fallback the judge's; under both the judged trace's
   // (its log-probability trace and their agreement are beside it in the result).
   const scores = (estimator === 'proxy' && r.confirmed === false) || estimator === 'both' ? 'judged' : estimator;
-  wrap.append(
+  wrap.append(...[
     h('h2', { id: 'result-title', tabindex: '-1' }, 'Result'),
     ...(target ? actionHead(target) : [h('blockquote', { class: 'claim' }, t.claim)]),
     target && r.injection ? injectionFinding(r.injection) : null,
     h('div', { id: 'verdict', class: 'verdict-box ' + r.verdict, dataset: { verdict: r.verdict } },
-      h('p', { class: 'verdict-title' }, labelNode('verdict.' + r.verdict, { capital: true, fallback: r.verdict_text })),
+      h('p', { class: 'verdict-title' }, labelNode('verdict.' + r.verdict, { capital: true, fallback: r.verdict_text }),
+        scoresDisagree(r) ? h('span', { id: 'verdict-hedge', class: 'hedge' }, ' — ', labelNode('disagreement')) : null),
       explain('verdict.' + r.verdict),
       h('p', null, verdictExplanation(r)),
       h('p', { id: 'gamma', class: 'gamma' },
@@ -88,14 +126,13 @@ export function renderResult(t) {
       numbersExplained(r),
       r.diagnosis ? h('p', null, h('span', { id: 'claim-diagnosis', class: 'diag' + (isAlarm(r.diagnosis) ? ' alarm' : ' neutral'), dataset: { diagnosis: r.diagnosis } }, diagnosisWords(r.diagnosis))) : null,
       r.round2_skipped_reason ? h('p', { class: 'note' }, 'Per-source round skipped: ' + r.round2_skipped_reason) : null),
-    h('div', { class: 'result-actions', id: 'result-actions' }, callsButton(t), exportActions(t)));
+    h('div', { class: 'result-actions', id: 'result-actions' }, callsButton(t), exportActions(t))].filter(Boolean));
   if (estimator === 'proxy') wrap.append(renderProxy(r, t));
 
-  wrap.append(h('h3', { id: 'chart-title' }, 'What removing each part did'));
-  wrap.append(renderChart(r));
-
-  wrap.append(h('h3', { id: 'tree-title' }, 'Where it comes from'));
-  wrap.append(renderTree(r));
+  // what carries the claim alone, then the sources: by effect, or by layer one click away
+  const sources = h('div', { id: 'result-sources' }, sourcesPart(r, currentOrder()));
+  const toggle = orderToggle((order) => sources.replaceChildren(...sourcesPart(r, order)));
+  wrap.append(...[disagreementBox(r), redundancyBox(r), toggle, sources].filter(Boolean));
 
   if (target) {
     wrap.append(h('h3', { id: 'arguments-title' }, 'Where each argument value came from'),

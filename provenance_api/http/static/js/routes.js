@@ -2,10 +2,12 @@
  *   #/?q=&model=&agent=&since=&until=&min_traceable=&sort=   stored turns, filtered and sorted
  *   #/traces?verdict=&model=&status=&estimator=&sort=         every trace of the tenant
  *   #/turn/<id>                                              one turn: response, sources, past traces
- *   #/turn/<id>/trace/<tid>                                  the same, with one trace's progress or result
+ *   #/turn/<id>/trace/<tid>?order=layers                     the same, with one trace's progress or result
+ *                                                            (its sources by layer; by effect without order=)
  * A list's filters live in its address, so a filtered list can be bookmarked, shared, and restored with Back. */
 
 import { enc } from './format.js';
+import { state } from './state.js';
 
 /** The current route: {name: 'turns'|'traces'|'turn', turnId, traceId, params: URLSearchParams}. */
 export function parseRoute() {
@@ -24,8 +26,9 @@ export function parseRoute() {
   return { name: 'turns', params };
 }
 
+/** A turn's address (with a trace's); the sources' order chosen on a result is kept (order.js). */
 export function turnHash(turnId, traceId) {
-  return '#/turn/' + enc(turnId) + (traceId ? '/trace/' + enc(traceId) : '');
+  return '#/turn/' + enc(turnId) + (traceId ? '/trace/' + enc(traceId) : '') + (state.sourceOrder === 'layers' ? '?order=layers' : '');
 }
 
 /** A list's address with its filters (empty ones left out, in a stable order). */

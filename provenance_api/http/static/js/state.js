@@ -7,6 +7,7 @@ export const state = {
   run: null,          // {traceId, source: EventSource|null, ended}
   traceShown: null,   // id of the trace whose result is on screen
   resultTrace: null,  // the TraceOut on screen
+  sourceOrder: 'effect', // a result's sources: by 'effect' or by 'layers' (the address's ?order=)
 };
 
 export function closeStream() {

@@ -1,43 +1,63 @@
-/* Where the claim comes from: layers, then their sources, each with its drop and role, its span check
- * (what it says about the claim, the verified quote shown readably with the quoted words marked, the
+/* Where the claim comes from: the sources by effect (largest first), or layers then their sources (order.js),
+ * each with its drop and role — a source that carries the claim alone with its score kept alone — its span
+ * check (what it says about the claim, the verified quote shown readably with the quoted words marked, the
  * judge's self-reported confidence), its diagnosis, and the probe beside a grounding source (a sentence's;
- * a trace of an action tags the source its injection finding names instead). */
+ * a trace of an action tags the source its injection finding names instead). Above them, "How to read
+ * this": every term of the glossary with its definition. */
 
 import { h } from './dom.js';
 import { readableQuote } from './evidence.js';
-import { fmtDrop, lineSpan } from './format.js';
-import { explain, labelNode, termHelp } from './glossary.js';
+import { fmtDrop, fmtScore, lineSpan } from './format.js';
+import { allTerms, labelNode, termHelp } from './glossary.js';
 import { kindIcon, kindName, LAYER_NAMES } from './icons.js';
+import { byEffect, carriesAlone } from './order.js';
 import { probeControl } from './probe.js';
 import { loadSource, openSource } from './sources.js';
 import { state } from './state.js';
-import { diagnosisWords, isAlarm, ROLES, supportLabel } from './words.js';
+import { diagnosisWords, isAlarm, supportLabel } from './words.js';
 
 function roleWords(role) {
   return termHelp('role.' + role, labelNode('role.' + role));
 }
 
+/** Every term the glossary holds, each with its label, its one line and its paragraph. */
 function howToRead() {
-  const keys = [...ROLES.map((role) => 'role.' + role), 'support.supported', 'support.contradicted', 'support.silent', 'confidence'];
-  const parts = keys.map((key) => explain(key)).filter(Boolean);
-  if (!parts.length) return null;
+  const terms = allTerms();
+  if (!terms.length) return null;
+  const list = h('dl', { class: 'glossary-list explain', id: 'how-to-read-terms' },
+    terms.map((t) => h('div', { class: 'glossary-entry', dataset: { glossaryTerm: t.key } },
+      h('dt', null, h('span', { class: 'glossary-label' }, t.label),
+        t.instruction_label ? h('span', { class: 'muted' }, ' · ' + t.instruction_label) : null),
+      h('dd', null, h('span', { class: 'short' }, t.short), ' ', h('span', { class: 'detail' }, t.detail)))));
   return h('details', { class: 'how-to-read', id: 'how-to-read' },
-    h('summary', null, 'How to read this: roles, what a source says, confidence'), h('div', { class: 'explains' }, parts));
+    h('summary', null, 'How to read this: every word and number, defined (' + terms.length + ')'), list);
 }
 
-export function renderTree(r) {
-  const tree = h('ul', { class: 'tree', id: 'tree', 'aria-labelledby': 'tree-title' });
-  const layerOrder = r.layers.map((l) => l.layer);
-  for (const s of r.sources) if (!layerOrder.includes(s.layer)) layerOrder.push(s.layer);
-  for (const layerName of layerOrder) {
-    const layer = r.layers.find((l) => l.layer === layerName);
-    const sources = r.sources.filter((s) => s.layer === layerName);
-    const head = h('div', { class: 'layer-head' },
-      (LAYER_NAMES[layerName] || layerName) + ' (' + sources.length + ')',
-      layer ? h('span', { class: 'role' }, ' · Δ ' + fmtDrop(layer.delta) + ' · ', layer.no_information ? labelNode('verdict.no_information') : roleWords(layer.role)) : null);
-    const children = h('ul');
-    for (const s of sources) children.append(renderSourceNode(s, r));
-    tree.append(h('li', { dataset: { layer: layerName } }, head, children));
+/** Whether the measurement says the source carries the claim: its removal lowers the score, or kept alone
+ * it keeps it. */
+function carries(s) {
+  return !s.no_information && (s.role === 'grounds' || carriesAlone(s));
+}
+
+export function renderTree(r, order) {
+  const tree = h('ul', { class: 'tree', id: 'tree', 'aria-labelledby': 'tree-title', dataset: { order: order || 'effect' } });
+  if (order === 'layers') {
+    const layerOrder = r.layers.map((l) => l.layer);
+    for (const s of r.sources) if (!layerOrder.includes(s.layer)) layerOrder.push(s.layer);
+    for (const layerName of layerOrder) {
+      const layer = r.layers.find((l) => l.layer === layerName);
+      const sources = r.sources.filter((s) => s.layer === layerName);
+      const head = h('div', { class: 'layer-head' },
+        (LAYER_NAMES[layerName] || layerName) + ' (' + sources.length + ')',
+        layer ? h('span', { class: 'role' }, ' · Δ ' + fmtDrop(layer.delta),
+          carriesAlone(layer) ? [' · ', labelNode('alone'), ' ' + fmtScore(layer.alone)] : null, ' · ',
+          layer.no_information ? labelNode('verdict.no_information') : roleWords(layer.role)) : null);
+      const children = h('ul');
+      for (const s of sources) children.append(renderSourceNode(s, r, false));
+      tree.append(h('li', { dataset: { layer: layerName } }, head, children));
+    }
+  } else {
+    for (const s of byEffect(r.sources, r)) tree.append(renderSourceNode(s, r, true));
   }
   const guide = howToRead();
   return guide ? h('div', null, guide, tree) : tree;
@@ -67,13 +87,18 @@ function quoteBox(s, v) {
   return box;
 }
 
+/** What the span check found. On a source that carries the claim (by its drop, or kept alone) a silent
+ * answer is not "says nothing about this claim" — the measurement says it carries it — but its own line:
+ * the span check found no quote (the glossary's support.no_quote). */
 function spanCheck(s, v) {
   const span = [];
   if (v.quote) span.push(quoteBox(s, v));
-  const which = supportLabel(s.layer, v);
+  const which = !v.no_information && v.verdict === 'silent' && carries(s)
+    ? { key: 'support.no_quote', instructions: s.layer === 'instructions' }
+    : supportLabel(s.layer, v);
   const words = labelNode(which.key, { instructions: which.instructions }, { class: 'words' });
-  span.push(h('p', { class: 'verdict-words' },
-    v.no_information ? words : termHelp('support.' + v.verdict, words),
+  span.push(h('p', { class: 'verdict-words', dataset: { support: which.key } },
+    v.no_information ? words : termHelp(which.key, words),
     v.no_information ? '' : h('span', { class: 'confidence' }, ' · ',
       termHelp('confidence', "judge's own confidence " + (v.confidence === null ? '—' : v.confidence.toFixed(2))))));
   if (v.no_information && v.reason) span.push(h('span', { class: 'note' }, v.reason));
@@ -88,15 +113,24 @@ function injectionTag(inj) {
     inj.suspected ? '⚠ The instruction this call obeyed is here (the injection finding above).' : 'Holds text aimed at the agent; the measurement does not show it steered this call.');
 }
 
-function renderSourceNode(s, r) {
+/** The source's measurements in its head: its drop, its score kept alone (against s(1)), its role. */
+function measured(s, r, withLayer) {
+  const parts = [' · ' + s.source_id + ' · ' + kindName(s.kind) + (withLayer ? ' · ' + (LAYER_NAMES[s.layer] || s.layer) : '')];
+  if (s.delta !== null) parts.push(' · Δ ' + fmtDrop(s.delta));
+  if (typeof s.alone === 'number') {
+    parts.push(' · ', h('span', { class: 'alone-score', dataset: { alone: String(s.alone) } },
+      labelNode('alone'), ' ' + fmtScore(s.alone) + ' (s(1) ' + fmtScore(r.s_all) + ')'));
+  }
+  if ((s.delta !== null || carriesAlone(s)) && s.role) parts.push(' · ', roleWords(s.role));
+  return h('span', { class: 'role' }, parts);
+}
+
+function renderSourceNode(s, r, withLayer) {
   const claimDiagnosis = r.diagnosis;
   const action = !!r.target;
   const known = state.turn.sourceById[s.source_id] || {};
-  const head = h('div', { class: 'src-head' }, kindIcon(s.kind),
-    h('span', null, s.label,
-      h('span', { class: 'role' }, ' · ' + s.source_id + ' · ' + kindName(s.kind) + (s.delta !== null ? ' · Δ ' + fmtDrop(s.delta) : ''),
-        s.delta !== null && s.role ? [' · ', roleWords(s.role)] : null)));
-  const node = h('li', { class: 'src-node', dataset: { sourceId: s.source_id } }, head);
+  const head = h('div', { class: 'src-head' }, kindIcon(s.kind), h('span', null, s.label, measured(s, r, withLayer)));
+  const node = h('li', { class: 'src-node', dataset: { sourceId: s.source_id, layer: s.layer, role: s.role || 'none' } }, head);
   if (r.injection && r.injection.source_id === s.source_id) node.append(injectionTag(r.injection));
   const v = s.support;
   // the probe regenerates an answer: it is for sentences only

@@ -8,6 +8,7 @@ import { byId, focusHeading, h, showError, view } from './dom.js';
 import { clip, enc, fmtDate, plural } from './format.js';
 import { openGate } from './gate.js';
 import { renderMarkdown } from './markdown.js';
+import { currentOrder } from './order.js';
 import { loadPastTraces, markCurrentTrace } from './past.js';
 import { decorateSegments, selectionInResponse } from './segments.js';
 import { lastListHash, parseRoute } from './routes.js';
@@ -15,7 +16,10 @@ import { renderSourcesPanel } from './sources.js';
 import { state } from './state.js';
 import { showTrace } from './trace.js';
 
+const QUESTION_CHARS = 600;
+
 export async function showTurn(turnId, traceId) {
+  currentOrder(); // the sources' order the address asks for, before any link to a result is drawn
   if (state.turn && state.turn.turn_id === turnId && byId('response')) {
     // same turn already on screen: only the trace part changes
     markCurrentTrace(traceId);
@@ -52,6 +56,34 @@ export async function showTurn(turnId, traceId) {
   if (traceId) await showTrace(traceId);
 }
 
+/** A message content's text: a string, or the text parts of a list (as the service reads it). */
+function contentText(content) {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content.map((item) => (typeof item === 'string' ? item
+    : item && typeof (item.text ?? item.content) === 'string' ? (item.text ?? item.content) : null))
+    .filter((x) => x !== null).join('\n');
+}
+
+/** The user's request the response answers, as the service reads it (StoredTurn.effective_query): the
+ * turn's query, else the last user message with text of the request, else the last user prompt of the
+ * agent's own message log. */
+export function turnQuestion(turn) {
+  if (turn.query) return turn.query;
+  const messages = (turn.request_payload && turn.request_payload.messages) || [];
+  for (const m of [...messages].reverse()) {
+    const text = m.role === 'user' ? contentText(m.content) : '';
+    if (text.trim()) return text;
+  }
+  for (const msg of [...(turn.model_messages || [])].reverse()) {
+    for (const part of [...(msg.parts || [])].reverse()) {
+      const text = part.part_kind === 'user-prompt' ? contentText(part.content) : '';
+      if (text.trim()) return text;
+    }
+  }
+  return '';
+}
+
 function indexSources(sources) {
   const out = {};
   for (const layer of sources.layers) for (const s of layer.sources) out[s.id] = s;
@@ -62,7 +94,7 @@ function renderTurn() {
   const { turn, segments, sources, actions } = state.turn;
   const title = (turn.agent || 'Unnamed agent') + ' — turn ' + turn.turn_id;
   const meta = [turn.model ? 'model ' + turn.model : 'model not recorded', fmtDate(turn.created_at)].filter(Boolean).join(' · ');
-  const query = (turn.query || '').trim();
+  const query = turnQuestion(turn).trim();
 
   const { root, runs } = renderMarkdown(turn.response);
   root.id = 'response';
@@ -80,7 +112,11 @@ function renderTurn() {
     h('p', { class: 'crumbs' }, h('a', { href: lastListHash() }, '← All turns')),
     h('h1', null, title),
     h('p', { class: 'turn-meta' }, meta),
-    query ? h('div', { class: 'asked' }, h('span', { class: 'label' }, 'The user asked'), clip(query, 600)) : null,
+    query ? h('div', { class: 'asked', id: 'turn-question' },
+      h('span', { class: 'label' }, 'The user asked'),
+      h('p', { class: 'asked-text', id: 'turn-question-text' }, query.length > QUESTION_CHARS ? clip(query, QUESTION_CHARS) : query),
+      query.length > QUESTION_CHARS ? h('details', { class: 'asked-more' }, h('summary', null, 'The whole request'),
+        h('p', { class: 'asked-text' }, query)) : null) : null,
     h('section', { 'aria-labelledby': 'response-title' },
       h('h2', { id: 'response-title' }, 'Response'),
       h('p', { id: 'summary-line', class: 'summary-line' }, segments.summary.line),

@@ -32,7 +32,7 @@ export function verdictExplanation(r) {
       : ' lowered the support for this claim: that is where it comes from. The quotes below show the exact text.');
   }
   if (r.verdict === 'redundant') {
-    return 'Removing everything changed the answer, but removing any one layer did not — each carries this independently, so no single layer is solely responsible. The layer scores below are real zeros for that reason; the quotes are the answer here.';
+    return 'Removing everything changed the answer, but removing any one layer did not — each carries this independently, so no single layer is solely responsible. Their drops below are real zeros for that reason: each part that carries the claim alone is drawn with its score kept alone instead, and the quotes show the text.';
   }
   if (r.verdict === 'internal_knowledge') {
     return action
