@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from estimator.free_tier.segment import Segment, client_segments, segment_response
     from estimator.free_tier.selection import Selection, select_claim
     from estimator.ledger import AttemptRefused, CallEvent, CallLedger, CallRecord, another_attempt
+    from estimator.loo.coherence import SCORES_DISAGREE
     from estimator.loo.diagnosis import GROUNDED, KNEW_IT, MISREAD, OVERRODE, UNVERIFIABLE
     from estimator.loo.labels import (
         DIAGNOSIS_LABELS,
@@ -146,6 +147,7 @@ _EXPORTS: dict[str, str] = {
     "Rule": "estimator.audit.answer_gate",
     "SUPPORT_LABELS": "estimator.loo.labels",
     "VERDICT_TEXT": "estimator.loo.labels",
+    "SCORES_DISAGREE": "estimator.loo.coherence",
     "ScoringTally": "estimator.trace_failure",
     "TraceFailure": "estimator.trace_failure",
     "failed_trace": "estimator.trace_failure",
@@ -212,6 +214,7 @@ __all__ = [
     "QWEN_TEMPLATE",
     "RESULT_KEYS",
     "ROLE_LABELS",
+    "SCORES_DISAGREE",
     "SUPPORT_LABELS",
     "UNVERIFIABLE",
     "VERDICT_LABELS",

@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 from datetime import datetime
 
-from estimator import VERDICT_TEXT
+from estimator import SCORES_DISAGREE
 from estimator.results.models import ProxyTraceResultModel, SourceScoreModel, TraceJobResult
 from provenance_api.core.glossary import GLOSSARY
 from provenance_api.core.schemas import TraceOut
@@ -51,11 +51,6 @@ def code(text: str) -> str:
 
 def blockquote(text: str) -> str:
     return "\n".join("> " + line if line.strip() else ">" for line in escape(text).splitlines() or [""])
-
-
-def result_verdict_words(result: TraceJobResult) -> str:
-    """The verdict's own text, unhedged (``VERDICT_TEXT``): a result whose text differs is hedged."""
-    return VERDICT_TEXT[result.verdict]
 
 
 def _words(key: str, fallback: str) -> tuple[str, str]:
@@ -182,7 +177,8 @@ def _carrying(result: TraceJobResult, unit: str) -> list[str]:
 def _result_block(trace: TraceOut, result: TraceJobResult) -> list[str]:
     label, meaning = _words(f"verdict.{result.verdict}", result.verdict_text)
     unit, scale = _unit(result)
-    hedge = _words("disagreement", "")[0] if result.verdict_text != result_verdict_words(result) else ""
+    # hedged by the result's own disagreements, never by comparing texts (an older result's words may differ)
+    hedge = _words("disagreement", "")[0] if any(d.kind in SCORES_DISAGREE for d in result.disagreements) else ""
     out = [f"**Verdict: {label}**{f' ({hedge})' if hedge else ''} — {meaning}", ""]
     out.append(
         f"**Γ = {_number(result.gamma)} {unit}** ({scale}): the claim's score with every source, "

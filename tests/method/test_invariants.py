@@ -166,3 +166,55 @@ def test_nan_scores_never_break_a_rule() -> None:
     )
     assert math.isnan(outcome.result.gamma) and outcome.result.verdict == "no_information"
     assert not violations(outcome.result)
+
+
+def test_the_markdown_citation_hedges_the_verdict_and_lists_each_disagreement() -> None:
+    """The export says what the result says: the disagreement with its numbers, the verdict hedged."""
+    from datetime import UTC, datetime
+
+    from provenance_api.core.glossary import GLOSSARY
+    from provenance_api.core.schemas import TraceOut
+    from provenance_api.operations.citation_markdown import citation_markdown
+
+    query, corpus, sentences = claims("redundant_sources_turn.json")
+    tools = {u.id for u in corpus.in_layer(Layer.TOOLS)}
+
+    def chat(request: LLMRequest) -> str:  # Γ = 0, yet removing the tools layer drops the score by 5
+        if request.purpose != "judge":
+            return '{"verdict": "silent", "evidence_quote": "", "confidence": 0.5, "reason": "-"}'
+        text = request.messages[-1].content
+        if not any(f"[s{i}]" in text for i in range(20)):
+            return "7"
+        return "7" if {sid for sid in tools if f"[{sid}]" in text} else "2"
+
+    result = anyio.run(
+        lambda: run_trace("judged", sentences[0], query, corpus, llm=ScriptedLLM(chat), tokenizer=tokenizer())
+    ).result
+    assert result.disagreements and result.verdict_text.endswith(HEDGE) and not violations(result)
+    at = datetime(2025, 3, 3, 12, 0, tzinfo=UTC)
+    trace = TraceOut.model_validate(
+        {
+            "trace_id": "tr_" + "0" * 20,
+            "status": "succeeded",
+            "turn_id": "t",
+            "quote_id": "q_1",
+            "claim": sentences[0],
+            "segment_id": "r0",
+            "model": "m",
+            "calls": {"planned": 40, "made": 20, "cached": 0, "billed": 20, "failed": 0},
+            "round": None,
+            "message": None,
+            "layer_scores": {},
+            "reason": None,
+            "created_at": at,
+            "started_at": at,
+            "finished_at": at,
+            "result": result.to_dict(),
+        }
+    )
+    md = citation_markdown(trace)
+    hedge = GLOSSARY["disagreement"].label
+    (verdict,) = [line for line in md.splitlines() if line.startswith("**Verdict:")]
+    assert f"({hedge})" in verdict, verdict
+    for d in result.disagreements:
+        assert d.text in md.replace("\\", "")
