@@ -112,37 +112,6 @@ async def run_trace(
     progress and settles a budget); a fresh one capped at ``planned_calls(choice, ...)`` when None.
     ``wording``: the questions asked of the target — a sentence (``claim``), or an action (``claim`` is the
     call's text; see ``actions.trace``)."""
-    return checked(
-        await _run_trace(
-            choice,
-            claim,
-            query,
-            corpus,
-            llm=llm,
-            scorer=scorer,
-            params=params,
-            tokenizer=tokenizer,
-            on_progress=on_progress,
-            ledger=ledger,
-            wording=wording,
-        )
-    )
-
-
-async def _run_trace(
-    choice: EstimatorChoice,
-    claim: str,
-    query: str,
-    corpus: Corpus,
-    *,
-    llm: LLM,
-    scorer: Scorer | None,
-    params: Params,
-    tokenizer: Tokenizer | None,
-    on_progress: Callable[[ProgressEvent], None] | None,
-    ledger: CallLedger | None,
-    wording: Wording,
-) -> TraceOutcome:
     if needs_scorer(choice) and scorer is None:
         raise ValueError(f"estimator {choice!r} needs a scoring-capable model (a scorer)")
     tok = tokenizer or ApproxTokenizer()
@@ -161,7 +130,7 @@ async def _run_trace(
             wording=wording,
         )
         if choice != "both":
-            return TraceOutcome(judged)
+            return checked(TraceOutcome(judged))
         assert scorer is not None
         supports = {s.source_id: s.support for s in judged.sources if s.support is not None}
         logprob = await trace_logprob(
@@ -177,7 +146,8 @@ async def _run_trace(
             ledger=ledger,
             wording=wording,
         )
-        return TraceOutcome(judged.model_copy(update={"calls": ledger.account()}), logprob, agreement(judged, logprob))
+        both = TraceOutcome(judged.model_copy(update={"calls": ledger.account()}), logprob, agreement(judged, logprob))
+        return checked(both)
     assert scorer is not None
     run = trace_proxy if choice == "proxy" else trace_logprob
     traced = await run(
@@ -192,4 +162,4 @@ async def _run_trace(
         ledger=ledger,
         wording=wording,
     )
-    return TraceOutcome(traced)
+    return checked(TraceOutcome(traced))

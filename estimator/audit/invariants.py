@@ -39,9 +39,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from estimator.loo.caveats import REWORDED_FRACTION
-from estimator.loo.coherence import SCORES_DISAGREE
+from estimator.loo.coherence import SCORES_DISAGREE, measured
 from estimator.loo.diagnosis import GROUNDED, KNEW_IT, MISREAD, OVERRODE, UNVERIFIABLE
 from estimator.loo.labels import VERDICT_TEXT
+from estimator.loo.rounds import role_of
 from estimator.results.models import LogprobTraceResultModel, SourceScoreModel, TraceResultModel
 
 __all__ = ["EPSILON", "Violation", "thresholds_of", "violations"]
@@ -63,10 +64,6 @@ class Violation:
         return f"rule {self.rule} ({self.subject}): {self.detail}"
 
 
-def _finite(value: float | None) -> bool:
-    return value is not None and not math.isnan(value)
-
-
 def thresholds_of(result: TraceResultModel) -> tuple[float, float] | None:
     """(τ, τ_Γ) of a result: recorded in it, or for an older result read from its parameters."""
     if result.tau is not None and result.tau_gamma is not None:
@@ -81,10 +78,6 @@ def thresholds_of(result: TraceResultModel) -> tuple[float, float] | None:
     ):
         return float(tau), float(tau_gamma)
     return None
-
-
-def _role_of(delta: float, tau: float) -> str:
-    return "grounds" if delta >= tau else "distractor" if delta <= -tau else "irrelevant"
 
 
 def violations(result: TraceResultModel) -> list[Violation]:
@@ -119,7 +112,7 @@ def violations(result: TraceResultModel) -> list[Violation]:
 def _verdict(result: TraceResultModel, tau_gamma: float, bad: _Bad) -> None:
     verdict, gamma = result.verdict, result.gamma
     downgraded = any(d.kind == "drop_exceeds_gamma" for d in result.disagreements)
-    if not _finite(gamma):
+    if not measured(gamma):
         if verdict != "no_information":
             bad(2, "verdict", f"Γ unknown but the verdict is {verdict}")
         return
@@ -152,7 +145,7 @@ def _search(result: TraceResultModel, bad: _Bad) -> None:
 def _layers(result: TraceResultModel, tau: float, bad: _Bad) -> None:
     for layer in result.layers:
         name = f"layer {layer.layer.value}"
-        both = _finite(result.s_all) and _finite(layer.s_without)
+        both = measured(result.s_all) and measured(layer.s_without)
         if layer.no_information == both:
             bad(11, name, f"no_information={layer.no_information} but s_all, s_without measured={both}")
         if both and abs(layer.delta - (result.s_all - layer.s_without)) > EPSILON:
@@ -160,31 +153,26 @@ def _layers(result: TraceResultModel, tau: float, bad: _Bad) -> None:
         if layer.role == "redundant":
             if abs(layer.delta) >= tau:
                 bad(4, name, f"redundant with |Δ| = {abs(layer.delta):.3f} ≥ τ = {tau:.3f}")
-            if not (layer.alone is not None and _finite(layer.alone) and result.s_all - layer.alone < tau):
+            if not (layer.alone is not None and measured(layer.alone) and result.s_all - layer.alone < tau):
                 bad(4, name, f"redundant, but kept alone it does not carry the claim (alone = {layer.alone})")
-        elif layer.role != _role_of(layer.delta, tau):
+        elif layer.role != role_of(layer.delta, tau):
             bad(4, name, f"role {layer.role} but Δ = {layer.delta:.3f} with τ = {tau:.3f}")
 
 
 def _source(result: TraceResultModel, source: SourceScoreModel, tau: float, bad: _Bad) -> None:
     name, delta = source.source_id, source.delta
-    measured = delta is not None and not source.no_information
-    if delta is not None and _finite(source.s_without) and abs(delta) > 0 and source.no_information:
+    known = delta is not None and not source.no_information
+    if delta is not None and measured(source.s_without) and abs(delta) > 0 and source.no_information:
         bad(11, name, "no_information with a measured, non-zero drop")
-    if (
-        measured
-        and delta is not None
-        and source.role not in (None, "redundant")
-        and source.role != _role_of(delta, tau)
-    ):
+    if known and delta is not None and source.role not in (None, "redundant") and source.role != role_of(delta, tau):
         bad(5, name, f"role {source.role} but Δ = {delta:.3f} with τ = {tau:.3f}")
-    carries = source.alone is not None and _finite(source.alone) and result.s_all - source.alone < tau
+    carries = source.alone is not None and measured(source.alone) and result.s_all - source.alone < tau
     if source.role == "redundant":
-        if measured and delta is not None and abs(delta) >= tau:
+        if known and delta is not None and abs(delta) >= tau:
             bad(5, name, f"redundant (removing it changes nothing) but Δ = {delta:.3f}, |Δ| ≥ τ = {tau:.3f}")
         if not carries:
             bad(5, name, f"redundant, but kept alone it does not carry the claim (alone = {source.alone})")
-    elif carries and source.role == "irrelevant" and measured:
+    elif carries and source.role == "irrelevant" and known:
         bad(5, name, "its removal changes nothing and it carries the claim alone, but it is not redundant")
 
 
@@ -221,7 +209,7 @@ def _caveats(result: TraceResultModel, tau: float, tau_gamma: float, bad: _Bad) 
         if warning.startswith("Reported as the model's own knowledge, but narrowly"):
             gamma = result.gamma
             if result.verdict != "internal_knowledge" or not (
-                _finite(gamma) and gamma >= REWORDED_FRACTION * tau_gamma
+                measured(gamma) and gamma >= REWORDED_FRACTION * tau_gamma
             ):
                 bad(8, "warnings", "the reworded-source caveat without a narrow internal-knowledge verdict")
 
@@ -229,7 +217,7 @@ def _caveats(result: TraceResultModel, tau: float, tau_gamma: float, bad: _Bad) 
 def _disagreements(result: TraceResultModel, tau: float, bad: _Bad) -> None:
     gamma = result.gamma
     named = {d.subject for d in result.disagreements if d.kind == "drop_exceeds_gamma"}
-    if _finite(gamma):
+    if measured(gamma):
         parts = [(x.layer.value, x.delta, x.no_information) for x in result.layers]
         parts += [(s.source_id, s.delta, s.no_information) for s in result.sources if s.delta is not None]
         for subject, delta, unmeasured in parts:
@@ -239,7 +227,7 @@ def _disagreements(result: TraceResultModel, tau: float, bad: _Bad) -> None:
         values = d.values
         if d.kind == "drop_exceeds_gamma" and not values.get("delta", math.nan) > values.get("gamma", math.nan) + tau:
             bad(9, d.subject, f"a disagreement whose numbers agree: {values}")
-        if "gamma" in values and _finite(gamma) and abs(values["gamma"] - gamma) > EPSILON:
+        if "gamma" in values and measured(gamma) and abs(values["gamma"] - gamma) > EPSILON:
             bad(9, d.subject, f"Γ = {values['gamma']} in the disagreement, {gamma} in the result")
 
 

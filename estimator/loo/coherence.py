@@ -35,7 +35,7 @@ from estimator.loo.rounds import Ablation, drop
 from estimator.results.models import DisagreementModel, SupportVerdictModel
 from estimator.results.trace import Verdict
 
-__all__ = ["HEDGE", "SCORES_DISAGREE", "disagreements", "downgrade", "grounding_layers", "hedged"]
+__all__ = ["HEDGE", "SCORES_DISAGREE", "disagreements", "downgrade", "grounding_layers", "hedged", "measured"]
 
 HEDGE = "uncertain: the judge's answers disagree with each other"
 """Appended to a verdict's text when the measurements it rests on disagree (see ``disagreements``)."""
@@ -43,7 +43,8 @@ HEDGE = "uncertain: the judge's answers disagree with each other"
 REMEDY = " Measuring each mask several times (--repeats) and taking the median settles such a disagreement."
 
 
-def _finite(*values: float | None) -> bool:
+def measured(*values: float | None) -> bool:
+    """Every value is a number: neither unmeasured (None) nor without information (NaN)."""
     return all(v is not None and not math.isnan(v) for v in values)
 
 
@@ -57,7 +58,7 @@ def disagreements(
     """Every measurement of this trace that contradicts another one, in words with its numbers."""
     out: list[DisagreementModel] = []
     gamma, tau = ab.s1 - ab.s0, ab.tau
-    if _finite(gamma):
+    if measured(gamma):
         for layer in ab.layers:
             if not layer.no_information and layer.delta > gamma + tau:
                 out.append(
@@ -75,7 +76,7 @@ def disagreements(
         s2_full = ab.s2.get("1", math.nan)
         for unit_ in ab.tested:
             without = ab.s2.get(f"1-{unit_.id}", math.nan)
-            if not _finite(s2_full, without):
+            if not measured(s2_full, without):
                 continue
             delta = drop(s2_full, without)
             if delta > gamma + tau:
@@ -93,11 +94,11 @@ def disagreements(
                 )
     s2_full = ab.s2.get("1", math.nan)
     for source_id, alone in ab.alone.items():
-        carries = _finite(ab.s1, alone) and ab.s1 - alone < tau
+        carries = measured(ab.s1, alone) and ab.s1 - alone < tau
         if not carries:
             continue
         without = ab.s2.get(f"1-{source_id}", math.nan)
-        if _finite(s2_full, without) and drop(s2_full, without) <= -tau:
+        if measured(s2_full, without) and drop(s2_full, without) <= -tau:
             delta = drop(s2_full, without)
             out.append(
                 DisagreementModel(
@@ -128,7 +129,7 @@ def disagreements(
             )
     grounding = [x for x in ab.layers if x.role in ("grounds", "redundant")]
     raising = [x for x in ab.layers if x.role == "distractor"]
-    if _finite(gamma) and gamma >= ab.tau_gamma and ab.contributing and not grounding and raising:
+    if measured(gamma) and gamma >= ab.tau_gamma and ab.contributing and not grounding and raising:
         names = ", ".join(f"{x.layer.value} (Δ = {_n(x.delta, unit)})" for x in raising)
         out.append(
             DisagreementModel(
