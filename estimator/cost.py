@@ -231,8 +231,10 @@ def quote_cost(
     warnings.extend(corpus.warnings)  # every cut and cap of the corpus, each naming its source
     if len(corpus.units) > params.max_sources:
         warnings.append(
-            f"{len(corpus.units)} sources exceed MAX_SOURCES={params.max_sources}: "
-            f"{len(corpus.units) - params.max_sources} will be omitted from each round and named."
+            f"{len(corpus.units)} sources exceed MAX_SOURCES={params.max_sources}: round 1 removes whole layers, "
+            f"round 2 tests the sources of the grounding layers one by one, at most {params.max_sources}; up to "
+            f"{len(corpus.units) - params.max_sources} (the least recent of each layer) may go untested and are "
+            "named in the result."
         )
     if corpus.unversioned:
         warnings.append(

@@ -7,8 +7,9 @@ to fix. A trace failed when
 * every model call it sent failed, whatever the calls were for; or
 * every call of one of the scalars it measures did: the scoring model's under ``logprob``, ``both`` and ``proxy``
   (no scoring call gave a finite log-probability: each failed, or answered without one), or the judge's
-  measurements under ``judged``, ``expected``, ``both`` and ``proxy`` (every judge call of Γ, the rounds and the
-  redundancy failed).
+  measurements under ``judged``, ``expected``, ``both`` and ``proxy`` (no judge call of Γ, the rounds and the
+  redundancy gave a value: each failed, or answered without one — under ``expected`` an answer whose server sent
+  no top log-probabilities, under ``judged`` an answer that is not a digit 1–9).
 
 Span checks that answered do not make a result of a trace whose scalar measured nothing: under ``logprob`` they
 are chat calls beside scoring calls that all failed, and counting them hid the failure (the trace ended
@@ -24,6 +25,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from estimator.judge import parse_digit
 from estimator.ledger import CallLedger, CallRecord, CallStage
 from estimator.seams.llm import LLMError, Message
 from estimator.seams.scorer import ScoredTarget, Scorer, ScorerError
@@ -82,6 +84,9 @@ class TraceFailure:
     scorer: bool
     judge: bool
     error: LLMError | None = None
+    unvalued: bool = False
+    """The judge answered (some or all of its calls) but no answer carried the scalar: the model or its server is
+    the setting to fix (one that returns top log-probabilities under ``expected``), not the connection."""
 
 
 def _last_error(records: Sequence[CallRecord]) -> str:
@@ -100,6 +105,7 @@ def failed_trace(ledger: CallLedger, scoring: ScoringTally | None = None) -> Tra
     chat = [r for r in sent if r.kind == "chat"]
     judged = [r for r in chat if r.stage in MEASURING_STAGES]
     judge_failed = bool(judged) and all(r.outcome in _FAILED for r in judged)
+    judge_unvalued = bool(judged) and not judge_failed and all(r.parsed is None for r in judged)
     scored = [r for r in sent if r.kind == "score"]
     scores_sent = scoring.sent if scoring is not None else len(scored)
     scores_valued = scoring.valued if scoring is not None else sum(r.parsed is not None for r in scored)
@@ -126,11 +132,29 @@ def failed_trace(ledger: CallLedger, scoring: ScoringTally | None = None) -> Tra
             f"every judge call of the measurements failed ({_plural(len(judged), 'call')}); "
             f"last error: {_last_error(judged)}"
         )
+    if judge_unvalued:
+        failed = sum(r.outcome in _FAILED for r in judged)
+        parts.append(
+            f"no judge call of the measurements gave a value ({_plural(len(judged), 'call')}: {failed} failed, "
+            f"{len(judged) - failed} answered without one); {_unvalued_why(judged)}"
+        )
     if not parts:
         return None
     return TraceFailure(
         "nothing was measured: " + "; and ".join(parts),
         scorer=scorer_failed,
-        judge=judge_failed,
+        judge=judge_failed or judge_unvalued,
         error=error if judge_failed else None,
+        unvalued=judge_unvalued,
     )
+
+
+def _unvalued_why(judged: Sequence[CallRecord]) -> str:
+    """Why the judge's answers carried no value, from the last one that answered: a digit read without its
+    alternatives means the server sent no top log-probabilities (``expected``); anything else is not a digit."""
+    answered = [r for r in judged if r.outcome not in _FAILED]
+    reply = (answered[-1].reply or "").strip() if answered else ""
+    if reply and not math.isnan(parse_digit(reply)):
+        return f"the judge answered {reply!r} but its server returned no top log-probabilities"
+    shown = reply if len(reply) <= 40 else reply[:39] + "…"
+    return f"last answer: {shown!r}, not a single digit 1–9"

@@ -148,7 +148,12 @@ def _failed(args: argparse.Namespace, failure: TraceFailure, style: Style) -> in
     from provenance_api.operations.trace_plan import failure_fix
 
     fixes = [SCORER_FIX] if failure.scorer else []
-    if failure.judge or not failure.scorer:
+    if failure.unvalued:
+        fixes.append(
+            "choose a --model whose server returns what the estimator reads (top log-probabilities under "
+            "--estimator expected), or use --estimator judged"
+        )
+    elif failure.judge or not failure.scorer:
         fixes.append(failure_fix(failure.error, api_base=args.api_base).fix)
     fix = "; ".join(fixes)
     if args.json:

@@ -194,6 +194,10 @@ JUDGE_FIXES = {
     "PROVENANCE_JUDGE_API_BASE (or the provider's variable)",
 }
 JUDGE_FIX = "retry later, or choose another model; the error above is the provider's own"
+UNVALUED_FIX = (
+    "choose a judge model whose server returns what the estimator reads (top log-probabilities under expected: "
+    "OpenAI-compatible chat with logprobs), or use estimator judged"
+)
 
 
 def failed_reason(failure: TraceFailure) -> str:
@@ -202,7 +206,9 @@ def failed_reason(failure: TraceFailure) -> str:
     fixes: list[str] = []
     if failure.scorer:
         fixes.append(SCORER_FIX)
-    if failure.judge or not failure.scorer:
+    if failure.unvalued:
+        fixes.append(UNVALUED_FIX)
+    elif failure.judge or not failure.scorer:
         setting = failure.error.setting if isinstance(failure.error, ProviderError) else None
         fixes.append(JUDGE_FIXES.get(setting or "", JUDGE_FIX))
     fix = " — fix: " + "; ".join(fixes)

@@ -352,7 +352,7 @@ def test_migration_0012_backfills_the_counts_from_stored_results(tmp_path: Path,
 def test_a_logged_cli_trace_is_exported_to_the_otlp_endpoint_like_the_services(
     provider_env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from test_otlp_export import attributes, otlp_receiver
+    from support.otlp_receiver import attributes, otlp_receiver
 
     from provenance_api.providers import otel_export
 

@@ -205,3 +205,16 @@ async def test_the_quoted_input_tokens_bound_what_a_trace_sends(sources: list[st
     assert result.calls.made == len(llm.calls) > 0
     sent = sum(tok.count(m.content) for r in llm.calls for m in r.messages)
     assert result.usage.input_tokens == sent <= quote.input_tokens
+
+
+def test_more_sources_than_max_sources_warns_of_round_2s_worst_case_not_of_every_round() -> None:
+    turn = load("ndvi_parametric_turn.json")
+    params = Params(max_sources=3)
+    view = gate_view(turn, params)
+    n = len(view.corpus)
+    assert n > 3
+    quote = cost_quote(turn, view.corpus, view.segments[0].text, model="openai/gpt-4o", params=params)
+    [warning] = [w for w in quote.warnings if "exceed MAX_SOURCES" in w]
+    assert warning.startswith(f"{n} sources exceed MAX_SOURCES=3: round 1 removes whole layers")
+    assert f"up to {n - 3} (the least recent of each layer) may go untested" in warning
+    assert not any("exceed MAX_SOURCES" in w for w in cost_quote(turn, view.corpus, "x", model="m").warnings)

@@ -339,3 +339,43 @@ async def test_a_scorer_that_answers_without_a_finite_value_measured_nothing() -
     failure = await traced("logprob", ScriptedLLM(KeyedJudge().scripted), ScriptedScorer(lambda m, t: math.nan))
     assert failure is not None and failure.scorer
     assert "answered without one" in failure.reason
+
+
+def test_a_service_expected_trace_whose_judge_sends_no_top_logprobs_is_failed_naming_the_setting(
+    tmp_path: Path,
+) -> None:
+    """The service makes no probe before a trace: a judge server that drops ``logprobs`` answers every
+    measurement with a digit and nothing under it. That measured nothing: a failed job, never "no information"."""
+    server = Scoring()
+    server.ignore_logprobs = True
+    with server, service(tmp_path, server) as api:
+        done = trace_api(api, "expected")
+    assert done["status"] == "failed" and done["result"] is None, done
+    reason = done["reason"]
+    assert reason.startswith("nothing was measured: no judge call of the measurements gave a value"), reason
+    assert "returned no top log-probabilities" in reason and "estimator judged" in reason.split(" — fix: ")[1]
+
+
+async def test_a_judge_whose_answers_are_never_a_digit_measured_nothing() -> None:
+    def prose(request: LLMRequest) -> LLMResponse:
+        if "strict judge of support" in request.messages[0].content:
+            return LLMResponse(text="It depends on the sources.")
+        return KeyedJudge().scripted(request)
+
+    failure = await traced("judged", ScriptedLLM(prose), None)
+    assert failure is not None and failure.judge and failure.unvalued and not failure.scorer
+    assert "answered without one" in failure.reason and "not a single digit 1–9" in failure.reason
+
+
+async def test_expected_with_digits_but_no_alternatives_measured_nothing_and_with_them_is_a_result() -> None:
+    failure = await traced("expected", ScriptedLLM(KeyedJudge().scripted), None)  # digits, no top_logprobs
+    assert failure is not None and failure.unvalued
+    assert "returned no top log-probabilities" in failure.reason
+
+    def with_alternatives(request: LLMRequest) -> LLMResponse:
+        answer = KeyedJudge().scripted(request)
+        if request.top_logprobs is None:
+            return answer
+        return LLMResponse(text=answer.text, usage=answer.usage, top_logprobs=[{answer.text: -0.1, "5": -3.0}])
+
+    assert await traced("expected", ScriptedLLM(with_alternatives), None) is None
