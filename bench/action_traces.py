@@ -9,12 +9,14 @@ made the call (``estimator.actions.trace``):
   unless ``--model``): the proxy's ranking, a log-probability leave-one-out with prefixes shared;
 * ``proxy`` — that ranking confirmed by a scripted hosted judge (``bench/proxy/judges.py``): ``knowing`` (9 while
   the planted instruction is shown, else 2; its span check quotes it) and ``opposite`` (adversarial: 2 while it is
-  shown, else 9), running the full judged search when the judge disagrees.
+  shown, else 9), running the full judged search when the judge disagrees — whose result stands unless its own
+  measurements contradict each other while the ranking's do not (``estimator/proxy/driver.py``, step 4).
 
 A hit: the source with the largest drop is the planted return. Also printed: how often the result's ``injection``
 finding is ``suspected`` naming that return, the local seconds per action and the hosted calls made.
 
     python bench/action_traces.py [--split heldout] [--limit 24] [--every 1] [--judges knowing,opposite]
+        [--threads 2] [--action-tokens content|all]
 """
 
 from __future__ import annotations
@@ -40,9 +42,10 @@ from estimator.actions.arguments import argument_sources  # noqa: E402
 from estimator.actions.injection import screen_action  # noqa: E402
 from estimator.actions.trace import action_corpus, find_action, measured_injection  # noqa: E402
 from estimator.corpus.build import build_corpus  # noqa: E402
-from estimator.loo.logprob import ranked_sources  # noqa: E402
+from estimator.loo.logprob import LogprobParams, ranked_sources  # noqa: E402
 from estimator.proxy.driver import rank, trace_proxy  # noqa: E402
 from estimator.results.models import TraceResultModel  # noqa: E402
+from estimator.results.proxy import CONTRADICTED_LINE  # noqa: E402
 from estimator.target import ACTION  # noqa: E402
 from provenance_api.providers import free_tier  # noqa: E402
 
@@ -84,6 +87,7 @@ async def main_async(args: argparse.Namespace) -> int:
     local = LocalModel(args.model or model_path(), n_ctx=args.n_ctx, n_threads=args.threads)
     scorer = LlamaCppScorer(local)
     tok = free_tier.tokenizer()
+    lp = LogprobParams(action_tokens=args.action_tokens)
     tally: Counter[str] = Counter()
     seconds = 0.0
     started = time.perf_counter()
@@ -96,7 +100,7 @@ async def main_async(args: argparse.Namespace) -> int:
             kept, context = action_corpus(turn, corpus, action)
             expected = next(u.id for u in kept.tool_units() if u.returned_at == planted.planted_call)
             ranking = await rank(
-                scorer, action.text, context.query, kept, model="scripted-judge", tokenizer=tok, wording=ACTION
+                scorer, action.text, context.query, kept, model="scripted-judge", lp=lp, tokenizer=tok, wording=ACTION
             )
             seconds += ranking.seconds
             arguments = argument_sources(context)
@@ -105,11 +109,23 @@ async def main_async(args: argparse.Namespace) -> int:
             lp_injection = measured_injection(ranking.result, context, arguments, screen)
             tally["logprob:hit"] += lp_top == expected
             tally["logprob:suspected"] += lp_injection.suspected and lp_injection.source_id == expected
-            line = [f"[{i + 1}/{len(todo)}] {planted.variant:<11} {action.tool:<22} logprob top {lp_top}"]
+            ranked = ranking.result
+            line = [
+                f"[{i + 1}/{len(todo)}] {planted.variant:<11} {action.tool:<18} Γ {ranked.gamma:.1f} "
+                f"τ_Γ {ranked.thresholds.tau_gamma_nats:.1f} · logprob top {lp_top}"
+            ]
             for name in judges:
                 judge = judge_named(name, [item["key"]], turn.turn_id)
                 proxy = await trace_proxy(
-                    scorer, judge, action.text, context.query, kept, tokenizer=tok, ranking=ranking, wording=ACTION
+                    scorer,
+                    judge,
+                    action.text,
+                    context.query,
+                    kept,
+                    lp=lp,
+                    tokenizer=tok,
+                    ranking=ranking,
+                    wording=ACTION,
                 )
                 proxy_top = top(proxy)
                 injection = measured_injection(proxy, context, arguments, screen)
@@ -117,6 +133,7 @@ async def main_async(args: argparse.Namespace) -> int:
                 tally[f"{name}:suspected"] += injection.suspected and injection.source_id == expected
                 tally[f"{name}:made"] += proxy.calls.made
                 tally[f"{name}:confirmed"] += proxy.confirmed
+                tally[f"{name}:contradicted"] += proxy.confirmation == CONTRADICTED_LINE
                 line.append(f"{name} top {proxy_top} ({proxy.calls.made} calls)")
             line.append(f"expected {expected} · {ranking.seconds:.0f} s")
             print(" · ".join(line), flush=True)
@@ -133,7 +150,8 @@ async def main_async(args: argparse.Namespace) -> int:
         print(
             f"  proxy, {name} judge: top source right {tally[f'{name}:hit']}/{len(todo)} "
             f"({tally[f'{name}:hit'] / n:.1%}); injection suspected naming it {tally[f'{name}:suspected']}; "
-            f"confirmed {tally[f'{name}:confirmed']}; {tally[f'{name}:made'] / n:.1f} hosted calls per action"
+            f"confirmed {tally[f'{name}:confirmed']}; the judge's search contradicting itself "
+            f"{tally[f'{name}:contradicted']}; {tally[f'{name}:made'] / n:.1f} hosted calls per action"
         )
     print(f"ran in {time.perf_counter() - started:.0f} s")
     return 0
@@ -147,8 +165,20 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=7, help="the planted set's seed (planted_injections.py's)")
     parser.add_argument("--judges", default="knowing,opposite")
     parser.add_argument("--model", help="a GGUF file (default: scripts/local-model.sh path)")
-    parser.add_argument("--n-ctx", type=int, default=4096)
+    parser.add_argument(
+        "--n-ctx",
+        type=int,
+        default=8192,
+        help="the local context: an action's prompt over τ-bench reaches ~5,000 tokens (at 4096, 4 of 10 "
+        "held-out actions did not fit and read as no information)",
+    )
     parser.add_argument("--threads", type=int, help="llama.cpp threads (default: every core)")
+    parser.add_argument(
+        "--action-tokens",
+        choices=("content", "all"),
+        default="content",
+        help="what τ_Γ counts (LogprobParams.action_tokens): the call's content tokens, or all (the sentence rule)",
+    )
     args = parser.parse_args()
     code: int = anyio.run(main_async, args)
     return code

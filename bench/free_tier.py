@@ -14,8 +14,8 @@ Runs from the repository root or anywhere else:
   (dev / held_out) and overall; "no cue" is today's without the rule cue. The verdict on precision counts a
   sentence that restates a rule (``rules.jsonl``) as worth tracing too.
 * The rule cue (``estimator/free_tier/restates.py``) on ``tests/data/gating/rules.jsonl`` (``--rules``): recall of
-  the sentences that restate a policy rule and precision of what the cue offers, before → after the cue, and the
-  dev-only sweep its two constants were chosen from (``bench/rule_cue.py``).
+  the sentences that restate a policy rule, precision of what the cue offers and how often it names the labelled
+  section, before → after the cue, and the dev-only sweep its constants were chosen from (``bench/rule_cue.py``).
 * With ``--labels tests/data/gating/multilingual.jsonl`` (turns in ``multilingual_turns.json`` beside
   it), the same figures per language too; ``--labels-only`` stops after them.
 * Speed: corpus construction once, then gating of every τ-bench turn with the seed's free tier and

@@ -7,6 +7,7 @@ reading with the policy section it restates, or null. Per split (the guide's has
 
 * *recall*: share of restating sentences offered for tracing or resolved for free (traceable, quoted, action);
 * *cue precision*: share of sentences the cue offers (class ``rule_restatement``) that restate a rule;
+* *rule named*: of those, the share whose reason names the policy section of the label;
 * *worth tracing*: share of all sentences offered for tracing that are a *fact* (``labelled.jsonl``) or restate a
   rule — on the sentences that carry both labels.
 
@@ -55,6 +56,7 @@ class CueScore:
     resolved: int
     cue_offered: int
     cue_right: int
+    cue_named: int
     offered: int
     offered_worth: int
 
@@ -73,7 +75,8 @@ class CueScore:
     def line(self) -> str:
         return (
             f"recall {self.recall:.2f} ({self.resolved}/{self.restating})  cue precision "
-            f"{self.cue_precision:.2f} ({self.cue_right}/{self.cue_offered})  worth tracing {self.worth:.2f} "
+            f"{self.cue_precision:.2f} ({self.cue_right}/{self.cue_offered}, rule named {self.cue_named}/"
+            f"{self.cue_right})  worth tracing {self.worth:.2f} "
             f"({self.offered_worth}/{self.offered})"
         )
 
@@ -84,13 +87,14 @@ def score_cue(
     """``gates``: the gate of each labelled sentence (index → gate); ``facts``: text → labelled *fact*."""
     rows = [(row, gates[i]) for i, row in enumerate(labels) if i in gates and split in (None, row.split)]
     restating = [g for row, g in rows if row.restates]
-    cue = [row for row, g in rows if g.klass == GateClass.RULE_RESTATEMENT]
+    cue = [(row, g) for row, g in rows if g.klass == GateClass.RULE_RESTATEMENT]
     offered = [row for row, g in rows if g.status.value == "traceable" and row.text in facts]
     return CueScore(
         len(restating),
         sum(g.status.value in RESOLVED for g in restating),
         len(cue),
-        sum(row.restates is not None for row in cue),
+        sum(row.restates is not None for row, _ in cue),
+        sum(row.restates is not None and f'"{row.restates}"' in (g.reason or "") for row, g in cue),
         len(offered),
         sum(facts[row.text] or row.restates is not None for row in offered),
     )
@@ -133,10 +137,12 @@ def sweep(
     split: str = "dev",
 ) -> tuple[int, float]:
     """How ``MIN_SHARED`` and ``THRESHOLD`` were chosen: on ``split`` only, every sentence the gate without the
-    cue leaves unoffered (unanchored, or an offer) that is a statement, scored against the rules of its turn;
+    cue leaves unoffered (unanchored, or an offer) that is a statement, scored against the rules of its turn
+    (``RuleIndex.rules``: each rule read whole, one of its statements sharing at least ``MIN_IN_STATEMENT`` words);
     for each (min shared words, threshold) the restating sentences offered / all offered, and the pair with the
-    best F1 against the restating sentences left unresolved (the highest threshold among equals)."""
-    scored: list[tuple[bool, list[tuple[float, int]]]] = []
+    best F1 against the restating sentences left unresolved (among equals the fewest shared words, then the highest
+    threshold). Then, at the chosen pair, what ``MIN_IN_STATEMENT`` of 1, 2 or 3 would offer."""
+    candidates: list[tuple[bool, RuleIndex, str]] = []
     unresolved = 0
     for i, row in enumerate(labels):
         gate = before.get(i)
@@ -145,8 +151,8 @@ def sweep(
         unresolved += bool(row.restates) and gate.status.value in ("unanchored", "agent_voice")
         offer = gate.status.value == "unanchored" or gate.klass == GateClass.RECOMMENDATION
         if offer and is_statement(row.text):
-            found = index_for(row.source).matches(row.text)
-            scored.append((row.restates is not None, [(m.score, len(m.shared)) for m in found]))
+            candidates.append((row.restates is not None, index_for(row.source), row.text))
+    scored = [(ok, [(m.score, len(m.shared)) for m in index.rules(text)]) for ok, index, text in candidates]
     best = (-1.0, 0, 0.0)
     print(f"rule cue sweep on {split}: {len(scored)} candidate sentences, {unresolved} restating ones unresolved")
     for least in (2, 3, 4):
@@ -156,8 +162,18 @@ def sweep(
             offered = [ok for ok, found in scored if any(s >= threshold and n >= least for s, n in found)]
             right = sum(offered)
             f1 = 2 * right / (len(offered) + unresolved) if offered else 0.0
-            best = max(best, (f1, least, threshold))
+            best = max(best, (f1, -least, threshold))
             cells.append(f"{threshold:.2f}:{right}/{len(offered)}")
         print(f"  ≥{least} shared  " + " ".join(cells))
-    print(f"  best F1 {best[0]:.2f} at ≥{best[1]} shared words, threshold {best[2]:.2f}")
-    return best[1], best[2]
+    f1, least, threshold = best[0], -best[1], best[2]
+    print(f"  best F1 {f1:.2f} at ≥{least} shared words, threshold {threshold:.2f}")
+    cells = []
+    for in_statement in (1, 2, 3):
+        offered = [
+            ok
+            for ok, index, text in candidates
+            if any(m.score >= threshold for m in index.rules(text, least, in_statement))
+        ]
+        cells.append(f"≥{in_statement}: {sum(offered)}/{len(offered)}")
+    print("  at that pair, with the words of one statement " + "  ".join(cells))
+    return least, threshold

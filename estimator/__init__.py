@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from estimator.actions.report import screen_actions
+    from estimator.actions.targets import Action, action_context
     from estimator.actions.trace import ActionNotFound, action_corpus, find_action, trace_action
     from estimator.audit.answer_gate import (
         Decision,
@@ -42,10 +43,20 @@ if TYPE_CHECKING:
     )
     from estimator.audit.declared import audit_declared, audit_trace
     from estimator.corpus.build import build_corpus
-    from estimator.corpus.tool_content import RESULT_KEYS, is_mcp_block, json_object
-    from estimator.corpus.turn import StoredTurn
+    from estimator.corpus.envelope import NOT_RECORDED, Envelope, shown_time
+    from estimator.corpus.redacted import redaction_warnings
+    from estimator.corpus.tool_content import RESULT_KEYS, flatten, is_mcp_block, json_object
+    from estimator.corpus.turn import SourceMeta, StoredTurn
     from estimator.corpus.units import Corpus, Layer, Unit
     from estimator.cost import MESSAGE_OVERHEAD_TOKENS, CostQuote, Pricing, quote_cost, request_tokens, round_usd
+    from estimator.custody.ages import SourceAge, age_text, answer_time, source_ages
+    from estimator.custody.freshness import (
+        FreshnessFinding,
+        FreshnessPolicy,
+        FreshnessRulesError,
+        check_freshness,
+        parse_policy,
+    )
     from estimator.free_tier.gating import GateReport, gate_turn
     from estimator.free_tier.segment import Segment, client_segments, segment_response
     from estimator.free_tier.selection import Selection, select_claim
@@ -96,11 +107,28 @@ if TYPE_CHECKING:
 # name -> the module that defines it
 _EXPORTS: dict[str, str] = {
     "screen_actions": "estimator.actions.report",
+    "Action": "estimator.actions.targets",
+    "action_context": "estimator.actions.targets",
     "ActionNotFound": "estimator.actions.trace",
     "action_corpus": "estimator.actions.trace",
     "find_action": "estimator.actions.trace",
     "trace_action": "estimator.actions.trace",
     "RESULT_KEYS": "estimator.corpus.tool_content",
+    "flatten": "estimator.corpus.tool_content",
+    "redaction_warnings": "estimator.corpus.redacted",
+    "NOT_RECORDED": "estimator.corpus.envelope",
+    "Envelope": "estimator.corpus.envelope",
+    "shown_time": "estimator.corpus.envelope",
+    "SourceMeta": "estimator.corpus.turn",
+    "SourceAge": "estimator.custody.ages",
+    "answer_time": "estimator.custody.ages",
+    "age_text": "estimator.custody.ages",
+    "source_ages": "estimator.custody.ages",
+    "FreshnessFinding": "estimator.custody.freshness",
+    "FreshnessPolicy": "estimator.custody.freshness",
+    "FreshnessRulesError": "estimator.custody.freshness",
+    "check_freshness": "estimator.custody.freshness",
+    "parse_policy": "estimator.custody.freshness",
     "is_mcp_block": "estimator.corpus.tool_content",
     "json_object": "estimator.corpus.tool_content",
     "ApproxTokenizer": "estimator.tokens",
@@ -210,6 +238,7 @@ __all__ = [
     "MAX_REPEATS",
     "MESSAGE_OVERHEAD_TOKENS",
     "MISREAD",
+    "NOT_RECORDED",
     "OVERRODE",
     "QWEN_TEMPLATE",
     "RESULT_KEYS",
@@ -219,6 +248,7 @@ __all__ = [
     "UNVERIFIABLE",
     "VERDICT_LABELS",
     "VERDICT_TEXT",
+    "Action",
     "ActionNotFound",
     "ApproxTokenizer",
     "AttemptRefused",
@@ -230,7 +260,11 @@ __all__ = [
     "CostQuote",
     "Decision",
     "DeclaredAuditModel",
+    "Envelope",
     "EstimatorChoice",
+    "FreshnessFinding",
+    "FreshnessPolicy",
+    "FreshnessRulesError",
     "GateReport",
     "GateSentence",
     "HostedCheckModel",
@@ -258,6 +292,8 @@ __all__ = [
     "Segment",
     "Selection",
     "SentenceOutcome",
+    "SourceAge",
+    "SourceMeta",
     "SourceScoreModel",
     "SpreadModel",
     "StoredTurn",
@@ -269,21 +305,27 @@ __all__ = [
     "Unit",
     "Usage",
     "Verdict",
+    "action_context",
     "action_corpus",
+    "age_text",
     "another_attempt",
+    "answer_time",
     "audit_declared",
     "audit_trace",
     "build_corpus",
+    "check_freshness",
     "client_segments",
     "decide",
     "failed_trace",
     "find_action",
+    "flatten",
     "gate_turn",
     "is_mcp_block",
     "json_object",
     "needs_scorer",
     "normalise",
     "outcome_from_trace",
+    "parse_policy",
     "planned_calls",
     "probe_source",
     "proxy_capability",
@@ -291,6 +333,7 @@ __all__ = [
     "quote_proxy",
     "quote_scoring",
     "quoted_outcome",
+    "redaction_warnings",
     "request_tokens",
     "round_usd",
     "run_trace",
@@ -298,6 +341,8 @@ __all__ = [
     "screen_actions",
     "segment_response",
     "select_claim",
+    "shown_time",
+    "source_ages",
     "trace_action",
     "trace_job_result",
 ]

@@ -11,4 +11,4 @@ cd "$(dirname "$0")/.."
 export LITELLM_LOCAL_MODEL_COST_MAP=True HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 .venv/bin/ruff check estimator provenance_api prompts tests bench
 .venv/bin/ruff format --check estimator provenance_api prompts tests bench
-.venv/bin/pytest -q -n auto --dist loadscope -m "not (service or browser or postgres or redis or local_model or slow)" "$@"
+.venv/bin/pytest -q -n auto --dist loadscope -m "not (service or browser or postgres or redis or local_model or slow or gateway)" "$@"

@@ -12,14 +12,23 @@ system tag, "before you solve the task", "do not tell the user"); **weak** cues 
 must", urgency, claimed authority) only when two of them meet within ``WINDOW_LINES`` lines — a price list's
 "please pay at the desk" is data for its reader, not an instruction to the agent.
 
+Returns are often records on one line (JSON, a Python dict) whose strings carry escaped line breaks, or YAML:
+an escaped break is read as a line break (an instruction in a string starts a line), and a cue glued to a name
+by an underscore (``External_TODO:``) is a word of its own.
+
 An action is ``suspect_injection`` when a tool return it could read holds such an instruction, and in the text
-it speaks of (its line, and ``NEAR_AFTER`` characters after its first cue: never the record above it) either a
-decisive value the action sent or the action's tool by name or leading verb — and the user's own words (the
-query and earlier user messages) hold neither that value nor that tool, nor hand the agent over to the data
-("do the tasks on my list", "follow the instructions in …"). A number counts only when the agent could have
-read it nowhere else (100 is everywhere); an identifier counts even when the data held it already. It is a
-screen, like gating: it decides what deserves a metered trace, and says which source, lines and instruction
-made it speak.
+it speaks of — from its first cue's sentence to ``NEAR_AFTER`` characters after the cue or the end of the record
+field that holds it, whichever comes first: never the record above it, the sentence before it or the next
+record — either a decisive value the action sent or the action's tool by name, leading verb or a form of it
+("a reservation" for ``reserve_hotel``) — and the user's own words (the query and earlier user messages) hold
+neither that value nor that tool, nor hand the agent over to the data ("do the tasks on my list", "follow the
+instructions in …"; a list the user wrote out, "the following tasks", hands nothing over). A number or a single
+word counts only when the agent could have read it nowhere else (100 is everywhere; so is a channel called
+"general"); an identifier counts even when the data held it already. The tool named is no evidence when the
+instruction names what it wants the act done to (an account, an address, a link) and the action sent none of
+it: the agent paid the bill the user asked it to pay, not the account the instruction gave. It is a screen,
+like gating: it decides what deserves a metered trace, and says which source, lines and instruction made it
+speak.
 """
 
 from __future__ import annotations
@@ -37,6 +46,11 @@ __all__ = ["Injection", "InstructionLines", "instruction_lines", "screen_action"
 
 WINDOW_LINES = 4
 _NUMERIC = regex.compile(r"[-+]?[\d.,]+")
+_WORD = regex.compile(r"[A-Za-z]+")  # one word as a value ("general", "Alice"): as weak as a number
+_IDENTIFIER = regex.compile(  # what names one thing: an address, a link, an account or code, a long number
+    r"[\w.+-]+@[\w-]+\.[\w.]+|\b(?:https?://|www\.)[^\s'\"]+|\b(?=[A-Z\d-]*\d)(?=[A-Z\d-]*[A-Z])[A-Z\d-]{6,}\b|\b\d{5,}\b"
+)
+_SENTENCE_END = regex.compile(r"[.!?](?=\s)")
 NEAR_BEFORE = 200
 NEAR_AFTER = 600
 _READING_VERBS = frozenset(
@@ -57,11 +71,15 @@ _READING_VERBS = frozenset(
     }
 )
 _I = regex.IGNORECASE | regex.MULTILINE
+_FORMS = r"(?:e|es|ed|er|ers|s|ing|ion|ions|ation|ations|ment|ments)?"  # a verb's forms: reserve → a reservation
 _MODEL = r"(?:ai|a\.i\.|assistant|agent|model|gpt[-\w.]*|claude|gemini|llm|chat ?bot|language model)"
 STRONG: dict[str, regex.Pattern[str]] = {
     "ignores its instructions": regex.compile(
         r"\b(?:ignore|disregard|forget|override)\b.{0,40}?\b(?:previous|prior|above|earlier|all|any|your|original)"
-        r"\b.{0,30}?\b(?:instructions?|prompts?|rules|directions|guidelines|tasks?)\b",
+        r"\b.{0,30}?\b(?:instructions?|prompts?|rules|directions|guidelines|tasks?)\b"
+        # what it is told to ignore, however it is spelt ("your previous iunstructions", as an attack wrote it)
+        r"|\b(?:ignore|disregard|forget)\s+(?:all\s+|any\s+)?(?:of\s+)?(?:your|the|my)?\s*"
+        r"(?:previous|prior|earlier|above|original)\s+\w{4,}",
         _I,
     ),
     "addresses the model": regex.compile(
@@ -105,8 +123,9 @@ WEAK: dict[str, regex.Pattern[str]] = {
         _I,
     ),
 }
-_DELEGATES = regex.compile(
-    r"\b(?:follow|carry out|execute|do|complete|perform)\b.{0,40}?\b(?:instructions?|tasks?|to-?dos?|steps|"
+_DELEGATES = regex.compile(  # what the user hands over is in the data, not the user's own list ("the following tasks")
+    r"\b(?:follow|carry out|execute|do|complete|perform)\b(?:(?!\b(?:following|these|below)\b).){0,40}?"
+    r"\b(?:instructions?|tasks?|to-?dos?|steps|"
     r"what (?:it|they|the \w+) says?)\b|\bas (?:it|the \w+) (?:says|instructs|asks)\b",
     _I,
 )
@@ -136,6 +155,16 @@ class Injection:
     because: str = ""
 
 
+_ESCAPED_BREAK = regex.compile(r"(?<!\\)((?:\\\\)*)\\[nr]")
+
+
+def read_breaks(text: str) -> str:
+    """``text`` with the line breaks of the strings it quotes (``\\n`` in a JSON or Python record on one line) read
+    as line breaks and underscores as spaces, at the same offsets: an instruction in a record's string starts a
+    line as the agent reads it, and a cue glued to a name (``External_TODO:``) is a word of its own."""
+    return _ESCAPED_BREAK.sub(lambda m: m.group(1) + " \n", text).replace("_", " ")
+
+
 def instruction_lines(unit: Unit) -> tuple[InstructionLines, ...]:
     """Every stretch of ``unit`` that addresses the agent (a strong cue, or two weak ones within the window)."""
     lines = unit.text.split("\n")
@@ -145,8 +174,9 @@ def instruction_lines(unit: Unit) -> tuple[InstructionLines, ...]:
     found: list[InstructionLines] = []
     weak_at: list[tuple[int, str, int]] = []
     for number, line in enumerate(lines, start=1):
-        strong = [(m.start(), name) for name, pattern in STRONG.items() if (m := pattern.search(line))]
-        weak = [(m.start(), name) for name, pattern in WEAK.items() if (m := pattern.search(line))]
+        read = read_breaks(line)
+        strong = [(m.start(), name) for name, pattern in STRONG.items() if (m := pattern.search(read))]
+        weak = [(m.start(), name) for name, pattern in WEAK.items() if (m := pattern.search(read))]
         if strong:
             cues = tuple(name for _, name in sorted(strong)) + tuple(name for _, name in weak)
             start = offsets[number - 1] + min(at for at, _ in strong)
@@ -161,19 +191,44 @@ def instruction_lines(unit: Unit) -> tuple[InstructionLines, ...]:
     return tuple(sorted(found, key=lambda f: f.lines))
 
 
+_NEXT_KEY = regex.compile(r"""(?<!\\)["']\s*,\s*["'][^"'\n]{1,80}["']\s*:\s""")  # one line: …", 'name': …
+_YAML_FIELD = regex.compile(
+    r"^([ \t]*)(?:-[ \t]+[A-Za-z_][\w-]{0,40}:(?:[ \t]|$)|-[ \t]|[A-Za-z_][\w-]{0,40}:(?:[ \t]|$))", _I
+)
+
+
+def _field_end(text: str, start: int, end: int) -> int:
+    """Where the field of the record that holds ``start`` ends (at most ``end``): the next key of a record on one
+    line (JSON, Python), or the next YAML key or list item that is not part of the field — indented less than the
+    line at ``start``, or as much when that line opens a key or item of its own."""
+    found = _NEXT_KEY.search(text, start, end)
+    end = found.start() if found else end
+    line_start = text.rfind("\n", 0, start) + 1
+    own = _YAML_FIELD.match(text, line_start)
+    indent = len(text[line_start:]) - len(text[line_start:].lstrip(" \t"))
+    for line in _YAML_FIELD.finditer(text, text.find("\n", start, end) + 1 or end, end):
+        depth = len(line.group(1))
+        if depth < indent or (own is not None and depth <= indent):
+            return line.start() - 1
+    return end
+
+
 def _near(unit: Unit, found: InstructionLines) -> tuple[str, int]:
-    """The text an instruction speaks of: from its line's start (at most ``NEAR_BEFORE`` characters before its
-    first cue) to ``NEAR_AFTER`` characters after it — never the data above it on other lines, where a long
-    record (a JSON return on one line) would make every value in it look requested. Returns the text and its
-    offset in the source."""
-    line_start = unit.text.rfind("\n", 0, found.start) + 1
-    begin = max(line_start, found.start - NEAR_BEFORE)
-    return unit.text[begin : found.start + NEAR_AFTER], begin
+    """The text an instruction speaks of: from the start of its first cue's sentence (at most ``NEAR_BEFORE``
+    characters before the cue; a string's escaped line break starts a line) to ``NEAR_AFTER`` characters after
+    it, or to the end of the field of the record that holds it (``_field_end``), whichever comes first — never the
+    data above it, or the next records, where a long return would make every value in it look requested. Returns
+    the text and its offset in the source."""
+    before = read_breaks(unit.text[max(0, found.start - NEAR_BEFORE) : found.start])
+    sentence = max([before.rfind("\n") + 1, *(m.end() for m in _SENTENCE_END.finditer(before))])
+    begin = max(0, found.start - NEAR_BEFORE) + sentence
+    return unit.text[begin : _field_end(unit.text, found.start, found.start + NEAR_AFTER)], begin
 
 
 def tool_named(tool: str, text: str) -> bool:
     """Whether ``text`` names the tool (``send_money``, "send money") or asks for its act: the tool's leading
-    verb ("cancel" of ``cancel_reservation``), unless the verb only reads (get, search, list, …)."""
+    verb or a form of it ("cancel" of ``cancel_reservation``, "a reservation" of ``reserve_hotel``), unless the
+    verb only reads (get, search, list, …)."""
     if not tool.strip():
         return False
     spoken = tool.replace("_", " ").replace("-", " ").strip()
@@ -184,7 +239,7 @@ def tool_named(tool: str, text: str) -> bool:
         or (
             len(verb) >= 4
             and verb not in _READING_VERBS
-            and regex.search(rf"(?<!\w){regex.escape(verb)}\w{{0,3}}(?!\w)", text, regex.IGNORECASE)
+            and regex.search(rf"(?<!\w){regex.escape(verb.removesuffix('e'))}{_FORMS}(?!\w)", text, regex.IGNORECASE)
         )
     )
 
@@ -209,6 +264,20 @@ def _only_there(value: str, context: ActionContext, unit: Unit, begin: int, end:
         return False
     texts = [u.text for u in context.units if u.id != unit.id] + [h.text for h in context.history]
     return all(find_value(value, text) is None for text in [*texts, context.query])
+
+
+def _weak(value: str) -> bool:
+    """A number or one word: a value many texts hold, evidence only where nothing else could give it."""
+    return bool(_NUMERIC.fullmatch(value) or _WORD.fullmatch(value))
+
+
+def _asks_for_others(window: str, arguments: Sequence[ArgumentSource]) -> bool:
+    """Whether the instruction names what it wants done to — an address, a link, an account — and the action sent
+    none of it: an action of the tool it names, on the user's own business ("send a transaction to US13…", and the
+    agent pays the bill the user asked it to pay)."""
+    named = {m.group().rstrip(".,;:)'\"") for m in _IDENTIFIER.finditer(window)}
+    sent = "\n".join(a.value for a in arguments)
+    return bool(named) and not any(find_value(n, sent) is not None for n in named)
 
 
 def user_words(context: ActionContext) -> str:
@@ -239,9 +308,9 @@ def screen_action(
                 and any(h.source_id == unit.id for h in a.holders)
                 and find_value(a.value, window) is not None
                 and find_value(a.value, user) is None  # the user's own words did not give it
-                and (not _NUMERIC.fullmatch(a.value) or _only_there(a.value, context, unit, begin, begin + len(window)))
+                and (not _weak(a.value) or _only_there(a.value, context, unit, begin, begin + len(window)))
             ]
-            named = not tool_from_user and tool_named(tool, window)
+            named = not tool_from_user and tool_named(tool, window) and not _asks_for_others(window, arguments)
             if values or named:
                 first, last = _span(unit, found, begin, begin + len(window), values, tool if named else "")
                 quote = "\n".join(unit.text.split("\n")[first - 1 : last])

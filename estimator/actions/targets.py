@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import regex
 
 from estimator.corpus.build import current_messages, history_messages
-from estimator.corpus.turn import TOOL_CALL_KINDS, StoredTurn
+from estimator.corpus.turn import TOOL_CALL_KINDS, StoredTurn, recorded_time
 from estimator.corpus.units import Corpus, Layer, Unit
 
 __all__ = [
@@ -59,6 +60,10 @@ class Action:
     call_id: str | None
     arguments: Any
     position: int
+    produced_at: datetime | None = None
+    """When the agent made the call, as the history recorded it (None: not recorded)."""
+    principal: str | None = None
+    """Whom the call was made for, as the history recorded it (None: not recorded)."""
 
     @property
     def text(self) -> str:
@@ -85,6 +90,8 @@ def extract_actions(turn: StoredTurn) -> tuple[Action, ...]:
                             call_id=part.tool_call_id or None,
                             arguments=canonical_arguments(part.args),
                             position=position,
+                            produced_at=part.recorded_at or message.recorded_at,
+                            principal=part.provenance.principal if part.provenance else None,
                         )
                     )
     if not actions:
@@ -97,6 +104,8 @@ def extract_actions(turn: StoredTurn) -> tuple[Action, ...]:
                     call_id=None,
                     arguments=canonical_arguments(call.arguments),
                     position=index,
+                    produced_at=recorded_time(call.made_at),
+                    principal=call.provenance.principal if call.provenance else None,
                 )
             )
     return tuple(actions)

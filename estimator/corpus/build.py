@@ -36,8 +36,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from estimator.corpus.envelope import Custody, custody_of, make_envelope
+from estimator.corpus.redacted import redaction_warnings
 from estimator.corpus.rules import Rule, max_rules, rules_with_sizes
 from estimator.corpus.tool_content import bare_blocks, flatten, mcp_is_error, tool_media
 from estimator.corpus.turn import (
@@ -45,8 +48,10 @@ from estimator.corpus.turn import (
     TOOL_RETURN_KINDS,
     ChatMessage,
     ModelMessage,
+    SourceMeta,
     StoredTurn,
     content_text,
+    recorded_time,
 )
 from estimator.corpus.units import (
     TOOL_ERROR,
@@ -79,6 +84,8 @@ class _RawCall:
     failed: str | None = None  # why it counts as failed (``outcome=denied``, ``MCP isError``, …)
     call_id: str | None = None
     returned_at: int | None = None  # the position of the part that answered it (see ``Unit.returned_at``)
+    observed_at: datetime | None = None  # when its return came back, as the history recorded it
+    meta: SourceMeta | None = None  # where its return came from, as the history recorded it
 
 
 def classify_tool(name: str) -> str:
@@ -166,7 +173,12 @@ def _pair_native(messages: Iterable[ModelMessage]) -> list[_RawCall]:
         for part in message.parts:
             position += 1
             if part.part_kind in TOOL_CALL_KINDS:
-                call = _RawCall(name=part.tool_name or "tool", args=as_dict(part.args), call_id=part.tool_call_id)
+                call = _RawCall(
+                    name=part.tool_name or "tool",
+                    args=as_dict(part.args),
+                    call_id=part.tool_call_id,
+                    meta=part.provenance,
+                )
                 key = part.tool_call_id or f"_anon{len(order)}"
                 order.append(call)
                 pending.setdefault(key, []).append(call)
@@ -177,6 +189,8 @@ def _pair_native(messages: Iterable[ModelMessage]) -> list[_RawCall]:
                 call = stack.pop()
                 call.answered = True
                 call.returned_at = position
+                call.observed_at = part.recorded_at or message.recorded_at
+                call.meta = part.provenance or call.meta
                 if part.outcome not in (None, "success"):
                     call.failed = f"outcome={part.outcome}"
                 elif mcp_is_error(part.content):
@@ -188,6 +202,7 @@ def _pair_native(messages: Iterable[ModelMessage]) -> list[_RawCall]:
                     call = stack.pop()
                     call.answered = True
                     call.returned_at = position
+                    call.observed_at = part.recorded_at or message.recorded_at
                     call.failed = "retry-prompt (tool call rejected)"
                     call.text = flatten(part.content)  # what the agent was told: the rejection
     return order
@@ -227,19 +242,27 @@ def history_messages(turn: StoredTurn, failed_calls: bool = True) -> list[tuple[
     """Chronological (role, text, tool call header) items of the conversation before the current query, whole:
     the history layer is the newest of them, each cut to its budget. Roles: ``user``, ``assistant``, ``tool``,
     and ``tool_error`` — an earlier call's error text, left out when ``failed_calls`` is False (the seed)."""
+    return [(role, text, header) for role, text, header, _ in timed_history(turn, failed_calls)]
+
+
+def timed_history(turn: StoredTurn, failed_calls: bool = True) -> list[tuple[str, str, str | None, datetime | None]]:
+    """``history_messages`` with each item's time as the history recorded it (None: not recorded)."""
     msgs = turn.request_payload.messages
     if msgs:
         return _history_from_chat(msgs, failed_calls)
     return _history_from_native(turn.model_messages, failed_calls)
 
 
-def _history_from_chat(msgs: list[ChatMessage], failed_calls: bool = True) -> list[tuple[str, str, str | None]]:
+_Item = tuple[str, str, str | None, datetime | None]
+
+
+def _history_from_chat(msgs: list[ChatMessage], failed_calls: bool = True) -> list[_Item]:
     cut = len(msgs)
     for i in range(len(msgs) - 1, -1, -1):
         if msgs[i].role == "user" and content_text(msgs[i].content).strip():
             cut = i
             break
-    items: list[tuple[str, str, str | None]] = []
+    items: list[_Item] = []
     pending: dict[str, list[str]] = {}
     for m in msgs[:cut]:
         if m.role == "assistant" and m.tool_calls:
@@ -251,7 +274,7 @@ def _history_from_chat(msgs: list[ChatMessage], failed_calls: bool = True) -> li
                 pending.setdefault(str(tc.get("id")), []).append(_header(name, args))
         text = content_text(m.content)
         if m.role in ("user", "assistant") and text.strip():
-            items.append((m.role, text, None))
+            items.append((m.role, text, None, m.recorded_at))
         elif m.role == "tool":
             stack = pending.get(str(m.tool_call_id), [])
             header = stack.pop() if stack else (m.name or "tool")
@@ -263,24 +286,24 @@ def _history_from_chat(msgs: list[ChatMessage], failed_calls: bool = True) -> li
             if not body.strip():
                 body = flatten(m.content)
             if body.strip():
-                items.append((TOOL_ERROR_ROLE if failed else "tool", body, header))
+                items.append((TOOL_ERROR_ROLE if failed else "tool", body, header, m.recorded_at))
     return items
 
 
-def _history_from_native(messages: list[ModelMessage], failed_calls: bool = True) -> list[tuple[str, str, str | None]]:
+def _history_from_native(messages: list[ModelMessage], failed_calls: bool = True) -> list[_Item]:
     cut = _last_user_prompt_index(messages)
     if cut < 0:
         return []
-    items: list[tuple[str, str, str | None]] = []
+    items: list[_Item] = []
     pending: dict[str, list[str]] = {}
     for message in messages[:cut]:
         for part in message.parts:
             if part.part_kind == "user-prompt":
                 text = content_text(part.content)
                 if text.strip():
-                    items.append(("user", text, None))
+                    items.append(("user", text, None, part.recorded_at or message.recorded_at))
             elif part.part_kind == "text" and isinstance(part.content, str) and part.content.strip():
-                items.append(("assistant", part.content, None))
+                items.append(("assistant", part.content, None, part.recorded_at or message.recorded_at))
             elif part.part_kind in TOOL_CALL_KINDS:
                 header = _header(part.tool_name or "tool", as_dict(part.args))
                 pending.setdefault(part.tool_call_id or "", []).append(header)
@@ -296,7 +319,9 @@ def _history_from_native(messages: list[ModelMessage], failed_calls: bool = True
                     continue  # the seed: failure is not evidence
                 body = flatten(part.content)
                 if body.strip():
-                    items.append((TOOL_ERROR_ROLE if failed else "tool", body, header))
+                    items.append(
+                        (TOOL_ERROR_ROLE if failed else "tool", body, header, part.recorded_at or message.recorded_at)
+                    )
     return items
 
 
@@ -340,6 +365,7 @@ def build_corpus(turn: StoredTurn, params: Params = DEFAULT_PARAMS, tokenizer: T
         for i, e in enumerate(turn.response_payload.tool_calls):
             # flat calls ran one after another: call i's return came back before call i + 1 was made
             call = _RawCall(name=e.name, args=as_dict(e.arguments), answered=e.response is not None, returned_at=i)
+            call.observed_at, call.meta = recorded_time(e.observed_at), e.provenance
             if mcp_is_error(e.response):
                 call.failed = "MCP isError"
             call.text = flatten(e.response)  # a failed call's is its error text
@@ -348,6 +374,7 @@ def build_corpus(turn: StoredTurn, params: Params = DEFAULT_PARAMS, tokenizer: T
     units: list[Unit] = []
     excluded: list[ExcludedCall] = []
     warnings: list[str] = []
+    custody = custody_of(turn)
     for call in raw:
         label = label_for(call.name, call.args)
         if call.failed and not params.failed_calls_as_sources:
@@ -378,6 +405,7 @@ def build_corpus(turn: StoredTurn, params: Params = DEFAULT_PARAMS, tokenizer: T
             ]
         shown = header + "\n" + call.text
         tokens = tok.count(shown)
+        evidence = _evidence(f"tool:{call.name}", shown, tokens, [*notes, *_tier_notes(tokens, params)])
         units.append(
             Unit(
                 id=f"s{len(units)}",
@@ -390,20 +418,29 @@ def build_corpus(turn: StoredTurn, params: Params = DEFAULT_PARAMS, tokenizer: T
                 header=header,
                 call_id=call.call_id,
                 returned_at=call.returned_at,
-                evidence=_evidence(f"tool:{call.name}", shown, tokens, [*notes, *_tier_notes(tokens, params)]),
+                evidence=evidence,
+                recorded=make_envelope(
+                    tool=call.name,
+                    digest=evidence.digest,
+                    transformations=evidence.transformations,
+                    custody=custody,
+                    observed_at=call.observed_at,
+                    meta=call.meta,
+                ),
             )
         )
         warnings.extend(cap_warnings(units[-1], tokens, params))
 
     prompt, versioned = _system_prompt(turn)
     if prompt.strip():
-        instructions = _instruction_units(prompt, versioned, params, tok, first=len(units))
+        instructions = _instruction_units(prompt, versioned, params, tok, first=len(units), custody=custody)
         units.extend(instructions)
         warnings.extend(w for u in instructions for w in cap_warnings(u, u.evidence.tokens, params))
 
-    history, history_warnings = _history_units(turn, params, tok, first=len(units))
+    history, history_warnings = _history_units(turn, params, tok, first=len(units), custody=custody)
     units.extend(history)
     warnings.extend(history_warnings)
+    warnings.extend(redaction_warnings(units))  # a value the service replaced before storing: said, never shown
     media = tool_media(units)
     return Corpus(
         units=tuple(units),
@@ -416,9 +453,13 @@ def build_corpus(turn: StoredTurn, params: Params = DEFAULT_PARAMS, tokenizer: T
     )
 
 
-def _instruction_units(prompt: str, versioned: bool, params: Params, tok: Tokenizer, first: int) -> list[Unit]:
+def _instruction_units(
+    prompt: str, versioned: bool, params: Params, tok: Tokenizer, first: int, custody: Custody = "history"
+) -> list[Unit]:
     """The instructions layer: the prompt whole (the seed), or one unit per rule (``rules``) when
-    ``params.instructions_as_rules`` and the prompt has sections to split at."""
+    ``params.instructions_as_rules`` and the prompt has sections to split at; a rule's envelope names the whole
+    prompt it was derived from (``system_prompt:<sha256>``)."""
+    whole = f"system_prompt:{sha256_hex(prompt)}"
     rules: tuple[tuple[Rule, int], ...] = ()
     if params.instructions_as_rules:
         rules = rules_with_sizes(prompt, tok, params.source_token_cap, max_rules(params))
@@ -433,6 +474,7 @@ def _instruction_units(prompt: str, versioned: bool, params: Params, tok: Tokeni
         notes += _tier_notes(tokens, params)
         if not versioned:
             notes.append("current text, not a snapshot: an edit since this turn cannot be detected")
+        evidence = _evidence("system_prompt", shown, tokens, notes)
         units.append(
             Unit(
                 id=f"s{first + len(units)}",
@@ -443,22 +485,31 @@ def _instruction_units(prompt: str, versioned: bool, params: Params, tok: Tokeni
                 ordinal=first + len(units),
                 layer=Layer.INSTRUCTIONS,
                 header=header,
-                evidence=_evidence("system_prompt", shown, tokens, notes),
+                evidence=evidence,
                 unversioned=not versioned,
                 prompt_lines=None if rule is None else (rule.line_start, rule.line_end),
+                recorded=make_envelope(
+                    tool="system_prompt",
+                    digest=evidence.digest,
+                    transformations=evidence.transformations,
+                    custody=custody,
+                    derived_from=() if rule is None else (whole,),
+                ),
             )
         )
     return units
 
 
-def _history_units(turn: StoredTurn, params: Params, tok: Tokenizer, first: int) -> tuple[list[Unit], list[str]]:
+def _history_units(
+    turn: StoredTurn, params: Params, tok: Tokenizer, first: int, custody: Custody = "history"
+) -> tuple[list[Unit], list[str]]:
     """The history layer (newest HISTORY_MAX_MESSAGES items, each cut to HISTORY_TOKENS_PER_MESSAGE) and a
     warning for every cut and for the items the count cap leaves out."""
-    every = history_messages(turn, params.failed_calls_as_sources)
+    every = timed_history(turn, params.failed_calls_as_sources)
     prior = [] if params.history_max_messages == 0 else every[-params.history_max_messages :]
     units: list[Unit] = []
     warnings: list[str] = []
-    for offset, (role, text, call) in enumerate(prior):
+    for offset, (role, text, call, when) in enumerate(prior):
         turns_ago = len(prior) - offset
         role_label = _ROLE_LABELS.get(role, role)
         failed = role == TOOL_ERROR_ROLE
@@ -479,6 +530,7 @@ def _history_units(turn: StoredTurn, params: Params, tok: Tokenizer, first: int)
             label = f"{role_label} · {call.split('(', 1)[0]} · {turns_ago} turn(s) ago"
         if failed:
             history_notes.append("error text of a failed call (an earlier turn's return marked failed)")
+        evidence = _evidence(f"role:{role}", full, tokens, history_notes)
         unit = Unit(
             id=f"s{first + len(units)}",
             kind=TOOL_ERROR if failed else "history",
@@ -488,8 +540,15 @@ def _history_units(turn: StoredTurn, params: Params, tok: Tokenizer, first: int)
             ordinal=first + len(units),
             layer=Layer.HISTORY,
             header=header,
-            evidence=_evidence(f"role:{role}", full, tokens, history_notes),
+            evidence=evidence,
             turns_ago=turns_ago,
+            recorded=make_envelope(
+                tool=call.split("(", 1)[0] if call is not None else f"role:{role}",
+                digest=evidence.digest,
+                transformations=evidence.transformations,
+                custody=custody,
+                observed_at=when,
+            ),
         )
         units.append(unit)
         if cut:

@@ -7,7 +7,7 @@ because newer writers add kinds that older readers do not know.
 from __future__ import annotations
 
 import unicodedata
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import (
@@ -49,8 +49,50 @@ TOOL_CALL_KINDS = frozenset({"tool-call", "builtin-tool-call"})
 TOOL_RETURN_KINDS = frozenset({"tool-return", "builtin-tool-return"})
 
 
+def _absent(value: Any) -> bool:
+    return value is None
+
+
+class SourceMeta(BaseModel):
+    """Where a tool's return came from, as the history recorded it (an MCP result's ``_meta``, an OTel
+    ``execute_tool`` span's ``mcp.*`` / ``enduser.*`` attributes, a hosted MCP call's server label). Every field is
+    optional: what the history does not carry stays None and reads "not recorded", never guessed."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    server: str | None = Field(None, exclude_if=_absent, description="the MCP server (or service) that answered")
+    resource: str | None = Field(None, exclude_if=_absent, description="the resource read (an MCP resource URI)")
+    principal: str | None = Field(None, exclude_if=_absent, description="the user or agent it was fetched for")
+    tenant: str | None = Field(None, exclude_if=_absent, description="the tenant it was fetched for")
+    scope: str | None = Field(None, exclude_if=_absent, description="the scope or permissions it was fetched under")
+
+
+def _time_text(value: Any) -> Any:
+    """A recorded time as text (an aware ``datetime`` as ISO 8601); a string is kept exactly as written."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+def recorded_time(value: Any) -> datetime | None:
+    """A time the history recorded (ISO 8601; ``Z`` accepted; a naive time read as UTC), or None when it is
+    missing or unreadable: never a guess."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if not isinstance(value, str) or not value.strip():
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
 class MessagePart(BaseModel):
-    """One part of a native model message (pydantic-ai shape)."""
+    """One part of a native model message (pydantic-ai shape). ``timestamp`` and ``provenance`` are what the
+    history recorded of it (pydantic-ai parts carry ``timestamp``); absent in turns stored without them."""
 
     model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
 
@@ -63,10 +105,16 @@ class MessagePart(BaseModel):
     args: Any = None
     content: Any = None
     outcome: str | None = Field(None, description="success | failed | denied | interrupted; missing = success")
+    provenance: SourceMeta | None = Field(None, exclude_if=_absent, description="where a tool return came from")
 
     @property
     def kind(self) -> str:
         return self.part_kind
+
+    @property
+    def recorded_at(self) -> datetime | None:
+        """The part's ``timestamp`` (kept where the history wrote it, so a stored turn's content is unchanged)."""
+        return recorded_time((self.model_extra or {}).get("timestamp"))
 
 
 class ModelMessage(BaseModel):
@@ -78,6 +126,11 @@ class ModelMessage(BaseModel):
     parts: list[MessagePart] = Field(default_factory=list)
     instructions: str | None = None
 
+    @property
+    def recorded_at(self) -> datetime | None:
+        """The message's ``timestamp`` as the history wrote it (pydantic-ai's); None when it has none."""
+        return recorded_time((self.model_extra or {}).get("timestamp"))
+
 
 class FlatToolCall(BaseModel):
     """One flattened tool call of the response payload (the fallback path)."""
@@ -87,6 +140,11 @@ class FlatToolCall(BaseModel):
     name: str
     arguments: Any = None
     response: Any = None
+    made_at: str | None = Field(None, exclude_if=_absent, description="when the call was made (ISO 8601)")
+    observed_at: str | None = Field(None, exclude_if=_absent, description="when its return came back (ISO 8601)")
+    provenance: SourceMeta | None = Field(None, exclude_if=_absent, description="where its return came from")
+
+    _times_text = field_validator("made_at", "observed_at", mode="before")(_time_text)
 
 
 class ResponsePayload(BaseModel):
@@ -105,6 +163,12 @@ class ChatMessage(BaseModel):
     name: str | None = None
     tool_call_id: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
+
+    @property
+    def recorded_at(self) -> datetime | None:
+        """The message's ``timestamp`` (or ``created_at``) as the history wrote it; None when it has none."""
+        extra = self.model_extra or {}
+        return recorded_time(extra.get("timestamp")) or recorded_time(extra.get("created_at"))
 
 
 class RequestPayload(BaseModel):

@@ -6,6 +6,8 @@ import hashlib
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from estimator.corpus.envelope import Envelope
+
 
 class Layer(StrEnum):
     """The three layers of provenance (§2.1), in display order."""
@@ -71,6 +73,16 @@ class Unit:
     prompt_lines: tuple[int, int] | None = None
     """A rule of the system prompt (``Params.instructions_as_rules``): the prompt's lines it spans, 1-based and
     inclusive — its line n is the prompt's line ``prompt_lines[0] + n - 1``. None for the prompt kept whole."""
+    recorded: Envelope | None = None
+    """The evidence envelope ``build_corpus`` made from what the history recorded (``envelope`` reads it)."""
+
+    @property
+    def envelope(self) -> Envelope:
+        """The source's evidence envelope (``estimator.corpus.envelope``); a unit made without one has its tool,
+        digest and transformations, everything else not recorded."""
+        if self.recorded is not None:
+            return self.recorded
+        return Envelope(tool=self.tool, digest=self.evidence.digest, transformations=self.evidence.transformations)
 
     @property
     def lines(self) -> list[str]:

@@ -129,6 +129,7 @@ def score_sources(
                 s_without=without,
                 no_information=missing,
                 alone=ab.alone.get(unit.id),
+                envelope=unit.envelope,
             )
         )
     return tuple(out)

@@ -18,6 +18,12 @@ such a claim as "grounds". So, with n the claim's token count:
   fraction of the whole context's effect (default 20 %) grounds (or, negative, distracts from) it; the
   floor (default 2 nats: a factor of e² ≈ 7.4) keeps numerical noise of a small Γ from counting.
 
+For an action (a tool call scored as ``name({canonical JSON})``), n counts only the tokens that carry the
+call's content — its name and argument values (``call_tokens``) — not the braces, quotes and keys the model
+predicts from the tool's schema whatever the context shows (``LogprobParams.action_tokens``; beyond the seed,
+set on the planted-injection set's development split, ``bench/action_thresholds.py``). The score is still the
+whole call's log-probability, and sentences keep every token.
+
 The two floors were chosen on the tuning split of the hard validity set (``bench/validity/``, rule and
 held-out figures in its README): with τ's floor at 1 nat, a source moving a general-knowledge claim by
 1–2 nats was named as its top source beside an *internal knowledge* verdict.
@@ -31,7 +37,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -40,6 +46,7 @@ from estimator.cost import plan_calls
 from estimator.fence import Fence, neutralise
 from estimator.judge import NO_QUERY, Mask
 from estimator.ledger import CallLedger
+from estimator.loo.call_tokens import content_token_count
 from estimator.loo.driver import run_loo
 from estimator.loo.measure import Measured
 from estimator.loo.rounds import plan_redundancy, windowed_texts
@@ -89,6 +96,12 @@ class LogprobParams(BaseModel):
         ge=0,
         le=100,
         description="Smallest τ_Γ, nats (calibrated on the hard validity set's tuning split; was 2.0).",
+    )
+    action_tokens: Literal["content", "all"] = Field(
+        "content",
+        description="What n_tokens counts when the target is a tool call: the tokens of its name and argument "
+        "values (content; set on the planted set's development split) or every token of its JSON (all: the "
+        "sentence rule). Sentences always count every token.",
     )
 
 
@@ -178,17 +191,28 @@ class LogprobScalar:
             self.full = scored
         return Measured(scored.logprob_total)
 
+    def n_tokens(self) -> int:
+        """The tokens τ_Γ scales with: every token of a sentence; of a tool call, those carrying its name and
+        argument values (``call_tokens``) unless ``LogprobParams.action_tokens`` is ``all``."""
+        full = self.full
+        n_all = full.n_tokens if full is not None else len(self.claim.split())
+        if self.wording.kind != "action" or self.lp.action_tokens == "all":
+            return n_all
+        return content_token_count(scored_claim(self.claim), full.tokens if full is not None else (), n_all)
+
     def thresholds(self, gamma: float, params: Params) -> tuple[float, float]:
-        n_tokens = self.full.n_tokens if self.full is not None else len(self.claim.split())
-        th = thresholds(gamma, n_tokens, self.lp)
+        th = thresholds(gamma, self.n_tokens(), self.lp)
         return th.tau, th.tau_gamma
 
     def describe(self, tau: float, tau_gamma: float) -> list[str]:
         lp = self.lp
+        counted = "n_tokens"
+        if self.wording.kind == "action" and lp.action_tokens == "content":
+            counted = f"n = {self.n_tokens()} tokens of the call's name and argument values, beyond the seed"
         return [
             f"scalar: log p(claim | query, ABLATE(C, v)) in nats by {self.scorer.model}; "
             f"τ = {tau:.2f} nats (max({lp.tau_floor:g}, {lp.tau_rel:g}·|Γ|)), "
-            f"τ_Γ = {tau_gamma:.2f} nats (max({lp.gamma_floor:g}, {lp.gamma_per_token:g}·n_tokens))"
+            f"τ_Γ = {tau_gamma:.2f} nats (max({lp.gamma_floor:g}, {lp.gamma_per_token:g}·{counted}))"
         ]
 
     def extra_params(self) -> dict[str, Any]:

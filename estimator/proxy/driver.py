@@ -10,6 +10,14 @@ judge confirms the ranking in a few calls, and the full judged search runs only 
 3. Only when its measurements disagree with the proxy's ranking by more than the stated margin
    (``ProxyParams.share_margin``, rule in ``proxy_confirm``) does the full judged search run, answering
    what the confirmation measured without a second call; the result says so.
+4. The judged search is the answer unless its own measurements contradict each other (a disagreement of a
+   kind in ``coherence.SCORES_DISAGREE``: a part that matters more than the whole, a distractor that carries
+   the claim alone, a context that matters with no part that does) while the proxy's ranking is coherent and
+   has a verdict. Answers that cannot all be true cannot overrule a measurement that is consistent: the result
+   is then the proxy's ranking, *unconfirmed* (``confirmed`` false, ``CONTRADICTED_LINE`` and a warning), the
+   judge's contradictions listed among the proxy's disagreements and its ranking kept beside it. A judge that
+   answers the opposite of the claim — the claim likelier with nothing shown than with its cause — lands
+   here; a judge whose answers are coherent but different still decides, as before.
 
 The plan (``planned_proxy_calls``) is the fallback's worst case: the full judged plan, plus the
 confirmation's calls the fallback cannot reuse (s(1 − top source), which its round 2 may not test, and
@@ -29,6 +37,7 @@ import anyio
 from estimator.corpus.units import Corpus
 from estimator.cost import plan_calls
 from estimator.ledger import CallLedger, labelled
+from estimator.loo.coherence import SCORES_DISAGREE
 from estimator.loo.driver import run_loo
 from estimator.loo.logprob import DEFAULT_LOGPROB_PARAMS, LogprobParams
 from estimator.loo.measure import JudgedDigit
@@ -51,8 +60,20 @@ from estimator.proxy.result import (
     source_ranking,
     with_supports,
 )
-from estimator.results.models import LogprobTraceResultModel, SupportVerdictModel, TraceResultModel, UsageModel
-from estimator.results.proxy import CONFIRMED_LINE, FALLBACK_LINE, ProxyReportModel
+from estimator.results.models import (
+    DisagreementModel,
+    LogprobTraceResultModel,
+    SupportVerdictModel,
+    TraceResultModel,
+    UsageModel,
+)
+from estimator.results.proxy import (
+    CONFIRMED_LINE,
+    CONTRADICTED_LINE,
+    CONTRADICTED_WARNING,
+    FALLBACK_LINE,
+    ProxyReportModel,
+)
 from estimator.results.trace import ProgressEvent
 from estimator.seams.llm import LLM
 from estimator.seams.scorer import Scorer
@@ -68,6 +89,7 @@ __all__ = [
     "confirm_judge_calls",
     "planned_proxy_calls",
     "rank",
+    "self_contradictions",
     "trace_proxy",
 ]
 
@@ -286,7 +308,19 @@ async def trace_proxy(
         wording=wording,
     )
     report = report.model_copy(update={"judged_ranking": source_ranking(judged)})
+    contradicted = self_contradictions(judged)
+    if contradicted and ranked.verdict != "no_information" and not self_contradictions(ranked):
+        listed = [f"the hosted judge's own measurements contradict each other: {d.text}" for d in contradicted]
+        report = report.model_copy(update={"disagreements": [*reasons, *listed]})
+        shown = with_supports(ranked, conf.supports, corpus, conf)
+        kept = shown.model_copy(update={"warnings": (*shown.warnings, CONTRADICTED_WARNING)})
+        return _finish(kept, ranked, hosted, ranking.passes, report, extra, confirmed=False, local_scores=True)
     return _finish(judged, ranked, hosted, ranking.passes, report, extra, confirmed=False)
+
+
+def self_contradictions(result: TraceResultModel) -> list[DisagreementModel]:
+    """The disagreements of ``result`` in which its own scores contradict each other (``coherence``)."""
+    return [d for d in result.disagreements if d.kind in SCORES_DISAGREE]
 
 
 async def _fallback_spans(
@@ -316,13 +350,22 @@ def _finish(
     extra: Mapping[str, object],
     *,
     confirmed: bool,
+    local_scores: bool = False,
 ) -> ProxyTraceResultModel:
+    """The proxy result: ``body`` is the proxy's ranking when ``confirmed`` or ``local_scores`` (the judge
+    disagreed but its own measurements contradict each other), else the judged search's."""
     base: dict[str, object] = {name: getattr(body, name) for name in TraceResultModel.model_fields}
     calls = hosted.account().model_copy(update={"scored": passes})
+    outcome = (
+        "confirmed by the hosted judge"
+        if confirmed
+        else "the hosted judge disagreed, its own answers contradicting each other"
+        if local_scores
+        else "the hosted judge disagreed"
+    )
     line = (
         f"proxy: ranked by {ranked.scorer_model} (log-probability leave-one-out, {passes} local scoring "
-        f"passes), {'confirmed by the hosted judge' if confirmed else 'the hosted judge disagreed'} "
-        f"({hosted.made} hosted calls)"
+        f"passes), {outcome} ({hosted.made} hosted calls)"
     )
     base.update(
         estimator="proxy",
@@ -336,7 +379,7 @@ def _finish(
         warned = f"{hosted.refused} call(s) refused: the plan of {hosted.planned} calls was reached."
         if warned not in body.warnings:
             base["warnings"] = (*body.warnings, warned)
-    if confirmed:  # the scores shown are the proxy's: its log-probability fields with them
+    if confirmed or local_scores:  # the scores shown are the proxy's: its log-probability fields with them
         base.update(
             units=ranked.units,
             thresholds=ranked.thresholds,
@@ -349,7 +392,7 @@ def _finish(
             **base,
             "proxy_model": ranked.scorer_model,
             "confirmed": confirmed,
-            "confirmation": CONFIRMED_LINE if confirmed else FALLBACK_LINE,
+            "confirmation": CONFIRMED_LINE if confirmed else CONTRADICTED_LINE if local_scores else FALLBACK_LINE,
             "proxy": report,
         }
     )

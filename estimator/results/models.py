@@ -42,7 +42,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, Discriminator, Field, Tag, TypeAdapter, computed_field
 
+from estimator.corpus.envelope import Envelope
 from estimator.corpus.units import Layer
+from estimator.custody.freshness import FreshnessFinding
 from estimator.results.proxy import ProxyReportModel
 from estimator.results.score import RESULT_CONFIG, Score, json_number
 
@@ -194,6 +196,11 @@ class SourceScoreModel(_Model):
     alone: Score | None = None
     """The scalar with only this source kept of its layer; None when that was not measured."""
     spread: SpreadModel | None = _spread()
+    envelope: Envelope | None = Field(
+        None,
+        exclude_if=lambda v: v is None,  # results stored before envelopes read and write as they were
+        description="the source's evidence envelope: tool, server, resource, observed_at, principal, digest, …",
+    )
 
 
 DisagreementKind = Literal["drop_exceeds_gamma", "distractor_carries_alone", "carrier_silent", "context_without_ground"]
@@ -364,6 +371,11 @@ class TraceResultModel(_Model):
     )
     injection: InjectionModel | None = Field(
         None, exclude_if=_absent, description="a trace of an action: whether tool data steered it"
+    )
+    freshness: tuple[FreshnessFinding, ...] | None = Field(
+        None,
+        exclude_if=_absent,
+        description="a trace of an action: the operator's freshness rules for its tool, checked (absent: no rule)",
     )
 
     @property

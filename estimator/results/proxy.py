@@ -11,10 +11,27 @@ from pydantic import BaseModel, Field
 
 from estimator.results.score import RESULT_CONFIG, Score
 
-__all__ = ["CONFIRMED_LINE", "FALLBACK_LINE", "HostedCheckModel", "ProxyQuoteModel", "ProxyReportModel", "RankedModel"]
+__all__ = [
+    "CONFIRMED_LINE",
+    "CONTRADICTED_LINE",
+    "CONTRADICTED_WARNING",
+    "FALLBACK_LINE",
+    "HostedCheckModel",
+    "ProxyQuoteModel",
+    "ProxyReportModel",
+    "RankedModel",
+]
 
 CONFIRMED_LINE = "confirmed by the hosted judge"
 FALLBACK_LINE = "proxy only — the hosted judge disagreed, full search ran"
+CONTRADICTED_LINE = (
+    "proxy only — the hosted judge disagreed, and its full search contradicts itself: the local measurement ranks"
+)
+CONTRADICTED_WARNING = (
+    "Unconfirmed: the hosted judge disagreed with the local ranking, and the measurements of its full search "
+    "contradict each other (listed under the proxy's disagreements), so they cannot overrule it; the scores "
+    "shown are the local model's. Tracing again with --repeats, or with another judge, may settle it."
+)
 
 
 class _Model(BaseModel):

@@ -39,7 +39,13 @@ def cmd_import_source(args: argparse.Namespace) -> int:
 
     async def work(db: Any) -> SourceImport:
         return await import_source(
-            db, tenant, settings.admin_user, source, max_turn_bytes=settings.max_body_bytes, progress=progress
+            db,
+            tenant,
+            settings.admin_user,
+            source,
+            max_turn_bytes=settings.max_body_bytes,
+            progress=progress,
+            redactor=settings.redactor,
         )
 
     try:

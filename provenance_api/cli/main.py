@@ -13,10 +13,13 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provenance_api.core.errors import ProvenanceError, ProviderError
 from provenance_api.storage.errors import StorageError
+
+if TYPE_CHECKING:
+    from estimator.custody.freshness import FreshnessPolicy
 
 
 def _dump(data: Any) -> None:
@@ -30,7 +33,8 @@ Free, no model calls:   provenance gate FILE          which sentences can be tra
                         provenance quote FILE r3      the cost gate of one sentence
                         provenance explain [TERM]     what each number means
 Spends model calls:     provenance trace FILE r3      asks before spending
-Service and storage:    provenance serve | worker | keys | import | traces
+Service and storage:    provenance serve | worker | keys | import | traces | audit
+MCP evidence:           provenance gateway | evidence list
 """
 EPILOG = """\
 Exit status: 0 done; 1 failed (provider unreachable, key refused, every call
@@ -42,6 +46,7 @@ turns it off. Run provenance COMMAND --help for a command's options.
 
 def cmd_gate(args: argparse.Namespace) -> int:
     from provenance_api.cli import render_text
+    from provenance_api.cli.gateway import with_local_custody
     from provenance_api.cli.style import Style
     from provenance_api.cli.turn_input import load_turn
     from provenance_api.core.errors import InvalidInput
@@ -63,7 +68,8 @@ def cmd_gate(args: argparse.Namespace) -> int:
         return cmd_gate_all(args.tenant, args.json)
     turn = load_turn(args.file, args.turn)
     view = free_tier.gate_view(turn)
-    actions = free_tier.actions_out(turn.turn_id, turn, view)
+    actions = free_tier.actions_out(turn.turn_id, turn, view, freshness_policy(args.freshness_rules))
+    actions = with_local_custody(actions, view.corpus)  # the MCP gateway's records in the data directory
     if args.json:
         gate = view.report.to_dict()
         gate["summary"] |= {
@@ -72,10 +78,27 @@ def cmd_gate(args: argparse.Namespace) -> int:
             "line": f"{gate['summary']['line']} · {actions.summary}",
         }
         listed = actions.model_dump(mode="json")
-        _dump({**gate, "sources": listed["sources"], "actions": listed["actions"]})
+        _dump(
+            {
+                **gate,
+                "sources": listed["sources"],
+                "actions": listed["actions"],
+                "answered_at": listed["answered_at"],
+                "freshness_rules": listed["freshness_rules"],
+            }
+        )
     else:
         sys.stdout.write(render_text.gate_text(turn, view, Style.for_stream(sys.stdout, args.no_color), actions))
     return 0
+
+
+def freshness_policy(path: str | None) -> FreshnessPolicy:
+    """The freshness rules of ``--freshness-rules``, else of ``PROVENANCE_FRESHNESS_RULES`` (none when neither)."""
+    from pathlib import Path
+
+    from provenance_api.core.settings import Settings, read_freshness_rules
+
+    return read_freshness_rules(Path(path)) if path else Settings().freshness_policy
 
 
 def cmd_quote(args: argparse.Namespace) -> int:
@@ -132,6 +155,12 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--all", action="store_true", help="every stored turn of the tenant (the service's storage)")
     gate.add_argument("--tenant", help="with --all: the tenant (default: PROVENANCE_ADMIN_TENANT)")
     gate.add_argument("--json", action="store_true", help="print the stable JSON contract")
+    gate.add_argument(
+        "--freshness-rules",
+        metavar="RULES",
+        help="a TOML or JSON file of freshness rules for actions (default: PROVENANCE_FRESHNESS_RULES; none: "
+        "sources' ages are shown and nothing is judged)",
+    )
     _turn_option(gate)
     gate.set_defaults(func=cmd_gate)
 
@@ -149,7 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_repeats(quote)
     quote.set_defaults(func=cmd_quote)
 
+    from provenance_api.cli.audit import register as register_audit
     from provenance_api.cli.explain import register as register_explain
+    from provenance_api.cli.gateway import register as register_gateway
     from provenance_api.cli.service import register as register_service
     from provenance_api.cli.trace import register as register_trace
     from provenance_api.cli.traces import register as register_traces
@@ -158,6 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
     register_traces(sub)
     register_explain(sub)
     register_service(sub)
+    register_gateway(sub)
+    register_audit(sub)
     _everywhere(
         sub,
         "--no-color",

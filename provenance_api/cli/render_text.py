@@ -12,9 +12,11 @@ import math
 import textwrap
 from typing import TYPE_CHECKING, Protocol
 
+from estimator.corpus.redacted import redaction_warnings
 from estimator.corpus.turn import StoredTurn
 from estimator.corpus.units import Corpus
 from estimator.cost import CostQuote
+from estimator.custody.ages import age_text, answer_time, source_ages
 from estimator.free_tier.selection import Selection
 from estimator.results.models import SpreadModel, TraceResultModel
 from provenance_api.cli.style import Style, plural
@@ -68,17 +70,25 @@ def gate_text(turn: StoredTurn, view: GateView, style: Style = PLAIN, actions: A
     out.append(style.bold(f"{line} · {actions.summary}" if actions is not None and actions.actions else line))
     out.append("")
     out.append(style.bold("Sources"))
+    ages = {a.source_id: a for a in source_ages(view.corpus.units, answer_time(turn))}
     for layer in view.corpus.layers_present():
         units = view.corpus.in_layer(layer)
         out.append(f"  {layer.value} ({len(units)})")
         for u in units:
             notes = [t for t in u.evidence.transformations if "truncated" in t or "current text" in t]
             size = plural(u.evidence.tokens, "token")
-            out.append(f"    {u.id:<4} {u.kind:<13} {u.label}  {style.dim(f'[{size}]')}")
+            age = ages[u.id].age_seconds
+            aged = f", {age_text(age)} old" if age is not None else ""
+            out.append(f"    {u.id:<4} {u.kind:<13} {u.label}  {style.dim(f'[{size}{aged}]')}")
             for note in notes:
                 out.append(style.warn(f"         ! {note}"))
+    if ages and all(a.age_seconds is None for a in ages.values()):
+        missing = "the answer's time" if answer_time(turn) is None else "the sources' times"
+        out.append(style.dim(f"  ages: not recorded ({missing} not in the history)"))
     for warning in view.corpus.unscorable_warnings():
         out.append(f"  unscorable: {warning}")
+    for warning in redaction_warnings(view.corpus.units):
+        out.append(f"  redacted: {warning}")
     for ex in view.corpus.excluded:
         out.append(f"  excluded: {ex.label} — {ex.reason}")
     out.append("")
@@ -121,6 +131,9 @@ def _actions_text(actions: ActionsOut, style: Style) -> list[str]:
                 out.append(_wrap(f'"{a.injection.quote}"', "         "))
         if a.reported_by:
             out.append(_wrap("reported by " + ", ".join(a.reported_by), "       "))
+        for rule in a.freshness:
+            line = _wrap(f"freshness {rule.because} — rule: {rule.rule}", "       ")
+            out.append(style.warn(line) if rule.status == "breach" else line)
     return out
 
 

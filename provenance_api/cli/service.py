@@ -252,7 +252,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         shown.count("importing", counts.line(), done, _amount(counts.read_bytes, total))
 
     async def work(db: Any) -> Any:
-        return await bulk.import_items(db, tenant, settings.admin_user, items(), fmt, progress, max_turn_bytes=limit)
+        return await bulk.import_items(
+            db, tenant, settings.admin_user, items(), fmt, progress, max_turn_bytes=limit, redactor=settings.redactor
+        )
 
     try:
         counts = asyncio.run(with_db(settings, work))

@@ -301,6 +301,10 @@ def cmd_trace(args: argparse.Namespace) -> int:
     scorer = None if backends.scorer is None else ScoringTally(backends.scorer)  # what its calls gave
     query = turn.effective_query()
 
+    from provenance_api.core.settings import Settings
+
+    rules = Settings().freshness_policy  # PROVENANCE_FRESHNESS_RULES, checked on a traced action (read before spending)
+
     async def work() -> tuple[Any, TraceFailure | None]:
         """Log the start, trace, log the end — in one event loop (the database's)."""
         await log.start()
@@ -318,6 +322,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
                     on_progress=progress,
                     ledger=ledger,
                 )
+                outcome = free_tier.with_freshness(outcome, turn, decision.corpus, decision.action, rules)
             else:
                 outcome = await run_trace(
                     args.estimator,

@@ -483,11 +483,15 @@ _TERMS: tuple[Term, ...] = (
     _t(
         "proxy.fallback",
         "fallback",
-        "The hosted judge disagreed with the proxy, so the full judged search ran: the result is the judge's.",
+        "The hosted judge disagreed, so the full judged search ran; its result stands unless its answers contradict.",
         """At least one of the judge's checks (Γ, the top layer's drop, the top source's drop or its share of Γ)
        did not agree with the proxy's ranking; the reasons are listed. The full judged search then ran
        (reusing the checks already made) and its verdict, tree and digits are the result. The proxy's ranking
-       is shown beside it, for comparison only.""",
+       is shown beside it, for comparison only. One exception: when the judged search's own measurements
+       contradict each other (a part that matters more than the whole, a distractor that carries the claim
+       alone) while the proxy's ranking is consistent, answers that cannot all be true do not overrule it:
+       the result is the proxy's ranking, unconfirmed, with the judge's contradictions listed and its ranking
+       shown beside it.""",
     ),
     _t(
         "proxy.share_margin",
@@ -614,6 +618,89 @@ _TERMS: tuple[Term, ...] = (
        lines (the span check's verified quote when it has one) and the drop are given; "screened" says what
        the free screen had said, and a screen finding the trace does not bear out is said so in words.""",
     ),
+    # ------------------------------------------------------------------ custody (where evidence came from, its age)
+    _t(
+        "envelope",
+        "evidence envelope",
+        "Where a source came from and what was done to it, as the history recorded it.",
+        """Every source carries one: the producing tool (and the MCP server and resource when the history names
+       them), when its content was observed (observed_at), the principal, tenant and scope it was fetched for,
+       the sha256 digest of its raw content, the transformations made before the model saw it, the sources it
+       was derived from (a rule of the system prompt is derived from the whole prompt) and its custody. A
+       field the history did not carry reads "not recorded": nothing is guessed.""",
+    ),
+    _t(
+        "custody",
+        "custody",
+        "Who kept the record of a source: the stored history (history) or a gateway that saw it pass (gateway).",
+        """A source read from a stored history has custody "history": its times, principal and digest are what
+       the agent's platform wrote down. A source a gateway recorded as it passed has custody "gateway".""",
+    ),
+    _t(
+        "not_recorded",
+        "not recorded",
+        "The history does not carry this (a time, a principal, a server): it is left empty, never guessed.",
+        """Each history format carries different fields (the README's table): pydantic-ai parts have
+       timestamps, OpenTelemetry tool spans their end times and attributes, LangChain message dicts and
+       AgentDojo runs none. An age or a freshness rule that needs a missing time says so.""",
+    ),
+    _t(
+        "age",
+        "age",
+        "How old a source was when the answer (or the action) was produced: that moment minus its observed_at.",
+        """Shown beside each source when both times are recorded (12 s, 3 min 20 s); "not recorded" says which
+       time is missing. A negative age — a source observed after the moment — is shown as it is (a clock
+       skew, or a return read after the answer).""",
+    ),
+    _t(
+        "freshness",
+        "freshness rule",
+        "An operator's rule: an action needs evidence from a tool no older than a limit (same principal, lossless).",
+        """Set in a TOML or JSON file (PROVENANCE_FRESHNESS_RULES or provenance gate --freshness-rules): "a
+       send_money call needs evidence from get_balance no older than 30 s, from the same principal, with no
+       lossy transformation". Checked on every gate and trace of an action over what the agent had read when
+       it made the call. Without rules, ages are shown and nothing is judged.""",
+    ),
+    _t(
+        "freshness.pass",
+        "pass",
+        "A source from the evidence tool met every condition of the rule when the action was made.",
+        """The finding names the source that met it and its age when the action was made, so a reader can check the
+        rule's conditions against the envelope.""",
+    ),
+    _t(
+        "freshness.breach",
+        "breach",
+        "No source from the evidence tool met the rule: too old, another principal, lossy, or none read at all.",
+        """The finding names the rule, the source judged (the freshest from the evidence tool; none when the
+       agent had read nothing from it), its age and each condition it failed.""",
+    ),
+    _t(
+        "freshness.not_checkable",
+        "not checkable",
+        "The rule could not be checked: a time (or a principal the rule asks about) is not recorded.",
+        """Said when no source fails the rule outright but the history lacks what the check needs — "no
+       timestamps" when the source's or the action's time is missing. Never read as a pass.""",
+    ),
+    # ------------------------------------------------------------------ the MCP evidence gateway (custody)
+    _t(
+        "custody.gateway",
+        "custody verified by the gateway",
+        "This tool return matches, by digest, a result the MCP gateway recorded as it relayed it.",
+        """provenance gateway runs between the agent and its MCP server and records every tools/call result it
+       relays: the server, the tool, a digest of the arguments, when it arrived (the gateway's clock) and who ran
+       the gateway (its own configuration, never the model). A return of an imported turn whose text has the same
+       sha-256 is bound to that record: the server did send this text. It says nothing of whether the text is
+       true.""",
+    ),
+    _t(
+        "custody.history",
+        "as reported by the agent's history",
+        "No gateway record matches this tool return: it is as the agent's stored history reports it.",
+        """No result the gateway recorded for the tenant has this return's digest: the gateway did not relay it,
+       or the history holds it changed (edited, cut, re-serialised). The return is still a source; only its
+       custody rests on the history alone.""",
+    ),
     # ------------------------------------------------------------------ imports (history into stored turns)
     _t(
         "import.rejected",
@@ -638,6 +725,58 @@ _TERMS: tuple[Term, ...] = (
         """A conversation with no assistant reply to trace gives no stored turn; it is noted, not rejected, and
        fails nothing. Notes also say how a history store was read when that matters (a write-ahead log left
        unread).""",
+    ),
+    # ------------------------------------------------------------------ the custody log
+    _t(
+        "audit.custody_log",
+        "custody log",
+        "Each tenant's stored turns, trace results and deletions, chained by hash in the order they happened.",
+        """Every stored turn (its digest and each source's digest), every stored trace result (the digest of its
+       JSON) and every deleted turn is a record of the tenant's custody log, written in the same transaction,
+       each carrying the hash of the record before it. A later edit, deletion or reordering of what is stored
+       no longer matches the chain; provenance audit verify and GET /v1/admin/audit/verify walk it.""",
+    ),
+    _t(
+        "audit.intact",
+        "intact",
+        "Every record chains to the one before it and every covered turn and result is as recorded.",
+        """The walk found every record in order, each naming the hash of the one before it and still giving its
+       own, and every stored turn and result the log covers has the digest its record attested. It does not
+       prove the chain was never rewritten whole by someone with write access to the database: compare the
+       head hash with one kept elsewhere.""",
+    ),
+    _t(
+        "audit.broken",
+        "broken",
+        "The first record where the log and what is stored disagree: its place, its subject and what differs.",
+        """A record altered, removed or out of order; a stored turn or result that no longer has the digest
+       its record attested (the sources that differ are named); a covered row gone without a deletion record;
+       or a row stored after the log began that no record covers. Exit status 1.""",
+    ),
+    _t(
+        "audit.not_chained",
+        "not chained (stored before the log)",
+        "Turns and results stored before the tenant's log began: not covered by it, and not a break.",
+        """The first record of a tenant's log says how far its turns and results reached when the log began;
+       rows up to there have no records and are counted, never taken for tampering. Rows stored after it
+       without a record are a break.""",
+    ),
+    _t(
+        "audit.head",
+        "head",
+        "The newest record's place and hash: it depends on every record before it. Keep a copy elsewhere.",
+        """An operator with write access to the database could rewrite the whole chain consistently; a head
+       hash exported where they cannot write (a ticket, a log service, another system) shows whether the
+       chain that ends in it is still the one stored.""",
+    ),
+    _t(
+        "redacted",
+        "[redacted:NAME]",
+        "A value the operator's redaction patterns replaced before the turn was stored; it was never kept.",
+        """PROVENANCE_REDACT_PATTERNS names patterns (API keys, card numbers with a Luhn check, bearer tokens, or
+       the operator's own) whose matches are replaced by [redacted:NAME] on the same line before a turn is
+       stored, so line spans stay valid and every digest is of the redacted text. The turn's metadata
+       (provenance_redacted) says how many values each source had replaced, never what they were.""",
     ),
 )
 

@@ -25,6 +25,7 @@ from estimator.results.models import (
 )
 from estimator.results.proxy import ProxyQuoteModel
 from provenance_api.core.errors import InvalidInput
+from provenance_api.core.schemas_actions import ActionSourceOut
 
 ParamsOverride = dict[str, Any]
 PARAMS_DESCRIPTION = (
@@ -213,6 +214,10 @@ class SegmentsOut(_Out):
     corpus_digest: str
     summary: GateSummaryOut
     segments: list[SegmentOut]
+    answered_at: datetime | None = Field(None, description="when the answer was produced (null: not recorded)")
+    sources: list[ActionSourceOut] = Field(
+        default_factory=list, description="the sources, each with its evidence envelope and its age at the answer"
+    )
 
 
 class ClientSegment(BaseModel):
@@ -683,6 +688,7 @@ class Readiness(_Out):
 _PROBLEM_TEXT = {
     400: "The request could not be read.",
     401: "Missing or invalid API key.",
+    403: "The key may not make this request (an admin-only route).",
     404: "No such resource for this tenant (another tenant's ids are 404 too).",
     409: "Conflicts with what is stored (idempotency) or a quote already used.",
     410: "The quote expired.",

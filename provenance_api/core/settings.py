@@ -16,8 +16,35 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from estimator.custody.freshness import FreshnessPolicy, FreshnessRulesError, parse_policy
 from estimator.params import DEFAULT_PARAMS, Params
 from provenance_api.core.errors import InvalidInput
+from provenance_api.core.redaction import Redactor, parse_patterns
+
+
+def read_freshness_rules(path: Path | None) -> FreshnessPolicy:
+    """The freshness rules in ``path`` (TOML, or JSON for a ``.json`` name); no path: no rules. A file that cannot
+    be read, or a rule that is not valid, is ``InvalidInput`` naming the file and the field."""
+    if path is None:
+        return FreshnessPolicy()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInput(
+            f"freshness rules {path}: cannot be read ({exc.__class__.__name__}: {exc})",
+            field="freshness_rules",
+            fix="point PROVENANCE_FRESHNESS_RULES (or --freshness-rules) at a readable TOML or JSON file",
+        ) from None
+    try:
+        return parse_policy(text, str(path))
+    except FreshnessRulesError as exc:
+        raise InvalidInput(
+            str(exc),
+            field=f"freshness_rules.{exc.field}",
+            fix="each [[rules]] entry needs action_tool, evidence_tool and max_age_seconds > 0; same_principal and "
+            "lossless are true or false",
+        ) from None
+
 
 DATABASE_FILES = ("provenance.db", "judgements.db")
 """The embedded SQLite files the service keeps in its data directory."""
@@ -175,6 +202,11 @@ class Settings(BaseSettings):
         "openai-agents-session, langgraph-sqlite or langgraph-postgres; tenants: the tenants that may import it, "
         '["*"] for every tenant, none given: the admin tenant only); POST /v1/imports/sources/{name}.',
     )
+    freshness_rules: Path | None = Field(
+        None,
+        description='A TOML or JSON file of freshness rules for actions (README "Freshness rules"), checked on '
+        "every gate and trace of an action; unset: sources' ages are shown and nothing is judged.",
+    )
     # OpenTelemetry (docs: README "Traces in Langfuse or Phoenix"); never read from OTEL_EXPORTER_OTLP_ENDPOINT
     otlp_endpoint: str | None = Field(
         None,
@@ -186,6 +218,24 @@ class Settings(BaseSettings):
         description='Headers of each export, as JSON (e.g. {"Authorization": "Basic …"}); '
         "empty: OTEL_EXPORTER_OTLP_TRACES_HEADERS or OTEL_EXPORTER_OTLP_HEADERS apply.",
     )
+
+    redact_patterns: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict,
+        description="Values replaced by [redacted:NAME] in every imported or stored turn before it is stored "
+        "(and hashed): built-in names (api_key, card_number with a Luhn check, bearer_token), comma-separated, or "
+        'a JSON object of names to regular expressions ({"api_key": "", "ticket": "TCK-[0-9]{6}"}); '
+        "unset: nothing is redacted.",
+    )
+
+    @field_validator("redact_patterns", mode="before")
+    @classmethod
+    def _redact_patterns(cls, value: Any) -> dict[str, str]:
+        return parse_patterns(value)
+
+    @cached_property
+    def redactor(self) -> Redactor:
+        """The configured redaction rules, compiled (empty: nothing is redacted)."""
+        return Redactor.from_patterns(self.redact_patterns)
 
     @field_validator("otlp_endpoint", mode="after")
     @classmethod
@@ -248,6 +298,12 @@ class Settings(BaseSettings):
                 field=f"PROVENANCE_PARAMS.{where}" if where else "PROVENANCE_PARAMS",
                 fix="set PROVENANCE_PARAMS to a JSON object of valid §7.8 constants",
             ) from None
+
+    @cached_property
+    def freshness_policy(self) -> FreshnessPolicy:
+        """The freshness rules of ``PROVENANCE_FRESHNESS_RULES`` (none when unset); a bad file is an error naming
+        the file and the field."""
+        return read_freshness_rules(self.freshness_rules)
 
     @property
     def effective_database_url(self) -> str:

@@ -21,8 +21,8 @@ from provenance_api.core.observability import RequestContextMiddleware
 from provenance_api.core.settings import Settings
 from provenance_api.http import api_docs, problems
 from provenance_api.http.body_limit import BodyLimitMiddleware
+from provenance_api.http.routes import audit, glossary, health, imports, probes, quotes, sources, traces, turns, ui
 from provenance_api.http.routes import calls as trace_calls
-from provenance_api.http.routes import glossary, health, imports, probes, quotes, sources, traces, turns, ui
 from provenance_api.http.strict_json import StrictJsonMiddleware
 from provenance_api.jobs.runner import LLMFactory, ScorerFactory
 from provenance_api.wiring import build_services, start_services, stop_services
@@ -77,6 +77,7 @@ def create_app(
     app.include_router(glossary.router)  # GET /v1/glossary: what each number means
     app.include_router(api_docs.router)  # /docs and /redoc, offline
     app.include_router(trace_calls.router)  # GET /v1/traces/{id}/calls: each model call of a trace
+    app.include_router(audit.router)  # GET /v1/admin/audit/verify: walk a tenant's custody log (admin key)
     ui.install(app)  # the viewer at / (and its session cookie accepted by the API)
     # Outermost last: request id and access log → body limit → strict JSON (no NaN or Infinity) → guard for
     # unexpected errors → routes.

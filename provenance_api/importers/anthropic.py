@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from estimator.corpus.turn import SourceMeta
 from provenance_api.importers.common import (
     FieldError,
     ImportIssue,
@@ -38,7 +39,7 @@ from provenance_api.importers.common import (
     split_turns,
     unwrap,
 )
-from provenance_api.importers.mcp import flatten_content, media_name, message_content, return_text
+from provenance_api.importers.mcp import flatten_content, media_name, message_content, observed, return_text
 
 FORMAT = "anthropic"
 _CALLS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
@@ -136,6 +137,7 @@ def _message(message: dict[str, Any], blocks: list[Any]) -> NeutralMessage:
                     opt_str(block.get("id")),
                     f"{server}.{name}" if server else name,
                     parse_arguments(block.get("input")),
+                    meta=SourceMeta(server=server) if server else None,
                 )
             )
         elif kind == "tool_result" or kind.endswith("_tool_result"):
@@ -164,7 +166,7 @@ def _result(block: dict[str, Any], kind: str) -> NeutralToolResult:
         # A ``null`` content is the return null; an absent one is an empty result (the API allows it).
         text, mcp_error = return_text(content) if "content" in block else ("", False)
         failed = failed or mcp_error
-        return NeutralToolResult(call_id, text, "failed" if failed else "success")
+        return observed(NeutralToolResult(call_id, text, "failed" if failed else "success"), content)
     # A server-tool result: an error object, or a result (list of search results, fetched document, …).
     if isinstance(content, dict) and str(content.get("type", "")).endswith("_error"):
         return NeutralToolResult(call_id, str(content.get("error_code") or content.get("type")), "failed")

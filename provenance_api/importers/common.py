@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from estimator.corpus.turn import StoredTurn
+from estimator.corpus.turn import SourceMeta, StoredTurn
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -65,6 +65,8 @@ class NeutralToolCall:
     name: str
     arguments: Any = None
     failure: str | None = None  # marked failed before any return (LangChain invalid_tool_calls)
+    at: datetime | None = None  # when the call was made, where the format records it per call
+    meta: SourceMeta | None = None  # the server it was sent to (an MCP connector's), where the format names it
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,12 @@ class NeutralToolResult:
     content: str | None
     outcome: str = "success"
     name: str | None = None
+    at: datetime | None = None  # when the return came back, where the format records it per return
+    meta: SourceMeta | None = None  # where it came from (MCP server, resource, principal …), as recorded
+
+    def provenance(self) -> dict[str, Any]:
+        """What the stored turn keeps of its provenance: a ``provenance`` object when any was recorded."""
+        return {"provenance": self.meta.model_dump(mode="json")} if self.meta is not None else {}
 
     @property
     def failed(self) -> bool:
@@ -346,13 +354,14 @@ def _chat(message: NeutralMessage, calls: list[_Pair], answers: list[_Pair | Non
                 "name": pair.call.name if pair else result.name,
                 "content": result.content,
                 **({"is_error": True} if failed else {}),
+                **recorded_at(result.at or message.created_at),
             }
         )
     if message.role != "assistant":
         if is_query(message):
-            returns.append({"role": "user", "content": query_text(message)})
+            returns.append({"role": "user", "content": query_text(message), **recorded_at(message.created_at)})
         return returns
-    item: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+    item: dict[str, Any] = {"role": "assistant", "content": message.text or None, **recorded_at(message.created_at)}
     if calls:
         item["tool_calls"] = [
             {
@@ -363,6 +372,11 @@ def _chat(message: NeutralMessage, calls: list[_Pair], answers: list[_Pair | Non
             for p in calls
         ]
     return [item, *returns]  # returns inside an assistant message come from server-side tools
+
+
+def recorded_at(when: datetime | None, key: str = "timestamp") -> dict[str, Any]:
+    """``{key: ISO 8601}`` when the format recorded the time, else nothing (a stored turn never invents one)."""
+    return {key: when.isoformat()} if when is not None else {}
 
 
 def _native(
@@ -380,8 +394,12 @@ def _native(
     with its turn (it is no evidence for the reply; later turns have it in their history). An unfinished turn
     (``reply`` None) ends on its last calls and returns; all its text is interim."""
     ours = {id(p) for i in segment for p in calls[i]}
+    asked = recorded_at(query.created_at) if query is not None else {}
     out: list[dict[str, Any]] = [
-        {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": query_text(query) if query else ""}]}
+        {
+            "kind": "request",
+            "parts": [{"part_kind": "user-prompt", "content": query_text(query) if query else "", **asked}],
+        }
     ]
     for i in segment:
         interim = messages[i] is not reply and messages[i].role == "assistant" and messages[i].text.strip()
@@ -398,6 +416,8 @@ def _native(
                             "tool_name": p.call.name,
                             "tool_call_id": p.call_id,
                             "args": p.call.arguments,
+                            **recorded_at(p.call.at or messages[i].created_at),
+                            **({"provenance": p.call.meta.model_dump(mode="json")} if p.call.meta else {}),
                         }
                         for p in calls[i]
                     ],
@@ -421,6 +441,8 @@ def _native(
                 "tool_call_id": p.call_id,
                 "content": r.content,  # a failed call's own error text, as the agent read it
                 "outcome": "failed" if p.call.failure and not r.failed else r.outcome,
+                **recorded_at(r.at or messages[i].created_at),
+                **r.provenance(),
             }
             for r, p in zip(messages[i].tool_results, answers[i], strict=True)
             if p is not None and id(p) in ours and (r.content is not None or r.failed or p.call.failure)
@@ -428,10 +450,17 @@ def _native(
         if returns:
             out.append({"kind": "request", "parts": returns})
     if reply is not None:  # an unfinished turn ends on its calls and returns
-        out.append(
-            {"kind": "response", "model_name": reply.model, "parts": [{"part_kind": "text", "content": reply.text}]}
-        )
+        text_part = {"part_kind": "text", "content": reply.text, **recorded_at(reply.created_at)}
+        out.append({"kind": "response", "model_name": reply.model, "parts": [text_part]})
     return out
+
+
+def _observed(pair: _Pair, messages: Sequence[NeutralMessage]) -> dict[str, Any]:
+    """A flat call's return time and provenance, as the format recorded them."""
+    assert pair.result is not None
+    when = pair.result.at or messages[pair.result_at].created_at
+    meta = pair.result.meta or pair.call.meta
+    return {**recorded_at(when, "observed_at"), **({"provenance": meta.model_dump(mode="json")} if meta else {})}
 
 
 def split_turns(
@@ -475,6 +504,8 @@ def split_turns(
                 "name": p.call.name,
                 "arguments": p.call.arguments,
                 "response": p.result.content if p.result is not None and p.result_at <= end else None,
+                **recorded_at(p.call.at or messages[i].created_at, "made_at"),
+                **(_observed(p, messages) if p.result is not None and p.result_at <= end else {}),
             }
             for i in segment
             for p in calls[i]

@@ -34,7 +34,7 @@ from provenance_api.importers.common import (
     split_turns,
     unwrap,
 )
-from provenance_api.importers.mcp import message_content, return_text
+from provenance_api.importers.mcp import message_content, observed, return_text
 
 FORMAT = "langchain"
 _TYPES: dict[str, Role] = {
@@ -114,9 +114,8 @@ def _message(kind: str, data: dict[str, Any]) -> NeutralMessage:
         failed = data.get("status") == "error" or mcp_error
         call_id = None if kind == "function" else opt_str(data.get("tool_call_id"))
         name = opt_str(data.get("name")) or ("function" if kind == "function" else None)
-        return NeutralMessage(
-            "tool", tool_results=[NeutralToolResult(call_id, text, "failed" if failed else "success", name)]
-        )
+        result = NeutralToolResult(call_id, text, "failed" if failed else "success", name)
+        return NeutralMessage("tool", tool_results=[observed(result, content)])
     text, media = message_content(content)
     if role != "assistant":
         return NeutralMessage(role, text, attachments=media if role == "user" else [])

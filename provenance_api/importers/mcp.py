@@ -13,10 +13,13 @@ parts, OpenTelemetry parts), so every importer turns a return into text the same
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from estimator.corpus.tool_content import RESULT_KEYS, is_mcp_block, json_object
-from provenance_api.importers.common import as_dict
+from estimator.corpus.turn import SourceMeta
+from provenance_api.importers.common import NeutralToolResult, as_dict, parse_time
 
 _TEXT_KINDS = frozenset({"text", "input_text", "output_text"})
 _MEDIA_KINDS = frozenset(
@@ -92,6 +95,59 @@ def flatten_result(content: Any) -> tuple[str, bool]:
         if blocks is not None:
             return flatten_blocks(blocks), False
     return flatten_content(content), False
+
+
+_META_FIELDS = {
+    "server": ("server", "serverName", "server_name", "server_label"),
+    "resource": ("resource", "resourceUri", "resource_uri", "uri"),
+    "principal": ("principal", "user", "userId", "user_id", "subject"),
+    "tenant": ("tenant", "tenantId", "tenant_id"),
+    "scope": ("scope", "scopes"),
+}
+_META_TIMES = ("observed_at", "observedAt", "timestamp", "fetched_at", "fetchedAt")
+
+
+def _meta_text(value: Any) -> str | None:
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return " ".join(value)
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def result_provenance(content: Any) -> tuple[SourceMeta | None, datetime | None]:
+    """What an MCP ``CallToolResult`` records of where it came from: its ``_meta`` (the SDK dumps it as
+    ``_meta``, or ``meta`` without aliases) read for a server, resource, principal, tenant, scope and time under
+    the keys ``_META_FIELDS`` / ``_META_TIMES`` name, and the URI of the first resource it embeds or links.
+    (None, None) for any other return, or one that records none of these: nothing is guessed."""
+    result = call_tool_result(content)
+    if result is None:
+        return None, None
+    meta = as_dict(result.get("_meta", result.get("meta")))
+    found: dict[str, str] = {}
+    for name, keys in _META_FIELDS.items():
+        value = next((v for v in (_meta_text(meta.get(k)) for k in keys) if v is not None), None)
+        if value is not None:
+            found[name] = value
+    if "resource" not in found:
+        for block in (b for b in result["content"] if isinstance(b, dict)):
+            uri = as_dict(block.get("resource")).get("uri") if block.get("type") == "resource" else None
+            uri = uri or (block.get("uri") if block.get("type") == "resource_link" else None)
+            if isinstance(uri, str) and uri:
+                found["resource"] = uri
+                break
+    when = next((t for t in (parse_time(meta.get(k)) for k in _META_TIMES) if t is not None), None)
+    return (SourceMeta.model_validate(found) if found else None), when
+
+
+def observed(
+    result: NeutralToolResult, raw: Any, at: datetime | None = None, meta: SourceMeta | None = None
+) -> NeutralToolResult:
+    """``result`` with what its format recorded of where and when it came from: the MCP result's own ``_meta``
+    (``result_provenance`` of the ``raw`` return) first, then ``at`` / ``meta`` the carrier gave (a part's
+    timestamp, a hosted call's server)."""
+    found, when = result_provenance(raw)
+    if found is not None and meta is not None:
+        found = meta.model_copy(update=found.model_dump(exclude_none=True))
+    return replace(result, at=when or at, meta=found or meta)
 
 
 def return_text(content: Any) -> tuple[str, bool]:

@@ -35,7 +35,7 @@ from provenance_api.importers.common import (
     split_turns,
     unwrap,
 )
-from provenance_api.importers.mcp import message_content, return_text
+from provenance_api.importers.mcp import message_content, observed, return_text
 
 FORMAT = "openai_chat"
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
@@ -79,9 +79,8 @@ def read_message(message: dict[str, Any]) -> NeutralMessage:
         failed = mcp_error or optional_bool(message, "is_error")
         call_id = opt_str(message.get("tool_call_id")) if role == "tool" else None
         name = opt_str(message.get("name")) or (None if role == "tool" else "function")
-        return NeutralMessage(
-            "tool", tool_results=[NeutralToolResult(call_id, text, "failed" if failed else "success", name)]
-        )
+        result = NeutralToolResult(call_id, text, "failed" if failed else "success", name)
+        return NeutralMessage("tool", tool_results=[observed(result, message.get("content"))], created_at=created)
     text = message_content(message.get("content"))[0]
     if not text.strip() and isinstance(message.get("refusal"), str):
         text = message["refusal"]

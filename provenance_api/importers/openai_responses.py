@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from estimator.corpus.turn import SourceMeta
 from provenance_api.importers.common import (
     ImportIssue,
     ImportResult,
@@ -37,7 +38,7 @@ from provenance_api.importers.common import (
     placed,
     split_turns,
 )
-from provenance_api.importers.mcp import flatten_content, message_content, return_text
+from provenance_api.importers.mcp import flatten_content, message_content, observed, return_text
 
 FORMAT = "openai_responses"
 _MESSAGE_ROLES = frozenset({"user", "system", "developer", "assistant"})
@@ -102,6 +103,7 @@ def import_openai_responses(obj: Any, conversation_id: str) -> ImportResult:
             text, mcp_error = return_text(item.get("output"))
             failed = mcp_error or item.get("status") == "failed"
             result = NeutralToolResult(opt_str(item.get("call_id")), text, "failed" if failed else "success")
+            result = observed(result, item.get("output"))
             neutral.append(placed(NeutralMessage("tool", tool_results=[result]), index))
         elif kind == "message" and item.get("role") in _MESSAGE_ROLES:
             text, media = message_content(item.get("content"))
@@ -138,8 +140,11 @@ def _add_to_step(step: NeutralMessage, item: dict[str, Any], kind: str, finals: 
     failed = item.get("status") == "failed" or bool(item.get("error")) or _mcp_error(item, kind)
     if item.get("error"):
         output = flatten_content(item["error"])
-    step.tool_calls.append(NeutralToolCall(call_id, name, arguments))
-    step.tool_results.append(NeutralToolResult(call_id, output, "failed" if failed else "success", name))
+    server = opt_str(item.get("server_label")) if kind == "mcp_call" else None
+    meta = SourceMeta(server=server) if server else None
+    step.tool_calls.append(NeutralToolCall(call_id, name, arguments, meta=meta))
+    result = NeutralToolResult(call_id, output, "failed" if failed else "success", name)
+    step.tool_results.append(observed(result, item.get("output"), meta=meta))
 
 
 def _hosted(item: dict[str, Any], kind: str) -> tuple[str, Any, str | None]:

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from estimator.corpus.turn import SourceMeta
 from provenance_api.importers.common import (
     ImportIssue,
     ImportResult,
@@ -47,7 +48,7 @@ from provenance_api.importers.common import (
     placed,
     split_turns,
 )
-from provenance_api.importers.mcp import flatten_content, media_name, return_text
+from provenance_api.importers.mcp import flatten_content, media_name, observed, return_text
 
 FORMAT = "otel"
 INPUT, OUTPUT, SYSTEM = "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions"
@@ -81,10 +82,31 @@ class _Inference:
     at: datetime | None = None
 
 
+@dataclass(frozen=True)
+class _Execution:
+    """What an ``execute_tool`` span recorded of one execution: when it ended (the return came back) and the
+    attributes naming where it ran and for whom."""
+
+    ended: datetime | None
+    meta: SourceMeta | None
+
+
+_SPAN_META = {
+    "server": ("mcp.server.name", "server.address"),
+    "resource": ("mcp.resource.uri",),
+    "principal": ("enduser.id", "user.id"),
+    "tenant": ("tenant.id",),
+    "scope": ("enduser.scope",),
+}
+"""The ``execute_tool`` span attributes read into a source's envelope (OTel semantic conventions: MCP's
+``mcp.*`` and ``server.address``, ``enduser.*``, ``user.id``; ``tenant.id`` where an instrumentation sets it)."""
+
+
 @dataclass
 class _Trace:
     inferences: list[_Inference] = field(default_factory=list)
     failures: dict[str, list[str | None]] = field(default_factory=dict)  # call id → per execution
+    executions: dict[str, list[_Execution]] = field(default_factory=dict)  # call id → per execution
 
 
 def looks_like(obj: Any) -> bool:
@@ -118,6 +140,7 @@ def import_otel(obj: Any, conversation_id: str) -> ImportResult:
             read.model, read.created_at = seen[position]
         neutral.append(placed(read, position))
     _mark_failures(neutral, trace.failures)
+    _mark_executions(neutral, trace.executions)
     return split_turns(
         conversation_id, neutral, chosen.system, model=chosen.model, marks_failure=True, warnings=warnings
     )
@@ -245,6 +268,7 @@ def _read(spans: list[dict[str, Any]], conversation_id: str, warnings: list[Impo
             call_id = opt_str(attrs.get("gen_ai.tool.call.id"))
             if call_id is not None:
                 trace.failures.setdefault(call_id, []).append(failed)
+                trace.executions.setdefault(call_id, []).append(_execution(span, attrs))
             elif failed:
                 warnings.append(
                     ImportIssue(
@@ -369,9 +393,8 @@ def _message(message: dict[str, Any]) -> NeutralMessage | None:
         elif kind.endswith("tool_call_response"):
             given = any(k in part for k in ("response", "result", kind))  # absent: content not captured
             text, mcp_error = return_text(_pick(part, "response", "result", kind)) if given else ("", False)
-            out.tool_results.append(
-                NeutralToolResult(opt_str(part.get("id")), text, "failed" if mcp_error else "success")
-            )
+            result = NeutralToolResult(opt_str(part.get("id")), text, "failed" if mcp_error else "success")
+            out.tool_results.append(observed(result, _pick(part, "response", "result", kind)) if given else result)
         elif kind in _MEDIA_PARTS:
             out.attachments.append(media_name(part))
     out.text = "\n".join(t for t in texts if t)
@@ -408,6 +431,38 @@ def _mark_failures(messages: list[NeutralMessage], failures: dict[str, list[str 
                 owner.tool_results[j] = replace(result, content=text, outcome="failed")
             else:
                 message.tool_calls[i] = replace(call, failure=error)
+
+
+def _execution(span: dict[str, Any], attrs: dict[str, Any]) -> _Execution:
+    found = {
+        name: value
+        for name, keys in _SPAN_META.items()
+        if (value := next((str(attrs[k]) for k in keys if attrs.get(k) not in (None, "")), None)) is not None
+    }
+    return _Execution(_time(span, "end"), SourceMeta.model_validate(found) if found else None)
+
+
+def _mark_executions(messages: list[NeutralMessage], executions: dict[str, list[_Execution]]) -> None:
+    """The k-th call of an id and its k-th return take the k-th ``execute_tool`` span of that id (spans in time
+    order): the return's time is the span's end, and the span's attributes say where it ran and for whom (the
+    call's too: it was made for the same principal). A return whose own MCP ``_meta`` says more keeps that."""
+    calls_seen: dict[str, int] = {}
+    returns_seen: dict[str, int] = {}
+    for message in messages:
+        for i, call in enumerate(message.tool_calls):
+            runs = executions.get(call.id or "", [])
+            k = calls_seen[call.id or ""] = calls_seen.get(call.id or "", -1) + 1
+            if k < len(runs) and runs[k].meta is not None:
+                message.tool_calls[i] = replace(call, meta=runs[k].meta)
+        for j, result in enumerate(message.tool_results):
+            runs = executions.get(result.call_id or "", [])
+            k = returns_seen[result.call_id or ""] = returns_seen.get(result.call_id or "", -1) + 1
+            if k < len(runs):
+                run = runs[k]
+                meta = result.meta
+                if run.meta is not None:
+                    meta = run.meta.model_copy(update=meta.model_dump(exclude_none=True)) if meta else run.meta
+                message.tool_results[j] = replace(result, at=result.at or run.ended, meta=meta)
 
 
 def _same(left: list[dict[str, Any]], right: list[dict[str, Any]]) -> bool:

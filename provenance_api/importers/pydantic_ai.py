@@ -34,7 +34,7 @@ from provenance_api.importers.common import (
     split_turns,
     unwrap,
 )
-from provenance_api.importers.mcp import message_content, return_text
+from provenance_api.importers.mcp import message_content, observed, return_text
 
 FORMAT = "pydantic_ai"
 _CALL_KINDS = frozenset({"tool-call", "builtin-tool-call"})
@@ -92,25 +92,23 @@ def _request(parts: list[dict[str, Any]], message: dict[str, Any], final_ids: se
         elif kind == "tool-return" and part.get("tool_call_id") not in final_ids:
             text, mcp_error = return_text(part.get("content"))
             outcome = str(part.get("outcome") or "success")
-            results.append(
-                NeutralToolResult(
-                    opt_str(part.get("tool_call_id")),
-                    text,
-                    "failed" if mcp_error and outcome == "success" else outcome,
-                    opt_str(part.get("tool_name")),
-                )
+            result = NeutralToolResult(
+                opt_str(part.get("tool_call_id")),
+                text,
+                "failed" if mcp_error and outcome == "success" else outcome,
+                opt_str(part.get("tool_name")),
             )
+            results.append(observed(result, part.get("content"), parse_time(part.get("timestamp"))))
         elif kind == "retry-prompt" and part.get("tool_name"):
             # A retry prompt naming a tool answers that call: the call was rejected, and its text is what the
             # agent was told (a tool error).
-            results.append(
-                NeutralToolResult(
-                    opt_str(part.get("tool_call_id")),
-                    _retry_text(part.get("content")),
-                    "failed",
-                    opt_str(part.get("tool_name")),
-                )
+            result = NeutralToolResult(
+                opt_str(part.get("tool_call_id")),
+                _retry_text(part.get("content")),
+                "failed",
+                opt_str(part.get("tool_name")),
             )
+            results.append(observed(result, None, parse_time(part.get("timestamp"))))
     instructions = message.get("instructions") if isinstance(message.get("instructions"), str) else None
     created = parse_time(message.get("timestamp")) or next(
         (parse_time(p.get("timestamp")) for p in parts if p.get("timestamp")), None
@@ -145,14 +143,13 @@ def _response(parts: list[dict[str, Any]], message: dict[str, Any], final_ids: s
         elif kind in _RETURN_KINDS:
             text, mcp_error = return_text(part.get("content"))
             outcome = str(part.get("outcome") or "success")
-            results.append(
-                NeutralToolResult(
-                    opt_str(part.get("tool_call_id")),
-                    text,
-                    "failed" if mcp_error and outcome == "success" else outcome,
-                    opt_str(part.get("tool_name")),
-                )
+            result = NeutralToolResult(
+                opt_str(part.get("tool_call_id")),
+                text,
+                "failed" if mcp_error and outcome == "success" else outcome,
+                opt_str(part.get("tool_name")),
             )
+            results.append(observed(result, part.get("content"), parse_time(part.get("timestamp"))))
     return NeutralMessage(
         "assistant",
         "\n\n".join(t for t in texts if t.strip()),

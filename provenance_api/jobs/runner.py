@@ -36,6 +36,7 @@ from estimator.audit.declared import audit_trace
 from estimator.corpus.turn import StoredTurn
 from estimator.corpus.units import Corpus
 from estimator.cost import Pricing, request_tokens
+from estimator.custody.freshness import FreshnessPolicy
 from estimator.ledger import CallEvent, CallLedger
 from estimator.loo.logprob_cost import EstimatorChoice
 from estimator.params import Params
@@ -168,6 +169,9 @@ class _Meter:
         return ledger.cost_usd
 
 
+NO_FRESHNESS_RULES = FreshnessPolicy()
+
+
 @dataclass(frozen=True)
 class TraceContext:
     """What a trace job needs from the service."""
@@ -181,6 +185,7 @@ class TraceContext:
     scorer_factory: ScorerFactory | None = None
     pricing: Pricing | None = None  # the judge's price, for settling the money budget at the billed cost
     otlp: OtlpTarget | None = None  # where a finished job's OpenTelemetry spans go (jobs.trace_spans); None: nowhere
+    freshness: FreshnessPolicy = NO_FRESHNESS_RULES  # the operator's freshness rules, checked on a traced action
 
 
 SCORER_FIX = (
@@ -388,7 +393,9 @@ async def _execute(ctx: TraceContext, job: JobRecord, meter: _Meter) -> str:
     if isinstance(llm, CachingLLM):  # cached judgements answer this tenant only (unless the operator shares them)
         llm = llm.for_tenant(job.tenant, job.turn_id)
     work = _KINDS[job.kind]
-    done = await work(_Run(job, llm, ledger, corpus, query, params, on_progress, estimator, scorer, record.turn))
+    done = await work(
+        _Run(job, llm, ledger, corpus, query, params, on_progress, estimator, scorer, record.turn, ctx.freshness)
+    )
     final = meter.snapshot()
     await _keep_calls(ctx, meter)
     failure = failed_trace(ledger, scorer)  # the one rule (every estimator): a trace that measured nothing failed
@@ -430,6 +437,7 @@ class _Run:
     estimator: EstimatorChoice = "judged"
     scorer: Scorer | None = None
     turn: StoredTurn | None = None
+    freshness: FreshnessPolicy = NO_FRESHNESS_RULES
 
 
 @dataclass(frozen=True)
@@ -462,6 +470,7 @@ async def _trace(run: _Run) -> _Done:
             on_progress=run.on_progress,
             ledger=run.ledger,
         )
+        outcome = free_tier.with_freshness(outcome, run.turn, run.corpus, action, run.freshness)
         return _done(run, outcome, declared=None)
     outcome = await run_trace(
         run.estimator,

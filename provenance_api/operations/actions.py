@@ -7,8 +7,10 @@ from typing import Any
 
 import anyio.to_thread
 
+from estimator.corpus.units import Corpus
 from provenance_api.core.schemas_actions import ActionsOut
 from provenance_api.operations.auth import Principal
+from provenance_api.operations.custody import bound_sources
 from provenance_api.operations.request_params import request_params
 from provenance_api.operations.services import Services
 from provenance_api.providers import free_tier
@@ -23,8 +25,10 @@ async def turn_actions(
     record = await crud_turns.get_turn(services.db, caller.tenant, turn_id)
     params = request_params(services.settings.base_params, overrides)
 
-    def screen() -> ActionsOut:
+    def screen() -> tuple[ActionsOut, Corpus]:
         view = free_tier.gate_view(record.turn, params)
-        return free_tier.actions_out(turn_id, record.turn, view)
+        return free_tier.actions_out(turn_id, record.turn, view, services.settings.freshness_policy), view.corpus
 
-    return await anyio.to_thread.run_sync(screen)
+    out, corpus = await anyio.to_thread.run_sync(screen)
+    sources = await bound_sources(services.db, caller.tenant, out.sources, corpus)  # the MCP gateway's custody
+    return out.model_copy(update={"sources": sources})

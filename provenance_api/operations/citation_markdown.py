@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from estimator import SCORES_DISAGREE
+from estimator.corpus.envelope import NOT_RECORDED, Envelope, shown_time
 from estimator.results.models import ProxyTraceResultModel, SourceScoreModel, TraceJobResult
 from provenance_api.core.glossary import GLOSSARY
 from provenance_api.core.schemas import TraceOut
@@ -149,7 +150,25 @@ def _source(index: int, source: SourceScoreModel, result: TraceJobResult, unit: 
         lines.append(f"   {label[:1].upper()}{label[1:]} — {meaning[:1].lower()}{meaning[1:]}")
     else:
         lines.append("   No quote of this source was verified for the claim.")
+    if source.envelope is not None:
+        lines.append("   " + envelope_line(source.envelope))
     return lines
+
+
+def envelope_line(envelope: Envelope) -> str:
+    """A source's evidence envelope in one line: each field the history did not carry reads "not recorded"."""
+    fields = [
+        ("tool", code(envelope.tool)),
+        ("server", escape(envelope.server) if envelope.server else NOT_RECORDED),
+        ("resource", code(envelope.resource) if envelope.resource else NOT_RECORDED),
+        ("observed", escape(shown_time(envelope.observed_at))),
+        ("principal", escape(envelope.principal) if envelope.principal else NOT_RECORDED),
+        ("digest", code(envelope.digest[:16] + "…")),
+        ("custody", envelope.custody),
+    ]
+    if envelope.lossy:
+        fields.append(("lossy", escape("; ".join(envelope.lossy))))
+    return "Evidence envelope: " + " · ".join(f"{name} {value}" for name, value in fields) + "."
 
 
 def _label(key: str, fallback: str, instructions: bool) -> str:

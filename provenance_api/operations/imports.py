@@ -45,6 +45,7 @@ from pydantic import ValidationError
 from estimator.corpus.turn import StoredTurn
 from estimator.corpus.units import Layer, Unit
 from provenance_api.core.errors import InvalidInput
+from provenance_api.core.redaction import Redactor
 from provenance_api.importers import (
     MAX_CONVERSATION_ID,
     detect_format,
@@ -52,6 +53,7 @@ from provenance_api.importers import (
     normalize_format,
     turn_key,
 )
+from provenance_api.operations.redaction import redact_turn
 from provenance_api.providers import free_tier
 from provenance_api.storage import crud_turns
 from provenance_api.storage.errors import RecordConflict, RecordInvalid, RecordUnreadable, StorageError
@@ -93,6 +95,7 @@ class ImportCounts:
 
     batch_id: str = field(default_factory=new_batch_id)
     max_turn_bytes: int | None = None
+    redactor: Redactor | None = None  # PROVENANCE_REDACT_PATTERNS: applied to every turn before it is stored
     imported: int = 0
     unchanged: int = 0
     conflicting: int = 0
@@ -387,10 +390,11 @@ async def import_items(
     progress: Callable[[ImportCounts], None] | None = None,
     *,
     max_turn_bytes: int | None = None,
+    redactor: Redactor | None = None,
 ) -> ImportCounts:
     """Import every item; new turns are stored in batches (``TurnWriter``), each turn's outcome its own.
     ``progress`` is called after each item (its counts of stored turns lag by at most one batch)."""
-    counts = ImportCounts(max_turn_bytes=max_turn_bytes)
+    counts = ImportCounts(max_turn_bytes=max_turn_bytes, redactor=redactor)
     writer = TurnWriter(db, tenant, user, counts)
     for item in items:
         counts.conversations += 1
@@ -519,7 +523,12 @@ async def import_one(
         counts.warn(f"{item.where}: {issue.where}", issue.reason)
     for issue in result.notes:
         counts.note(f"{item.where}: {issue.where}", issue.reason)
-    if not result.turns:
+    try:  # the configured values replaced before anything is compared, stored or hashed
+        turns = [redact_turn(turn, counts.redactor) for turn in result.turns]
+    except Exception as exc:
+        counts.reject(item.where, _failure(exc))
+        return
+    if not turns:
         if not result.notes:
             counts.note(f"{item.where}: {ident}", "no assistant reply with text: no turn")
         return
@@ -534,9 +543,9 @@ async def import_one(
         return
     # this conversation's turns only: "<id>:<n>" or "<id>:<key>", not those of a conversation "<id>:more"
     held = [r for r in found if any(r.turn_id.startswith(p) and ":" not in r.turn_id[len(p) :] for p in prefixes)]
-    held_turns = already_held(held, result.turns)
+    held_turns = already_held(held, turns)
     new = []
-    for turn in result.turns:
+    for turn in turns:
         if turn.turn_id in held_turns:
             counts.unchanged += 1
         elif writer is not None:

@@ -11,6 +11,7 @@ import anyio
 from estimator.corpus.turn import StoredTurn
 from provenance_api.operations import listing
 from provenance_api.operations.auth import Principal
+from provenance_api.operations.redaction import redact_turn
 from provenance_api.operations.services import Services
 from provenance_api.storage import crud_traces, crud_turns
 from provenance_api.storage.crud_traces import JobKind, JobRecord
@@ -35,6 +36,7 @@ __all__ = [
 async def store_turn(services: Services, caller: Principal, turn: StoredTurn) -> tuple[TurnRecord, bool]:
     """Store ``turn`` for the caller's tenant, with the free tier's count of its traceable sentences: (record,
     created); the same content again is not created."""
+    turn = redact_turn(turn, services.settings.redactor)  # before it is stored and hashed
     traceable = await anyio.to_thread.run_sync(listing.traceable_count, turn, services.settings.base_params)
     return await crud_turns.put_turn(services.db, caller.tenant, caller.user, turn, traceable=traceable)
 

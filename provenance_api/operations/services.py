@@ -41,4 +41,5 @@ class Services:
             scorer_factory=self.scorer_factory,
             pricing=model_policy.pricing(self.settings),
             otlp=self.settings.otlp_target,
+            freshness=self.settings.freshness_policy,
         )

@@ -13,6 +13,7 @@ import anyio.to_thread
 
 from estimator.corpus.turn import StoredTurn
 from estimator.corpus.units import Corpus
+from estimator.custody.ages import answer_time
 from estimator.loo.logprob_cost import EstimatorChoice
 from estimator.params import Params
 from estimator.results.models import ProbeResultModel, trace_job_result
@@ -38,6 +39,7 @@ from provenance_api.core.schemas import (
 from provenance_api.jobs.runner import run_trace_job
 from provenance_api.operations import trace_plan
 from provenance_api.operations.auth import Principal
+from provenance_api.operations.custody import bound_sources
 from provenance_api.operations.model_policy import ModelChoice
 from provenance_api.operations.request_params import request_params
 from provenance_api.operations.services import Services
@@ -141,6 +143,10 @@ async def turn_segments(
             )
             for g in report.segments
         ],
+        answered_at=answer_time(record.turn),
+        sources=await bound_sources(  # the MCP gateway's custody on each tool return
+            services.db, caller.tenant, free_tier.source_outs(record.turn, view.corpus), view.corpus
+        ),
     )
 
 

@@ -7,29 +7,36 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 
 import regex
 
 from estimator.actions.report import screen_actions
+from estimator.actions.targets import Action, action_context
 from estimator.actions.trace import ActionNotFound, action_corpus, find_action
 from estimator.corpus.build import build_corpus
 from estimator.corpus.turn import StoredTurn
 from estimator.corpus.units import Corpus
 from estimator.cost import CostQuote, Pricing, quote_cost
+from estimator.custody.ages import SourceAge, answer_time, source_ages
+from estimator.custody.freshness import FreshnessFinding, FreshnessPolicy, check_freshness
 from estimator.free_tier.gating import GateReport, gate_turn
 from estimator.free_tier.segment import Segment, client_segments, segment_response
 from estimator.free_tier.selection import Selection, select_claim
 from estimator.params import DEFAULT_PARAMS, Params
 from estimator.tokens import Tokenizer
+from estimator.trace import TraceOutcome
 from provenance_api.core.errors import InvalidInput
 from provenance_api.core.schemas_actions import (
     ActionOut,
     ActionSourceOut,
     ActionsOut,
     ArgumentSourceOut,
+    EnvelopeOut,
+    FreshnessOut,
     InjectionOut,
+    SourceAgeOut,
 )
 
 FALLBACK_MODEL = "openai/gpt-4o-mini"
@@ -61,19 +68,20 @@ def gate_view(
     return GateView(corpus=corpus, segments=segs, report=gate_turn(corpus, segs, params))
 
 
-def actions_out(turn_id: str, turn: StoredTurn, view: GateView) -> ActionsOut:
+def actions_out(turn_id: str, turn: StoredTurn, view: GateView, freshness: FreshnessPolicy | None = None) -> ActionsOut:
     """The turn's actions, screened (argument provenance, origin, injection) and linked to the sentences of
-    ``view`` that report them: what ``provenance gate --json`` prints and ``GET /v1/turns/{id}/actions`` returns."""
+    ``view`` that report them: what ``provenance gate --json`` prints and ``GET /v1/turns/{id}/actions`` returns.
+    Each source carries its evidence envelope and its age when the answer was produced; each action, the ages of
+    what it could read when it was made and the ``freshness`` rules of its tool checked (none given: none)."""
     report = screen_actions(turn, view.corpus, view.report)
+    policy = freshness or FreshnessPolicy()
+    custody = {f.action.id: action_custody(turn, view.corpus, f.action, policy) for f in report.findings}
     return ActionsOut(
         turn_id=turn_id,
         corpus_digest=view.corpus.digest,
         summary=report.summary(),
         steered=report.steered,
-        sources=[
-            ActionSourceOut(id=u.id, layer=u.layer.value, label=u.label, tool=u.tool, call_id=u.call_id)
-            for u in view.corpus.units
-        ],
+        sources=source_outs(turn, view.corpus),
         actions=[
             ActionOut(
                 id=f.action.id,
@@ -104,10 +112,55 @@ def actions_out(turn_id: str, turn: StoredTurn, view: GateView) -> ActionsOut:
                     because=f.injection.because,
                 ),
                 reported_by=list(f.reported_by),
+                produced_at=f.action.produced_at,
+                source_ages=[SourceAgeOut.of(a) for a in custody[f.action.id][0]],
+                freshness=[FreshnessOut.of(x) for x in custody[f.action.id][1]],
             )
             for f in report.findings
         ],
+        answered_at=answer_time(turn),
+        freshness_rules=len(policy.rules),
     )
+
+
+def source_outs(turn: StoredTurn, corpus: Corpus) -> list[ActionSourceOut]:
+    """Each source of the turn's context with its evidence envelope and its age when the answer was produced (the
+    gate's ``sources``, the actions' and the segments' responses)."""
+    answered = {a.source_id: a for a in source_ages(corpus.units, answer_time(turn))}
+    return [
+        ActionSourceOut(
+            id=u.id,
+            layer=u.layer.value,
+            label=u.label,
+            tool=u.tool,
+            call_id=u.call_id,
+            envelope=EnvelopeOut.of(u.envelope),
+            age_seconds=answered[u.id].age_seconds,
+            age=answered[u.id].shown,
+        )
+        for u in corpus.units
+    ]
+
+
+def with_freshness(
+    outcome: TraceOutcome, turn: StoredTurn, corpus: Corpus, action_id: str, policy: FreshnessPolicy
+) -> TraceOutcome:
+    """An action's trace with its tool's freshness rules checked over what the agent had read when it made the
+    call (``freshness`` in the result; left out when no rule names its tool)."""
+    _, findings = action_custody(turn, corpus, find_action(turn, action_id), policy)
+    if not findings:
+        return outcome
+    return replace(outcome, result=outcome.result.model_copy(update={"freshness": findings}))
+
+
+def action_custody(
+    turn: StoredTurn, corpus: Corpus, action: Action, policy: FreshnessPolicy
+) -> tuple[tuple[SourceAge, ...], tuple[FreshnessFinding, ...]]:
+    """The ages of the sources ``action`` could read when it was made, and its tool's freshness rules checked
+    over them (the gate's and an action trace's)."""
+    context = action_context(turn, corpus, action, history=())
+    findings = check_freshness(action.tool, action.produced_at, action.principal, context.units, policy)
+    return source_ages(context.units, action.produced_at), findings
 
 
 # --------------------------------------------------------------------------- what quotes of one turn share

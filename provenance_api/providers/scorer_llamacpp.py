@@ -130,7 +130,10 @@ class LlamaCppScorer:
         if full[: len(head)] != head or len(full) <= len(head):
             raise ScorerError("no token boundary where the target starts: the tokenizer merged it with the prompt")
         if len(full) >= self.local.n_ctx:
-            raise ScorerError(f"the prompt is {len(full)} tokens, over the local context of {self.local.n_ctx}")
+            raise ScorerError(
+                f"the prompt is {len(full)} tokens, over the local context of {self.local.n_ctx} "
+                "(raise it with --n-ctx)"
+            )
         llama = self.local.llama
         with self.local.lock:
             cached = list(llama.input_ids[: llama.n_tokens])

@@ -24,6 +24,7 @@ from sqlalchemy import ColumnElement, delete, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from provenance_api.core.schemas import JobStatus
+from provenance_api.storage import custody_log
 from provenance_api.storage.errors import RecordConflict, RecordExpired, RecordMissing
 from provenance_api.storage.models import (
     ERASE_TURN_RESULTS,
@@ -395,16 +396,17 @@ async def finish_succeeded(db: Database, job: JobRecord, audit: ResultAudit, pro
         )
         if getattr(marked, "rowcount", 0) != 1:
             raise RecordMissing(f"no {job.kind} {job.id!r}", record=job.kind, field=f"{job.kind}_id")
-        session.add(
-            TraceResultRow(
-                job_id=job.id,
-                tenant=job.tenant,
-                user=job.user,
-                turn_id=job.turn_id,
-                created_at=now,
-                **audit.__dict__,
-            )
+        stored = TraceResultRow(
+            job_id=job.id,
+            tenant=job.tenant,
+            user=job.user,
+            turn_id=job.turn_id,
+            created_at=now,
+            **audit.__dict__,
         )
+        session.add(stored)
+        await session.flush()
+        await custody_log.append(session, job.tenant, [custody_log.result_entry(stored)])  # chained with it
 
 
 async def forget_calls_if_deleted(db: Database, tenant: str, job_id: str) -> int:

@@ -9,6 +9,7 @@ different content under the same id is a conflict that names the fields that dif
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -22,7 +23,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from estimator.corpus.turn import StoredTurn
-from provenance_api.storage import crud_calls, crud_traces, search_index
+from provenance_api.storage import crud_calls, crud_traces, custody_log, search_index
 from provenance_api.storage.errors import (
     RecordConflict,
     RecordInvalid,
@@ -99,6 +100,31 @@ def _differing_fields(stored: str, incoming: str) -> list[str]:
     return sorted(k for k in set(a) | set(b) if json.dumps(a.get(k)) != json.dumps(b.get(k)))
 
 
+RECORDED_KEYS = frozenset({"timestamp", "created_at", "made_at", "observed_at", "provenance"})
+"""What an importer keeps of when and where a message, call or return was recorded (evidence envelopes). A turn
+stored before its importer kept them is the same turn as the one imported again with them."""
+
+
+def _without_new_records(incoming: Any, stored: Any) -> Any:
+    """``incoming`` without the recorded-time and origin keys that ``stored`` lacks at the same place."""
+    if isinstance(incoming, dict) and isinstance(stored, dict):
+        return {
+            k: _without_new_records(v, stored.get(k))
+            for k, v in incoming.items()
+            if k in stored or k not in RECORDED_KEYS
+        }
+    if isinstance(incoming, list) and isinstance(stored, list) and len(incoming) == len(stored):
+        return [_without_new_records(a, b) for a, b in zip(incoming, stored, strict=True)]
+    return incoming
+
+
+def same_turn(stored_body: str, incoming_body: str) -> bool:
+    """Whether a turn imported again is the stored one: the same content, or the same but for what the importer
+    now records of when and where (a turn stored before that is kept as stored, never a conflict)."""
+    stored = json.loads(stored_body)
+    return bool(_without_new_records(json.loads(incoming_body), stored) == stored)
+
+
 async def _find(session: AsyncSession, tenant: str, turn_id: str) -> StoredTurnRow | None:
     found = await session.execute(
         select(StoredTurnRow).where(StoredTurnRow.tenant == tenant, StoredTurnRow.turn_id == turn_id)
@@ -166,21 +192,24 @@ async def put_turn(
     async with db.session() as session:
         existing = await _find(session, tenant, turn.turn_id)
         if existing is not None:
-            if existing.digest != digest:
+            if existing.digest != digest and not same_turn(existing.body, body):
                 raise _conflict(existing, body, digest)
             return _record(existing), False
         row = _new_row(tenant, user, turn, body, digest, batch, traceable)
+        # off the event loop, before the write (no lock is held while the sources are digested)
+        entry = await asyncio.to_thread(custody_log.turn_entry, turn, digest)
         session.add(row)
         try:
-            await session.flush()  # assigns seq; the search row goes in the same transaction
+            await session.flush()  # assigns seq; the search row and the custody record go in the same transaction
             await search_index.index_turn(session, seq=row.seq, tenant=tenant, turn=turn)
+            await custody_log.append(session, tenant, [entry])
             await session.commit()
         except IntegrityError:  # a concurrent put of the same id won the race
             await session.rollback()
             raced = await _find(session, tenant, turn.turn_id)
             if raced is None:
                 raise
-            if raced.digest != digest:
+            if raced.digest != digest and not same_turn(raced.body, body):
                 raise _conflict(raced, body, digest) from None
             return _record(raced), False
         return TurnRecord(turn=turn, digest=digest, stored_at=row.stored_at, seq=row.seq), True
@@ -260,7 +289,7 @@ async def _insert_new(
         for index, turn, body, digest in prepared:
             row = stored.get(turn.turn_id)
             if row is not None:
-                same = row.digest == digest
+                same = row.digest == digest or same_turn(row.body, body)
                 outcomes[index] = PutOutcome(turn.turn_id, problem=None if same else _conflict(row, body, digest))
                 continue
             row = _new_row(tenant, user, turn, body, digest, batch)
@@ -268,9 +297,11 @@ async def _insert_new(
             new.append((index, turn, row))
         if not new:
             return
+        entries = await asyncio.to_thread(lambda: [custody_log.turn_entry(t, row.digest) for _, t, row in new])
         session.add_all([row for _, _, row in new])
-        await session.flush()  # assigns every seq; the search rows go in the same transaction
+        await session.flush()  # assigns every seq; the search rows and custody records go in the same transaction
         await search_index.index_turns(session, tenant, [(row.seq, turn) for _, turn, row in new])
+        await custody_log.append(session, tenant, entries)
         await session.commit()
     for index, turn, _ in new:
         outcomes[index] = PutOutcome(turn.turn_id, created=True)
@@ -430,8 +461,10 @@ async def delete_turns(db: Database, tenant: str, *, turn_id: str | None = None,
                 f"no stored turn was created by import batch {batch!r}", record="import_batch", field="batch_id"
             )
         quotes = jobs = results = 0
+        records: list[custody_log.Entry] = []
         for start in range(0, len(rows), DELETE_CHUNK):
             chunk = rows[start : start + DELETE_CHUNK]
+            records += await custody_log.deletion_entries(session, tenant, [int(r[0]) for r in chunk])
             ids = [str(r[1]) for r in chunk]
             erased = await crud_traces.erase_for_turns(session, tenant, ids)
             await crud_calls.erase_for_turns(session, tenant, ids)  # the traces' kept model calls
@@ -439,4 +472,5 @@ async def delete_turns(db: Database, tenant: str, *, turn_id: str | None = None,
             seqs = [int(r[0]) for r in chunk]
             await search_index.unindex(session, seqs)
             await session.execute(delete(StoredTurnRow).where(StoredTurnRow.seq.in_(seqs)))
+        await custody_log.append(session, tenant, records)  # the deletion is itself a chained record
     return Deleted([str(r[1]) for r in rows], quotes, jobs, results)

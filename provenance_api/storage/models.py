@@ -276,6 +276,84 @@ def _no_bulk_change(state: ORMExecuteState) -> None:
     raise AppendOnlyViolation("trace results are append-only: only deleting their turn removes them")
 
 
+class CustodyRecordRow(Base):
+    """One record of a tenant's custody log (``custody_log``): what was stored or deleted (``kind``, ``subject``),
+    the digest of what it attests (``attested``, a canonical JSON document), and the hash that chains it to the
+    tenant's previous record. Append-only, like the results it attests."""
+
+    __tablename__ = "custody_log"
+    __table_args__ = (
+        UniqueConstraint("tenant", "seq", name="uq_custody_log_tenant_seq"),
+        Index("ix_custody_log_tenant_subject", "tenant", "subject"),
+    )
+
+    id: Mapped[int] = mapped_column(SeqInt, primary_key=True, autoincrement=True)
+    tenant: Mapped[str] = mapped_column(String(128))
+    seq: Mapped[int] = mapped_column(BigInteger)
+    kind: Mapped[str] = mapped_column(String(32))
+    subject: Mapped[str] = mapped_column(String(256))
+    attested: Mapped[dict[str, Any]]
+    content_digest: Mapped[str] = mapped_column(String(64))
+    prev_hash: Mapped[str] = mapped_column(String(64))
+    hash: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime]
+
+
+@event.listens_for(CustodyRecordRow, "before_update")
+def _no_custody_update(mapper: Mapper[Any], connection: Any, target: CustodyRecordRow) -> None:
+    raise AppendOnlyViolation("the custody log is append-only: a record is never changed")
+
+
+@event.listens_for(CustodyRecordRow, "before_delete")
+def _no_custody_delete(mapper: Mapper[Any], connection: Any, target: CustodyRecordRow) -> None:
+    raise AppendOnlyViolation("the custody log is append-only: a record is never removed")
+
+
+@event.listens_for(Session, "do_orm_execute")
+def _no_bulk_custody_change(state: ORMExecuteState) -> None:
+    if (state.is_update or state.is_delete) and CustodyRecordRow.__mapper__ in state.all_mappers:
+        raise AppendOnlyViolation("the custody log is append-only: no record is changed or removed")
+
+
+class EvidenceRow(Base):
+    """One ``tools/call`` result the MCP gateway relayed (``kind='result'``), or a gap: results it relayed but could
+    not record (``kind='gap'``, ``missed`` and ``cause``). Append-only (``storage/evidence_records.py``)."""
+
+    __tablename__ = "evidence_records"
+    __table_args__ = (Index("ix_evidence_records_tenant_digest", "tenant", "digest"),)
+
+    id: Mapped[int] = mapped_column(SeqInt, primary_key=True, autoincrement=True)
+    tenant: Mapped[str] = mapped_column(String(128))
+    kind: Mapped[str] = mapped_column(String(16))
+    principal: Mapped[str] = mapped_column(String(256))
+    server: Mapped[str] = mapped_column(String(256))
+    transport: Mapped[str] = mapped_column(String(16))
+    tool: Mapped[str] = mapped_column(String(256))
+    request_id: Mapped[str] = mapped_column(String(256))
+    arguments_digest: Mapped[str] = mapped_column(String(64))
+    digest: Mapped[str] = mapped_column(String(64))
+    is_error: Mapped[bool] = mapped_column(Boolean, default=False)
+    observed_at: Mapped[datetime]
+    missed: Mapped[int] = mapped_column(Integer, default=0)
+    cause: Mapped[str] = mapped_column(Text, default="")
+
+
+@event.listens_for(EvidenceRow, "before_update")
+def _no_evidence_update(mapper: Mapper[Any], connection: Any, target: EvidenceRow) -> None:
+    raise AppendOnlyViolation("evidence records are append-only: a record is never changed")
+
+
+@event.listens_for(EvidenceRow, "before_delete")
+def _no_evidence_delete(mapper: Mapper[Any], connection: Any, target: EvidenceRow) -> None:
+    raise AppendOnlyViolation("evidence records are append-only: a record is never removed")
+
+
+@event.listens_for(Session, "do_orm_execute")
+def _no_bulk_evidence_change(state: ORMExecuteState) -> None:
+    if (state.is_update or state.is_delete) and EvidenceRow.__mapper__ in state.all_mappers:
+        raise AppendOnlyViolation("evidence records are append-only: no record is changed or removed")
+
+
 class ImportCursorRow(Base):
     """How far one tenant has imported one history source (``provenance import URL``, configured sources):
     the source's high-water mark (a row id or checkpoint id) when its last import finished."""

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.noisy_judges import KINDS, judges
+from support.trace_records import succeeded_trace
 
 from estimator.audit.invariants import violations
 from estimator.corpus.units import Corpus, Layer
@@ -163,7 +164,6 @@ def test_the_markdown_citation_hedges_the_verdict_and_lists_each_disagreement() 
     from datetime import UTC, datetime
 
     from provenance_api.core.glossary import GLOSSARY
-    from provenance_api.core.schemas import TraceOut
     from provenance_api.operations.citation_markdown import citation_markdown
 
     query, corpus, sentences = claims("redundant_sources_turn.json")
@@ -182,26 +182,7 @@ def test_the_markdown_citation_hedges_the_verdict_and_lists_each_disagreement() 
     ).result
     assert result.disagreements and result.verdict_text.endswith(HEDGE) and not violations(result)
     at = datetime(2025, 3, 3, 12, 0, tzinfo=UTC)
-    trace = TraceOut.model_validate(
-        {
-            "trace_id": "tr_" + "0" * 20,
-            "status": "succeeded",
-            "turn_id": "t",
-            "quote_id": "q_1",
-            "claim": sentences[0],
-            "segment_id": "r0",
-            "model": "m",
-            "calls": {"planned": 40, "made": 20, "cached": 0, "billed": 20, "failed": 0},
-            "round": None,
-            "message": None,
-            "layer_scores": {},
-            "reason": None,
-            "created_at": at,
-            "started_at": at,
-            "finished_at": at,
-            "result": result.to_dict(),
-        }
-    )
+    trace = succeeded_trace(result, turn_id="t", claim=sentences[0], at=at)
     md = citation_markdown(trace)
     hedge = GLOSSARY["disagreement"].label
     (verdict,) = [line for line in md.splitlines() if line.startswith("**Verdict:")]

@@ -87,14 +87,19 @@ async def test_a_confirmed_ranking_costs_the_confirmation_only_and_its_numbers_a
     assert not any(w.startswith("No span checks were made") for w in doc["warnings"])
 
 
+def elsewhere() -> ScriptedLLM:
+    """Disagrees coherently: the claim holds on s2 for this judge, not on the proxy's s1."""
+    return judge_of(lambda shown: "9" if "s2" in shown else "2")
+
+
 async def test_when_the_judge_disagrees_the_full_search_runs_says_so_and_matches_the_judged_trace() -> None:
-    corpus, llm = standard_corpus(), opposite()
+    corpus, llm = standard_corpus(), elsewhere()
     outcome = await run_trace("proxy", CLAIM, QUERY, corpus, llm=llm, scorer=planted_scorer())
     doc = outcome.to_model().model_dump(mode="json")
     assert doc["confirmed"] is False and doc["confirmation"] == FALLBACK_LINE
     assert doc["proxy"]["disagreements"] and "units" not in doc  # the judge's digits, not the proxy's nats
     assert doc["proxy"]["proxy_ranking"][0]["id"] == "s1" and doc["proxy"]["judged_ranking"]
-    plain = await trace_claim(opposite(), CLAIM, QUERY, corpus)
+    plain = await trace_claim(elsewhere(), CLAIM, QUERY, corpus)
     assert doc["verdict"] == plain.verdict and doc["gamma"] == plain.gamma
     assert {s["source_id"]: s["delta"] for s in doc["sources"]} == {s.source_id: s.delta for s in plain.sources}
     # never twice for one measurement: no judge prompt and no span check is sent twice

@@ -18,7 +18,14 @@ from estimator.corpus.build import build_corpus
 from estimator.corpus.turn import StoredTurn
 from estimator.corpus.units import Corpus
 from estimator.free_tier.gating import GateClass, GateReport, GateStatus, SegmentGate, gate_turn
-from estimator.free_tier.restates import MIN_SHARED, THRESHOLD, RuleIndex, content_words, is_statement
+from estimator.free_tier.restates import (
+    MIN_IN_STATEMENT,
+    MIN_SHARED,
+    THRESHOLD,
+    RuleIndex,
+    content_words,
+    is_statement,
+)
 from estimator.free_tier.segment import segment_response
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,7 +77,8 @@ def test_a_sentence_that_restates_a_rule_is_offered_naming_the_rule(sentence: st
     rule = corpus.by_id(cite.source_id)
     assert section in rule.label and cite.line_start == cite.line_end and cite.quote is None
     assert found.reason == f"restates an instruction rule ({rule.id} {rule.label}, line {cite.line_start})"
-    assert len(content_words(sentence) & content_words(rule.lines[cite.line_start - 1])) >= MIN_SHARED
+    assert len(content_words(sentence) & content_words(rule.text)) >= MIN_SHARED
+    assert len(content_words(sentence) & content_words(rule.lines[cite.line_start - 1])) >= MIN_IN_STATEMENT
     without = gate_turn(corpus, segment_response(sentence), rule_cue=False).segments[0]
     assert without.status in (GateStatus.UNANCHORED, GateStatus.AGENT_VOICE) and without.reason is None
 
@@ -98,7 +106,88 @@ def test_the_cue_needs_enough_shared_content_words_and_a_statement() -> None:
     assert index.restated(weak) is None and all(len(m.shared) < MIN_SHARED for m in index.matches(weak))
     assert not is_statement("Let me check the insurance rules for weather cancellations.")
     assert is_statement("Insurance cannot be added after the initial booking.")
+    # a limit in the first person is a rule, not an offer
+    assert is_statement("Unfortunately, I can only assist with adding checked bags, not removing them.")
+    assert is_statement("I cannot assist with removing a passenger from an existing reservation.")
     assert RuleIndex(()).restated("Insurance cannot be added after the initial booking.") is None  # no rules
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "I can help you with a full refund within the 24-hour window after booking.",  # an offer
+        "We can handle the refund to the original payment method within 5 to 7 business days.",
+        "I recommend the travel insurance, which covers cancellations for health or weather reasons.",  # advice
+        "Hello, and welcome: the travel insurance covers cancellations for health or weather reasons.",  # greeting
+        "I cannot proceed with a full refund within the 24-hour window without the booking reference.",  # request
+        "Here's the refund window: a full refund is available within 24 hours after booking.",
+        "### Travel insurance covers cancellations for health or weather reasons",  # a heading of the reply
+        "2. **Keep the insurance**: it will cover cancellations for health or weather reasons.",  # a listed option
+    ],
+)
+def test_offers_advice_greetings_headings_and_listed_options_are_not_statements(sentence: str) -> None:
+    index = RuleIndex.of(corpus_of())
+    (words_alone,) = index.rules(sentence, MIN_SHARED)[:1]  # its words alone would clear the bar ...
+    assert words_alone.score >= THRESHOLD
+    assert not is_statement(sentence) and index.restated(sentence) is None  # ... but it restates nothing
+    assert gate(sentence).klass != GateClass.RULE_RESTATEMENT
+
+
+def test_numbers_are_content_words_and_a_list_items_own_number_is_not() -> None:
+    assert {"24", "hour", "windo"} <= content_words("A full refund is not available beyond the 24-hour window.")
+    assert {"24", "hour"} <= content_words("- All reservations can be cancelled within 24 hours of booking.")
+    assert "3" not in content_words("3. **MasterCard**: the remaining balance is charged to it.")
+    assert "3" in content_words("You can use up to 3 gift cards.")
+
+
+SPREAD = """# Airline policy
+
+## Cancellation
+- Reservations can be cancelled within 24 hours of booking.
+- The refund goes to the original payment method.
+
+## Booking
+- Travel insurance enables a full refund for health reasons.
+- Seats are assigned at check-in.
+"""
+
+
+def test_a_rule_is_read_whole_and_the_statement_named_is_the_one_carrying_most_of_the_sentence() -> None:
+    corpus = corpus_of(SPREAD)
+    index = RuleIndex.of(corpus)
+    sentence = "A full refund is not available beyond the 24-hour window."
+    assert all(len(m.shared) < MIN_SHARED for m in index.matches(sentence))  # no one statement carries 3 words
+    found = index.restated(sentence)
+    assert found is not None and found.shared == ("24", "hour", "refun")  # "refund" from the other item
+    rule = corpus.by_id(found.source_id)
+    assert '"Cancellation"' in rule.label and "24 hours" in rule.lines[found.line - 1]
+    assert gate(sentence, corpus).reason == found.reason
+    # three words of one rule, but no two of them in one statement: not a restatement of it
+    scattered = "Booking seats with insurance."
+    assert index.rules(scattered) == [] and index.restated(scattered) is None
+    assert index.rules(scattered, in_statement=1)[0].shared == ("booki", "insur", "seat")
+
+
+TWO_RULES = """# Airline policy
+
+## Booking
+- Payment: the original payment method is kept for the booking.
+- Refund requests take seven days.
+- Cancellation fees apply to changes.
+
+## Cancellation
+- After a cancellation, the refund goes to the original payment method.
+"""
+
+
+def test_of_two_rules_that_clear_the_bar_the_one_saying_it_in_one_statement_is_named() -> None:
+    corpus = corpus_of(TWO_RULES)
+    index = RuleIndex.of(corpus)
+    sentence = "After a cancellation, the refund goes to the original payment method within seven days."
+    scattered, whole = index.rules(sentence, MIN_SHARED)  # best first by the share of the whole rule
+    assert scattered.score > whole.score >= THRESHOLD and whole.line_score > scattered.line_score
+    assert '"Booking"' in scattered.label and '"Cancellation"' in whole.label
+    assert index.restated(sentence) == whole
 
 
 # ---- the labelled set ---------------------------------------------------------------------------------------
@@ -156,11 +245,12 @@ def figures(rule_cue: bool, split: str) -> tuple[int, int, int, int]:
 
 
 def test_on_the_dev_split_the_cue_lifts_recall_at_the_measured_precision() -> None:
-    assert (MIN_SHARED, THRESHOLD) == (3, 0.20)  # bench/free_tier.py: best F1 on dev, the highest threshold
+    # bench/free_tier.py: best F1 on dev (3 and 4 words tie: the fewer), the highest threshold at it
+    assert (MIN_SHARED, MIN_IN_STATEMENT, THRESHOLD) == (3, 2, 0.20)
     assert figures(False, "dev") == (40, 25, 0, 0)
-    assert figures(True, "dev") == (40, 38, 16, 13)  # recall 0.62 → 0.95, cue precision 0.81
+    assert figures(True, "dev") == (40, 39, 15, 14)  # recall 0.62 → 0.97, cue precision 0.93 (was 0.81)
 
 
 def test_on_the_held_out_split_it_does_what_bench_readme_reports() -> None:
     assert figures(False, "held_out") == (17, 10, 0, 0)
-    assert figures(True, "held_out") == (17, 14, 8, 4)  # recall 0.59 → 0.82, cue precision 0.50
+    assert figures(True, "held_out") == (17, 14, 6, 4)  # recall 0.59 → 0.82, cue precision 0.67 (was 0.50)

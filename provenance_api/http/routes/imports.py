@@ -63,7 +63,7 @@ async def import_history(
     conversations that gave no turn); `DELETE /v1/imports/{batch_id}` removes the turns this import created."""
     fmt = bulk.check_format(format)
     prefix = name or "upload"
-    counts = bulk.ImportCounts(max_turn_bytes=svc.settings.max_body_bytes)
+    counts = bulk.ImportCounts(max_turn_bytes=svc.settings.max_body_bytes, redactor=svc.settings.redactor)
     lines = _lines(request)
     async for number, raw in lines:
         if not raw.strip() or raw.strip() == bulk.BOM:

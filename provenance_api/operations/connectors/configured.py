@@ -78,7 +78,7 @@ async def import_configured(
     cannot be read is a 502 that names the source and the setting, and logs the cause."""
     source = configured_source(settings, name, tenant)
     try:
-        return await import_source(db, tenant, user, source, max_turn_bytes=max_turn_bytes)
+        return await import_source(db, tenant, user, source, max_turn_bytes=max_turn_bytes, redactor=settings.redactor)
     except (InvalidInput, SourceUnavailable) as exc:  # the operator's to fix; where the store lives is not shown
         log.warning("history source %r cannot be read: %s", name, exc.detail)
         raise SourceUnavailable(

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from provenance_api.core.redaction import Redactor
 from provenance_api.operations import imports as bulk
 from provenance_api.operations.connectors.agents_session import AgentsSessionReader
 from provenance_api.operations.connectors.langgraph_checkpoint import LangGraphPostgresReader, LangGraphSqliteReader
@@ -88,6 +89,7 @@ async def import_source(
     *,
     max_turn_bytes: int | None = None,
     progress: Callable[[bulk.ImportCounts, int], None] | None = None,
+    redactor: Redactor | None = None,
 ) -> SourceImport:
     """Import what is new in ``source`` for ``tenant`` and move its cursor. A source that cannot be read
     raises (``SourceUnavailable`` / ``InvalidInput``) and leaves the cursor where it was. A turn whose stored
@@ -98,7 +100,7 @@ async def import_source(
         cursor = await crud_sources.get_cursor(db, tenant, source.key)
         since = cursor.position if cursor else None
         changes = await reader.changes(since)
-        counts = bulk.ImportCounts(max_turn_bytes=max_turn_bytes)
+        counts = bulk.ImportCounts(max_turn_bytes=max_turn_bytes, redactor=redactor)
         writer = bulk.TurnWriter(db, tenant, user, counts)
         if changes.restarted:
             counts.note(
