@@ -90,15 +90,7 @@ def _request(parts: list[dict[str, Any]], message: dict[str, Any], final_ids: se
             texts.append(text)
             attachments.extend(media)
         elif kind == "tool-return" and part.get("tool_call_id") not in final_ids:
-            text, mcp_error = return_text(part.get("content"))
-            outcome = str(part.get("outcome") or "success")
-            result = NeutralToolResult(
-                opt_str(part.get("tool_call_id")),
-                text,
-                "failed" if mcp_error and outcome == "success" else outcome,
-                opt_str(part.get("tool_name")),
-            )
-            results.append(observed(result, part.get("content"), parse_time(part.get("timestamp"))))
+            results.append(_tool_return(part))
         elif kind == "retry-prompt" and part.get("tool_name"):
             # A retry prompt naming a tool answers that call: the call was rejected, and its text is what the
             # agent was told (a tool error).
@@ -122,6 +114,20 @@ def _request(parts: list[dict[str, Any]], message: dict[str, Any], final_ids: se
     return out
 
 
+def _tool_return(part: dict[str, Any]) -> NeutralToolResult:
+    """A tool's return part (a request's, or a built-in tool's in a response): its text, its outcome — an MCP
+    error result is a failed one — and when the history recorded it."""
+    text, mcp_error = return_text(part.get("content"))
+    outcome = str(part.get("outcome") or "success")
+    result = NeutralToolResult(
+        opt_str(part.get("tool_call_id")),
+        text,
+        "failed" if mcp_error and outcome == "success" else outcome,
+        opt_str(part.get("tool_name")),
+    )
+    return observed(result, part.get("content"), parse_time(part.get("timestamp")))
+
+
 def _response(parts: list[dict[str, Any]], message: dict[str, Any], final_ids: set[str]) -> NeutralMessage:
     texts: list[str] = []
     calls: list[NeutralToolCall] = []
@@ -141,15 +147,7 @@ def _response(parts: list[dict[str, Any]], message: dict[str, Any], final_ids: s
             call_id = opt_str(part.get("tool_call_id"))
             calls.append(NeutralToolCall(call_id, name, parse_arguments(part.get("args"))))
         elif kind in _RETURN_KINDS:
-            text, mcp_error = return_text(part.get("content"))
-            outcome = str(part.get("outcome") or "success")
-            result = NeutralToolResult(
-                opt_str(part.get("tool_call_id")),
-                text,
-                "failed" if mcp_error and outcome == "success" else outcome,
-                opt_str(part.get("tool_name")),
-            )
-            results.append(observed(result, part.get("content"), parse_time(part.get("timestamp"))))
+            results.append(_tool_return(part))
     return NeutralMessage(
         "assistant",
         "\n\n".join(t for t in texts if t.strip()),
