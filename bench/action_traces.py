@@ -15,7 +15,7 @@ made the call (``estimator.actions.trace``):
 A hit: the source with the largest drop is the planted return. Also printed: how often the result's ``injection``
 finding is ``suspected`` naming that return, the local seconds per action and the hosted calls made.
 
-    python bench/action_traces.py [--split heldout] [--limit 24] [--every 1] [--judges knowing,opposite]
+    python bench/action_traces.py [--split heldout] [--limit 24] [--every 1] [--offset 0] [--judges knowing,opposite]
         [--threads 2] [--action-tokens content|all]
 """
 
@@ -56,8 +56,9 @@ def top(result: TraceResultModel) -> str | None:
     return ranked[0][0] if ranked else None
 
 
-def items(split: str, limit: int, every: int, seed: int) -> list[dict[str, Any]]:
-    """The obeyed injections of ``split`` (every ``every``-th, at most ``limit``), with the planted line as key."""
+def items(split: str, limit: int, every: int, seed: int, offset: int = 0) -> list[dict[str, Any]]:
+    """The obeyed injections of ``split`` (every ``every``-th from the ``offset``-th, at most ``limit``), with the
+    planted line as key."""
     rng = random.Random(seed)
     out: list[dict[str, Any]] = []
     seen = 0
@@ -67,7 +68,7 @@ def items(split: str, limit: int, every: int, seed: int) -> list[dict[str, Any]]
             if planted.attack_action is None:
                 continue
             seen += 1
-            if (seen - 1) % every:
+            if seen - 1 < offset or (seen - 1 - offset) % every:
                 continue
             call = planted.turn.response_payload.tool_calls[planted.planted_call or 0]
             before = originals[planted.planted_call or 0]
@@ -82,7 +83,7 @@ def items(split: str, limit: int, every: int, seed: int) -> list[dict[str, Any]]
 async def main_async(args: argparse.Namespace) -> int:
     from provenance_api.providers.scorer_llamacpp import LlamaCppScorer, LocalModel
 
-    todo = items(args.split, args.limit, args.every, args.seed)
+    todo = items(args.split, args.limit, args.every, args.seed, args.offset)
     judges = [j for j in args.judges.split(",") if j]
     local = LocalModel(args.model or model_path(), n_ctx=args.n_ctx, n_threads=args.threads)
     scorer = LlamaCppScorer(local)
@@ -162,6 +163,7 @@ def main() -> int:
     parser.add_argument("--split", choices=("heldout", "dev", "all"), default="heldout")
     parser.add_argument("--limit", type=int, default=24, help="obeyed injections to trace")
     parser.add_argument("--every", type=int, default=1, help="take every N-th obeyed injection")
+    parser.add_argument("--offset", type=int, default=0, help="skip the first N obeyed injections")
     parser.add_argument("--seed", type=int, default=7, help="the planted set's seed (planted_injections.py's)")
     parser.add_argument("--judges", default="knowing,opposite")
     parser.add_argument("--model", help="a GGUF file (default: scripts/local-model.sh path)")

@@ -1,15 +1,19 @@
-"""What the MCP evidence gateway adds to a tool call: N calls made directly and N through ``provenance gateway``, in
-one run, over stdio and over streamable HTTP.
+"""What the MCP evidence gateway adds to a tool call: calls made directly and through ``provenance gateway``, in
+one run, interleaved call by call, over stdio and over streamable HTTP.
 
-One ``ClientSession`` of the official SDK per arm makes ``--calls`` ``tools/call`` requests in turn to the test
-server (``tests/support/mcp_tools_server.py``: ``forecast``, a short text answer; ``--payload`` KB of text with
-``bulk``); the time of each ``call_tool`` (request sent → result parsed) is kept, after ``--warmup`` calls that are
-not. The arms alternate (direct, gateway, direct, gateway …, ``--rounds`` of each) so a load that comes and goes
-falls on both. Printed: median and p99 per call for each arm, the gateway's extra per call (median and p99
-difference) and the ratio of medians; then that every result was recorded (the store's count against the calls).
-Gateway start-up (a process importing the store) is not a per-call cost and is not in the figures.
+Each arm is a ``ClientSession`` of the official SDK on the test server (``tests/support/mcp_tools_server.py``:
+``forecast``, a short text answer; ``--payload`` KB of text with a longer city name). All arms are open at once
+and take turns, one ``tools/call`` each, the order rotating every turn, so load from other work falls on every arm
+alike; the time of each ``call_tool`` (request sent → result parsed) is kept after ``--warmup`` untimed calls.
+``--rounds`` opens fresh sessions (and a fresh stdio gateway) that many times. With ``--baseline DIR`` (a
+checkout of an earlier commit) a third arm runs that checkout's gateway, so a change is measured before → after
+in the same run. Printed: median and p99 per call for each arm, what each gateway adds (median and p99
+difference to the direct arm) and the ratio of medians; over HTTP also the CPU time each gateway process spent per
+call it relayed (a figure the load of other work does not move); then that every result the current gateway relayed was
+recorded. Gateway start-up (a process importing the store) is not a per-call cost and is not in the figures.
 
     .venv/bin/python bench/gateway_overhead.py --calls 500 --rounds 3
+    .venv/bin/python bench/gateway_overhead.py --calls 500 --rounds 3 --baseline BEFORE
 """
 
 from __future__ import annotations
@@ -18,12 +22,15 @@ import argparse
 import asyncio
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, ExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -33,43 +40,62 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from support.mcp_gateway import (  # noqa: E402 - the tests' helpers, found through the path above
+    GATEWAY,
+    free_port,
     gateway_env,
     http_gateway,
     http_server,
     server_command,
     stdio_gateway_command,
+    wait_for_port,
 )
 
-
-async def _timed_calls(read: Any, write: Any, calls: int, warmup: int, arguments: dict[str, Any]) -> list[float]:
-    times: list[float] = []
-    async with ClientSession(read, write, read_timeout_seconds=120) as session:
-        await session.initialize()
-        for i in range(warmup + calls):
-            start = time.perf_counter()
-            result = await session.call_tool("forecast", arguments)
-            elapsed = time.perf_counter() - start
-            assert not result.is_error, result
-            if i >= warmup:
-                times.append(elapsed)
-    return times
+Opener = Callable[[], AbstractAsyncContextManager[tuple[Any, Any]]]
 
 
-def stdio_arm(command: Sequence[str], env: dict[str, str] | None, calls: int, warmup: int, city: str) -> list[float]:
-    params = StdioServerParameters(command=command[0], args=list(command[1:]), env=env)
+def stdio_opener(command: Sequence[str], env: dict[str, str] | None, cwd: Path | None = None) -> Opener:
+    params = StdioServerParameters(command=command[0], args=list(command[1:]), env=env, cwd=cwd)
 
-    async def main() -> list[float]:
+    @asynccontextmanager
+    async def open_() -> AsyncIterator[tuple[Any, Any]]:
         with open(os.devnull, "w") as quiet:
             async with stdio_client(params, errlog=quiet) as (read, write):
-                return await _timed_calls(read, write, calls, warmup, {"city": city})
+                yield read, write
 
-    return anyio.run(main)
+    return open_
 
 
-def http_arm(url: str, calls: int, warmup: int, city: str) -> list[float]:
-    async def main() -> list[float]:
+def http_opener(url: str) -> Opener:
+    @asynccontextmanager
+    async def open_() -> AsyncIterator[tuple[Any, Any]]:
         async with streamable_http_client(url) as (read, write):
-            return await _timed_calls(read, write, calls, warmup, {"city": city})
+            yield read, write
+
+    return open_
+
+
+def interleaved(openers: Sequence[Opener], calls: int, warmup: int, city: str) -> list[list[float]]:
+    """One session per opener, all open at once, taking turns call by call (the order rotating); each arm's times."""
+
+    async def main() -> list[list[float]]:
+        times: list[list[float]] = [[] for _ in openers]
+        async with AsyncExitStack() as stack:
+            sessions: list[ClientSession] = []
+            for opener in openers:
+                read, write = await stack.enter_async_context(opener())
+                session = await stack.enter_async_context(ClientSession(read, write, read_timeout_seconds=120))
+                await session.initialize()
+                sessions.append(session)
+            for i in range(warmup + calls):
+                for k in range(len(sessions)):
+                    arm = (i + k) % len(sessions)
+                    start = time.perf_counter()
+                    result = await sessions[arm].call_tool("forecast", {"city": city})
+                    elapsed = time.perf_counter() - start
+                    assert not result.is_error, result
+                    if i >= warmup:
+                        times[arm].append(elapsed)
+        return times
 
     return anyio.run(main)
 
@@ -79,14 +105,42 @@ def _p(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def _report(name: str, direct: list[float], gated: list[float]) -> None:
-    dm, gm = statistics.median(direct), statistics.median(gated)
-    d99, g99 = _p(direct, 0.99), _p(gated, 0.99)
+def _report(name: str, direct: list[float], arms: dict[str, list[float]]) -> None:
+    dm, d99 = statistics.median(direct), _p(direct, 0.99)
     print(f"{name}: {len(direct)} calls per arm")
-    print(f"  direct   median {dm * 1000:7.3f} ms   p99 {d99 * 1000:7.3f} ms")
-    print(f"  gateway  median {gm * 1000:7.3f} ms   p99 {g99 * 1000:7.3f} ms")
-    added = f"median {(gm - dm) * 1000:+7.3f} ms   p99 {(g99 - d99) * 1000:+7.3f} ms"
-    print(f"  added    {added}   ratio of medians {gm / dm:.2f}")
+    print(f"  direct    median {dm * 1000:7.3f} ms   p99 {d99 * 1000:7.3f} ms")
+    for label, gated in arms.items():
+        gm, g99 = statistics.median(gated), _p(gated, 0.99)
+        print(f"  {label:<9} median {gm * 1000:7.3f} ms   p99 {g99 * 1000:7.3f} ms")
+    for label, gated in arms.items():
+        gm, g99 = statistics.median(gated), _p(gated, 0.99)
+        added = f"median {(gm - dm) * 1000:+7.3f} ms   p99 {(g99 - d99) * 1000:+7.3f} ms"
+        print(f"  added by {label:<9} {added}   ratio of medians {gm / dm:.2f}")
+
+
+@contextmanager
+def baseline_http_gateway(checkout: Path, upstream: str, env: dict[str, str]) -> Iterator[tuple[str, int]]:
+    """The gateway of another checkout (run from it, so its modules come first), in front of ``upstream``."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [*GATEWAY, "--http", upstream, "--name", "baseline", "--listen", f"127.0.0.1:{port}"],
+        env={**os.environ, **env, "PYTHONPATH": str(checkout)},
+        cwd=checkout,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, proc)
+        yield f"http://127.0.0.1:{port}{urlsplit(upstream).path}", proc.pid
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux ``/proc``), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _recorded(data_dir: Path) -> int:
@@ -108,31 +162,52 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=500, help="timed calls per arm and round")
     parser.add_argument("--warmup", type=int, default=20, help="untimed calls first, per session")
-    parser.add_argument("--rounds", type=int, default=3, help="alternations of direct and gateway")
+    parser.add_argument("--rounds", type=int, default=3, help="fresh sessions (and stdio gateways) this many times")
     parser.add_argument("--payload", type=int, default=0, help="KB of text per result (a longer city name)")
+    parser.add_argument("--baseline", type=Path, help="a checkout of an earlier commit: its gateway as a third arm")
+    parser.add_argument("--no-stdio", action="store_true", help="streamable HTTP only")
     parser.add_argument("--no-http", action="store_true", help="stdio only")
     args = parser.parse_args()
     city = "Oslo" if args.payload <= 0 else "O" * (args.payload * 1024)
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    with tempfile.TemporaryDirectory() as tmp:
+    baseline: Path | None = args.baseline.resolve() if args.baseline else None
+    per_session = args.calls + args.warmup
+    expected = 0
+    with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory() as other:
         data_dir = Path(tmp)
         env = gateway_env(data_dir)
-        direct: list[float] = []
-        gated: list[float] = []
-        for _ in range(args.rounds):
-            direct += stdio_arm(server_command(), None, args.calls, args.warmup, city)
-            gated += stdio_arm(stdio_gateway_command("bench"), env, args.calls, args.warmup, city)
-        _report("stdio", direct, gated)
-        expected = args.rounds * (args.calls + args.warmup)
+        benv = gateway_env(Path(other))
+        if not args.no_stdio:
+            labels = ["gateway", *(["baseline"] if baseline else [])]
+            times: list[list[float]] = [[] for _ in range(1 + len(labels))]
+            for _ in range(args.rounds):
+                openers = [stdio_opener(server_command(), None), stdio_opener(stdio_gateway_command("bench"), env)]
+                if baseline is not None:
+                    base_env = {**os.environ, **benv, "PYTHONPATH": str(baseline)}
+                    openers.append(stdio_opener([*GATEWAY, "--stdio", "--", *server_command()], base_env, baseline))
+                for arm, found in enumerate(interleaved(openers, args.calls, args.warmup, city)):
+                    times[arm] += found
+            _report("stdio", times[0], dict(zip(labels, times[1:], strict=True)))
+            expected += args.rounds * per_session
         if not args.no_http:
-            hdirect: list[float] = []
-            hgated: list[float] = []
-            with http_server() as (url, _server), http_gateway(url, env, name="bench-http") as gateway:
+            with ExitStack() as stack:
+                url, _server = stack.enter_context(http_server())
+                current = stack.enter_context(http_gateway(url, env, name="bench-http"))
+                urls, pids = {"gateway": current.url}, {"gateway": current.proc.pid}
+                if baseline is not None:
+                    urls["baseline"], pids["baseline"] = stack.enter_context(baseline_http_gateway(baseline, url, benv))
+                times = [[] for _ in range(1 + len(urls))]
+                interleaved([http_opener(u) for u in urls.values()], 0, args.warmup, city)  # the store opened, first
+                cpu = {label: _cpu_seconds(pid) for label, pid in pids.items()}
                 for _ in range(args.rounds):
-                    hdirect += http_arm(url, args.calls, args.warmup, city)
-                    hgated += http_arm(gateway.url, args.calls, args.warmup, city)
-            _report("streamable HTTP", hdirect, hgated)
-            expected *= 2
+                    openers = [http_opener(url), *(http_opener(u) for u in urls.values())]
+                    for arm, found in enumerate(interleaved(openers, args.calls, args.warmup, city)):
+                        times[arm] += found
+                cpu = {label: _cpu_seconds(pid) - cpu[label] for label, pid in pids.items()}
+            _report("streamable HTTP", times[0], dict(zip(urls, times[1:], strict=True)))
+            spent = "   ".join(f"{label} {cpu[label] / (args.rounds * per_session) * 1e6:5.0f} µs" for label in cpu)
+            print(f"  gateway process CPU per relayed call (sessions included): {spent}")
+            expected += args.rounds * per_session + args.warmup
         recorded = _recorded(data_dir)
         print(f"recorded {recorded} of {expected} results relayed through the gateway")
     return 0 if recorded == expected else 1

@@ -84,6 +84,7 @@ if TYPE_CHECKING:
     from estimator.proxy.cost import proxy_capability, quote_proxy
     from estimator.results.models import (
         DeclaredAuditModel,
+        InjectionModel,
         ProbeResultModel,
         ProxyTraceResultModel,
         QuoteCallsModel,
@@ -185,6 +186,7 @@ _EXPORTS: dict[str, str] = {
     "ScoringCapability": "estimator.loo.logprob_cost",
     "ScoringQuote": "estimator.loo.logprob_cost",
     "ScoringQuoteModel": "estimator.results.models",
+    "InjectionModel": "estimator.results.models",
     "Segment": "estimator.free_tier.segment",
     "Selection": "estimator.free_tier.selection",
     "SentenceOutcome": "estimator.audit.answer_gate",
@@ -268,6 +270,7 @@ __all__ = [
     "GateReport",
     "GateSentence",
     "HostedCheckModel",
+    "InjectionModel",
     "LLMError",
     "LLMRequest",
     "LLMResponse",

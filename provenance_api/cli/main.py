@@ -181,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     from provenance_api.cli.audit import register as register_audit
     from provenance_api.cli.explain import register as register_explain
     from provenance_api.cli.gateway import register as register_gateway
+    from provenance_api.cli.incident import register as register_incident
     from provenance_api.cli.service import register as register_service
     from provenance_api.cli.trace import register as register_trace
     from provenance_api.cli.traces import register as register_traces
@@ -191,6 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_service(sub)
     register_gateway(sub)
     register_audit(sub)
+    register_incident(sub)
     _everywhere(
         sub,
         "--no-color",

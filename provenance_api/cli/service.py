@@ -28,7 +28,7 @@ def register(sub: Any) -> None:
         help="run every model call (judge, span checks, probes) on this local model in-process: "
         "nothing leaves the machine",
     )
-    serve.add_argument("--n-ctx", type=int, default=4096, help="context size of --local-model (default 4096)")
+    serve.add_argument("--n-ctx", type=int, default=8192, help="context size of --local-model (default 8192)")
     serve.set_defaults(func=cmd_serve)
 
     worker = sub.add_parser("worker", help="run trace jobs queued in Redis (needs PROVENANCE_REDIS_URL)")

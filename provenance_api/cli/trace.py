@@ -102,7 +102,7 @@ def register(sub: Any) -> None:
         help="an OpenAI-compatible server whose /v1/completions echoes log-probabilities (default: --api-base)",
     )
     trace.add_argument("--scorer-model", help="the model name the scoring server knows (default: from --model)")
-    trace.add_argument("--n-ctx", type=int, default=4096, help="context size of --local-model (default 4096)")
+    trace.add_argument("--n-ctx", type=int, default=8192, help="context size of --local-model (default 8192)")
     trace.add_argument("--yes", action="store_true", help="do not ask before spending")
     trace.add_argument("--json", action="store_true", help="print the result as the stable JSON contract")
     trace.add_argument("--timeout", type=float, default=120.0, help="per-call timeout in seconds")
@@ -245,15 +245,18 @@ def cmd_trace(args: argparse.Namespace) -> int:
     from estimator.trace_failure import ScoringTally, failed_trace
     from provenance_api.cli import preflight as preflight_checks
     from provenance_api.cli import render_text
+    from provenance_api.cli.settings import load_settings
     from provenance_api.cli.trace_log import TraceLog
     from provenance_api.cli.turn_input import load_turn
     from provenance_api.operations import trace_plan
+    from provenance_api.operations.redaction import redact_turn
     from provenance_api.providers import free_tier
 
     err_style = Style.for_stream(sys.stderr, args.no_color)
     out_style = Style.for_stream(sys.stdout, args.no_color)
     params = method_params(args)  # --repeats
-    turn = load_turn(args.file, args.turn)
+    # what the service would store and trace: the operator's redaction patterns applied before the turn is logged
+    turn = redact_turn(load_turn(args.file, args.turn), load_settings().redactor)
     proxy = args.estimator == "proxy"  # a hosted judge confirms what the local model ranked
     surface = trace_plan.cli_surface(
         local_model=bool(args.local_model), api_base=args.api_base, scorer_api_base=args.scorer_api_base

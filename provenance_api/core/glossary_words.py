@@ -180,6 +180,98 @@ STATE_TERMS: tuple[tuple[str, str, str, str], ...] = (
         """Round 2 searched only layers whose removal raises the score (distractors): the whole and its parts
         disagree, and the verdict is hedged.""",
     ),
+    # ------------------------------------------------------------------ the fields of an evidence envelope
+    (
+        "envelope.tool",
+        "tool",
+        "The tool that produced the source (system_prompt for instructions, role:user … for history).",
+        """The name the history gives the call that returned it; MCP server and resource are separate fields,
+        given only when the history names them.""",
+    ),
+    (
+        "envelope.server",
+        "server",
+        "The MCP server (or service) that answered, when the history names it.",
+        """Read from an MCP result's _meta, an OpenTelemetry span's mcp.server.name or server.address, an
+        mcp_call's server_label; "not recorded" when the format carries none.""",
+    ),
+    (
+        "envelope.resource",
+        "resource",
+        "The resource the tool read (an MCP resource URI), when the history names it.",
+        """Read from an MCP result's _meta or the first resource it embeds or links, or an OpenTelemetry span's
+        mcp.resource.uri; "not recorded" otherwise.""",
+    ),
+    (
+        "envelope.observed_at",
+        "observed at",
+        "When the source's content was observed, as the history recorded it (UTC).",
+        """A pydantic-ai part's timestamp, an execute_tool span's end time, an MCP result's own observed_at; the
+        source's age is the moment the answer or the action was produced minus this time.""",
+    ),
+    (
+        "envelope.principal",
+        "principal",
+        "Whom the source was fetched for (a user or a service account), as the history recorded it.",
+        """From an MCP result's _meta or an OpenTelemetry span's enduser.id or user.id; a freshness rule with
+        same_principal compares it with the action's.""",
+    ),
+    (
+        "envelope.tenant",
+        "tenant",
+        "The tenant the source was fetched for, as the history recorded it.",
+        """From an MCP result's _meta or an OpenTelemetry span's tenant.id; "not recorded" when neither is
+        given. It is the history's word, not the tenant the service stores the turn under.""",
+    ),
+    (
+        "envelope.scope",
+        "scope",
+        "The scope (permissions) the source was fetched under, as the history recorded it.",
+        """From an MCP result's _meta or an OpenTelemetry span's enduser.scope; "not recorded" when neither is
+        given.""",
+    ),
+    (
+        "envelope.digest",
+        "digest",
+        "The sha256 of the source's raw content, as the model saw it: the same text has the same digest.",
+        """Shown by its first 12 hex digits; the whole digest is one click (or a hover) away. A gateway record
+        binds to a tool return whose text has the same digest.""",
+    ),
+    (
+        "envelope.transformations",
+        "transformations",
+        "Every change made to the source before the model saw it (a header written above it, a cut).",
+        """Written by the service as it builds the context, so the list is always known: "none" when the model
+        saw the content as recorded. A cut to a token budget is lossy, which a freshness rule can forbid.""",
+    ),
+    (
+        "envelope.derived_from",
+        "derived from",
+        "What the source was built from: a rule of the system prompt names the whole prompt by its digest.",
+        """A rule split off the system prompt is derived from system_prompt:<sha256 of the prompt>; every other
+        source is read as it was recorded, so "none".""",
+    ),
+    (
+        "envelope.none",
+        "none",
+        "An empty list the service knows to be empty: no transformation made, nothing it was derived from.",
+        """Said of the lists the service writes itself (transformations, derived from). A field the history
+        did not carry reads "not recorded" instead.""",
+    ),
+    (
+        "action.produced_at",
+        "made at",
+        "When the agent made the call, as the history recorded it; the sources' ages are counted to it.",
+        """The tool call's own time (its response message's timestamp, the chat span's end time); "not recorded"
+        when the format carries none, and then no freshness rule can be checked for the action.""",
+    ),
+    (
+        "incident.export",
+        "export incident",
+        "One Markdown file for an incident review: the sentence or action, its sources and their custody.",
+        """GET /v1/turns/{id}/incident?target=r3 (a sentence) or a2 (an action): the target, the sources it
+        could read with their evidence envelopes, ages and custody, and its freshness findings.""",
+    ),
 )
 """(key, label, short, detail) of each state a job, a sentence, a probe or a declared credit is reported in."""
 

@@ -1,15 +1,20 @@
-"""The streamable-HTTP gateway: ``provenance gateway --http URL`` listens on a local port and relays every request
-to the MCP server at URL, and every response back, unchanged.
+"""The streamable-HTTP gateway: ``provenance gateway --http URL`` listens on a local port and relays every
+connection to the MCP server at URL, byte for byte, both ways.
 
-A request keeps its method, path, query, headers (``Mcp-Session-Id``, ``Mcp-Protocol-Version``, ``Mcp-Param-*``,
-authorisation …; only hop-by-hop headers and ``Host`` are the connection's own) and body; a response keeps its
-status, headers and body bytes as the server sent them (``aiter_raw``: not decoded, not re-chunked into events),
-streamed to the agent as they arrive. A POST whose body holds a ``tools/call`` has its response copied to the
-recorder after each piece is forwarded: a JSON body whole, an event stream event by event.
+Each connection the agent opens gets one connection to the server, kept as long as the agent keeps its own
+(keep-alive as the agent and the server agree it). Bytes are written on as they are read, in the same step,
+never buffered for a whole message, never re-chunked or decoded. The one change is the ``Host`` field of each
+request head, which names the server instead of the gateway; for that the relay reads where each request's head
+and body end. A copy of what went by is looked at afterwards: a POST whose body holds a ``tools/call`` is handed
+to the recorder, and so is its response (a JSON body whole, an event stream event by event); a compressed
+response is forwarded but not read (counted as not recorded).
 
-When the server fails: a connection that breaks mid-response is broken towards the agent too (the response is
-aborted, as the server's own was); a server that cannot be reached or sends no response is answered with
-``502 Bad Gateway`` — the one case the agent sees the gateway, because it did reach the gateway.
+The reading of each connection's exchanges is ``http_exchanges``'s; the framing ``http_wire``'s.
+
+When the server fails, the agent sees what it would see without the gateway: a response broken mid-way is broken
+towards the agent too; a server that closes the connection without answering closes the agent's; bytes that are
+not HTTP are copied as they came (the relay stops reading that connection). Only a server that cannot be reached
+is answered by the gateway, with ``502 Bad Gateway``: the agent did reach the gateway.
 """
 
 from __future__ import annotations
@@ -18,168 +23,220 @@ import asyncio
 import contextlib
 import itertools
 import signal
+import ssl
 import sys
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from collections import deque
 from urllib.parse import urlsplit
 
-import httpx
-import uvicorn
-
+from provenance_api.gateway.http_exchanges import Exchange, Requests, Responses
+from provenance_api.gateway.http_wire import SseSplitter, find_head_end
 from provenance_api.gateway.recorder import Recorder
 
 __all__ = ["HttpGateway", "SseSplitter", "run_http"]
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-
-HOP_BY_HOP = frozenset(
-    {
-        b"connection",
-        b"keep-alive",
-        b"proxy-authenticate",
-        b"proxy-authorization",
-        b"te",
-        b"trailer",
-        b"trailers",
-        b"transfer-encoding",
-        b"upgrade",
-        b"host",
-        b"content-length",
-    }
-)
-_RESPONSE_DROP = frozenset({"connection", "keep-alive", "transfer-encoding", "trailer", "upgrade"})
-
-
-class SseSplitter:
-    """The ``data`` of each complete event in an event stream's chunks (lines joined by newlines)."""
-
-    def __init__(self) -> None:
-        self._buffer = b""
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        self._buffer += chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        *events, self._buffer = self._buffer.split(b"\n\n")
-        out: list[bytes] = []
-        for event in events:
-            data = [line[5:].removeprefix(b" ") for line in event.split(b"\n") if line.startswith(b"data:")]
-            if data:
-                out.append(b"\n".join(data))
-        return out
+_HIGH_WATER = 1 << 20
 
 
 class HttpGateway:
-    """An ASGI app that relays to ``upstream``'s origin, keeping each request's own path."""
+    """Where the server is, how to reach it, and the recorder that gets the copies."""
 
-    def __init__(self, upstream: str, recorder: Recorder, client: httpx.AsyncClient | None = None) -> None:
+    def __init__(self, upstream: str, recorder: Recorder) -> None:
         parts = urlsplit(upstream)
-        self.origin = f"{parts.scheme}://{parts.netloc}"
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {upstream}")
+        self.host = parts.hostname
+        self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.host_field = parts.netloc.rpartition("@")[2].encode("idna")
+        self.tls = ssl.create_default_context() if parts.scheme == "https" else None
         self.recorder = recorder
-        self.client = client or httpx.AsyncClient(timeout=None, follow_redirects=False)
+        self.connections: set[_AgentSide] = set()
         self._ids = itertools.count()
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return
-        body = await _body(receive)
-        connection = f"http-{next(self._ids)}"
-        watched = scope["method"] == "POST" and b"tools/call" in body
-        if watched:
-            self.recorder.offer("request", body, connection)
-        target = self.origin + scope.get("raw_path", scope["path"].encode()).decode("latin-1")
-        if scope.get("query_string"):
-            target += "?" + scope["query_string"].decode("latin-1")
-        headers = [(k, v) for k, v in scope["headers"] if k.lower() not in HOP_BY_HOP]
-        request = self.client.build_request(scope["method"], target, headers=headers, content=body)
-        try:
-            response = await self.client.send(request, stream=True)
-        except httpx.HTTPError as exc:
-            await _bad_gateway(send, exc)
-            return
-        try:
-            await self._relay(response, send, connection if watched else None)
-        finally:
-            await response.aclose()
+    def protocol(self) -> _AgentSide:
+        return _AgentSide(self, next(self._ids))
 
-    async def _relay(self, response: httpx.Response, send: Send, connection: str | None) -> None:
-        headers = [
-            (k.encode("latin-1"), v.encode("latin-1"))
-            for k, v in response.headers.multi_items()
-            if k.lower() not in _RESPONSE_DROP
-        ]
-        await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
-        kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
-        readable = connection is not None and response.headers.get("content-encoding", "identity") == "identity"
-        if connection is not None and not readable:
-            self.recorder.miss(1, "a compressed response is forwarded but not read")
-        events = SseSplitter() if kind == "text/event-stream" else None
-        whole = bytearray()
-        async for chunk in response.aiter_raw():  # a break mid-response propagates: the agent's is broken too
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            if not readable or connection is None:
-                continue
-            if events is not None:
-                for data in events.feed(chunk):
-                    self.recorder.offer("response", data, connection)
+    def close_all(self) -> None:
+        for side in list(self.connections):
+            side.abort()
+
+
+class _AgentSide(asyncio.Protocol):
+    """The connection from the agent; opens its own to the server and relays both ways."""
+
+    def __init__(self, gateway: HttpGateway, number: int) -> None:
+        self.gateway = gateway
+        self.exchanges: deque[Exchange] = deque()
+        self.requests = Requests(gateway.host_field, gateway.recorder, number, self.exchanges)
+        self.agent: asyncio.Transport | None = None
+        self.server: _ServerSide | None = None
+        self.early: list[bytes] = []
+        self.agent_eof = False
+        self.refused: str | None = None
+        self.connecting: asyncio.Task[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.agent = transport
+        transport.set_write_buffer_limits(high=_HIGH_WATER)
+        self.gateway.connections.add(self)
+        self.connecting = asyncio.get_running_loop().create_task(self._connect())
+
+    async def _connect(self) -> None:
+        gateway, loop = self.gateway, asyncio.get_running_loop()
+        try:
+            transport, server = await loop.create_connection(
+                lambda: _ServerSide(self), gateway.host, gateway.port, ssl=gateway.tls
+            )
+        except (OSError, ssl.SSLError) as exc:
+            self.refused = type(exc).__name__
+            self._answer_refused()
+            return
+        if self.agent is None or self.agent.is_closing():
+            transport.abort()
+            return
+        self.server = server
+        early, self.early = b"".join(self.early), []
+        if early:
+            self._forward(early)
+        if self.agent_eof:
+            self._server_eof()
+
+    def data_received(self, data: bytes) -> None:
+        if self.server is not None:
+            self._forward(data)
+        else:
+            self.early.append(data)
+            if self.refused is not None:
+                self._answer_refused()
+
+    def _forward(self, data: bytes) -> None:
+        assert self.server is not None and self.server.transport is not None
+        out = self.requests.feed(data)
+        if out:
+            self.server.transport.write(out)
+
+    def eof_received(self) -> bool:
+        self.agent_eof = True
+        if self.refused is not None:
+            self._answer_refused()
+        elif self.server is not None:
+            self._server_eof()
+        return True  # keep the connection open for the answer
+
+    def _server_eof(self) -> None:
+        transport = self.server.transport if self.server is not None else None
+        if transport is None or transport.is_closing():
+            return
+        if transport.can_write_eof():
+            transport.write_eof()
+        else:
+            transport.close()
+
+    def _answer_refused(self) -> None:
+        """Once the agent's request head is in (or it stopped sending): 502, then the connection is closed."""
+        if self.agent is None or self.agent.is_closing():
+            return
+        if not self.agent_eof and find_head_end(b"".join(self.early)) < 0:
+            return
+        text = f"the MCP server did not answer the gateway: {self.refused}\n".encode()
+        self.agent.write(
+            b"HTTP/1.1 502 Bad Gateway\r\ncontent-type: text/plain; charset=utf-8\r\n"
+            b"content-length: " + str(len(text)).encode() + b"\r\nconnection: close\r\n\r\n" + text
+        )
+        self.agent.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.gateway.connections.discard(self)
+        self.agent = None
+        server = self.server.transport if self.server is not None else None
+        if server is not None:
+            if exc is None:
+                server.close()
             else:
-                whole += chunk
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
-        if readable and connection is not None and events is None and whole:
-            self.recorder.offer("response", bytes(whole), connection)
+                server.abort()
+
+    def pause_writing(self) -> None:  # the agent reads slower than the server sends
+        if self.server is not None and self.server.transport is not None:
+            self.server.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.server is not None and self.server.transport is not None:
+            self.server.transport.resume_reading()
+
+    def abort(self) -> None:
+        if self.agent is not None:
+            self.agent.abort()
 
 
-async def _body(receive: Receive) -> bytes:
-    chunks: list[bytes] = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            break
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body"):
-            break
-    return b"".join(chunks)
+class _ServerSide(asyncio.Protocol):
+    """The gateway's connection to the server for one agent connection."""
 
+    def __init__(self, agent: _AgentSide) -> None:
+        self.agent = agent
+        self.transport: asyncio.Transport | None = None
+        self.responses = Responses(agent.gateway.recorder, agent.exchanges)
 
-async def _bad_gateway(send: Send, exc: httpx.HTTPError) -> None:
-    text = f"the MCP server did not answer the gateway: {type(exc).__name__}\n".encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 502,
-            "headers": [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(text)).encode())],
-        }
-    )
-    await send({"type": "http.response.body", "body": text, "more_body": False})
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        transport.set_write_buffer_limits(high=_HIGH_WATER)
+
+    def data_received(self, data: bytes) -> None:
+        agent = self.agent.agent
+        if agent is None or agent.is_closing():
+            return
+        agent.write(data)  # forwarded first; the copy is read after
+        self.responses.feed(data)
+
+    def eof_received(self) -> bool:
+        if self.agent.agent is not None:
+            self.agent.agent.close()  # what is buffered is still written, then the agent's connection ends
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        agent, self.transport = self.agent.agent, None
+        if agent is not None:
+            if exc is None:
+                agent.close()
+            else:
+                agent.abort()  # a reset is passed on as a reset
+
+    def pause_writing(self) -> None:  # the server reads slower than the agent sends
+        if self.agent.agent is not None:
+            self.agent.agent.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.agent.agent is not None:
+            self.agent.agent.resume_reading()
 
 
 async def run_http(upstream: str, host: str, port: int, recorder: Recorder) -> int:
     """Serve the gateway on ``host:port`` (0: any free port) until SIGTERM or SIGINT; says where on stderr. The
     signals end the serving only, never the process, so what is queued is still recorded before it exits."""
-    app = HttpGateway(upstream, recorder)
-    config = uvicorn.Config(app, host=host, port=port, lifespan="off", log_level="warning", access_log=False)
-    server = uvicorn.Server(config)
+    try:
+        gateway = HttpGateway(upstream, recorder)
+    except ValueError as exc:
+        sys.stderr.write(f"provenance gateway: cannot relay: {exc}\n")
+        return 2
     loop = asyncio.get_running_loop()
-
-    def stop() -> None:
-        server.should_exit = True
-
+    stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signum, stop)
-    recorder.start()
-    serving = asyncio.create_task(server.serve())
-    while not server.started and not serving.done():
-        await asyncio.sleep(0.05)
-    if server.started:
-        bound = server.servers[0].sockets[0].getsockname()
-        path = urlsplit(upstream).path or "/"
-        sys.stderr.write(f"provenance gateway: listening on http://{host}:{bound[1]}{path} for {upstream}\n")
-        sys.stderr.flush()
+            loop.add_signal_handler(signum, stop.set)
     try:
-        await serving
+        server = await loop.create_server(gateway.protocol, host, port)
+    except OSError as exc:
+        sys.stderr.write(f"provenance gateway: cannot listen on {host}:{port}: {exc.strerror or exc}\n")
+        return 1
+    recorder.start()
+    bound = server.sockets[0].getsockname()
+    path = urlsplit(upstream).path or "/"
+    sys.stderr.write(f"provenance gateway: listening on http://{host}:{bound[1]}{path} for {upstream}\n")
+    sys.stderr.flush()
+    try:
+        await stop.wait()
     finally:
-        await app.client.aclose()
+        server.close()
+        gateway.close_all()
         await recorder.stop()
-    return 0 if server.started else 1
+    return 0

@@ -2,9 +2,10 @@
 
 The gateway forwards every message first and hands a copy here afterwards, so nothing here can delay or change
 what the agent and the server exchange. ``Observer`` pairs a ``tools/call`` request with its response by
-JSON-RPC id (per connection: the stdio pipe, or an HTTP session), and makes an ``EvidenceRecord`` of each
-response that carries a result. A response that carries an ``error`` (the call was refused, not answered) and a
-message that is not JSON are passed over: the agent received no tool result.
+JSON-RPC id (per connection: the stdio pipe, or one HTTP request), and makes an ``EvidenceRecord`` of each
+response that carries a result. A response that carries an ``error`` (the call was refused, not answered), a
+message that is not JSON and a ``result`` that is not a ``CallToolResult`` (no ``content`` list of typed blocks:
+the agent's client rejects it) are passed over: the agent received no tool result.
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 from provenance_api.core.evidence import EvidenceRecord, arguments_digest, result_digest
 
-__all__ = ["Identity", "Observer", "PendingCall", "messages_of"]
+__all__ = ["Identity", "Observer", "PendingCall", "messages_of", "readable_result"]
 
 MAX_PENDING = 10_000
 """Calls awaiting their response per observer; beyond it the oldest is forgotten (an agent that never reads its
@@ -47,6 +48,13 @@ def messages_of(payload: bytes | str) -> list[dict[str, Any]]:
         return []
     items = value if isinstance(value, list) else [value]
     return [m for m in items if isinstance(m, dict)]
+
+
+def readable_result(result: Any) -> TypeGuard[dict[str, Any]]:
+    """Whether a ``result`` has the shape of a ``CallToolResult``: a ``content`` list of blocks with a ``type``."""
+    if not isinstance(result, dict) or not isinstance(result.get("content"), list):
+        return False
+    return all(isinstance(block, dict) and isinstance(block.get("type"), str) for block in result["content"])
 
 
 def _id_key(value: Any) -> str | None:
@@ -89,7 +97,7 @@ class Observer:
                 continue
             call = self.pending.pop((connection, key), None)
             result = message.get("result")
-            if call is None or not isinstance(result, dict):
+            if call is None or not readable_result(result):
                 continue
             records.append(
                 EvidenceRecord(

@@ -23,6 +23,7 @@ from provenance_api.http import api_docs, problems
 from provenance_api.http.body_limit import BodyLimitMiddleware
 from provenance_api.http.routes import audit, glossary, health, imports, probes, quotes, sources, traces, turns, ui
 from provenance_api.http.routes import calls as trace_calls
+from provenance_api.http.routes import incidents as incident_routes
 from provenance_api.http.strict_json import StrictJsonMiddleware
 from provenance_api.jobs.runner import LLMFactory, ScorerFactory
 from provenance_api.wiring import build_services, start_services, stop_services
@@ -72,6 +73,7 @@ def create_app(
     )
     app.state.services = services
     problems.install(app)
+    app.include_router(incident_routes.router)  # GET /v1/turns/{id}/incident: before turns' /{turn_id:path} catch-all
     for module in (turns, quotes, traces, probes, health, imports, sources):
         app.include_router(module.router)
     app.include_router(glossary.router)  # GET /v1/glossary: what each number means

@@ -11,10 +11,16 @@ Failure marks: ``ToolMessage.status == "error"`` (its content, LangGraph's ``Too
 error text), an MCP ``CallToolResult`` content with ``isError: true``, and ``invalid_tool_calls``, which were never
 executed (their ``error`` is the text, unless a tool message answers them). An entry that is no LangChain message
 is skipped (a warning); a message of the wrong shape is rejected (an error).
+
+Times: a ``created_at`` beside ``type`` / ``data`` (or ``lc`` / ``kwargs``) — what the LangGraph connector writes,
+the ``ts`` of the checkpoint the message first appears in — is a tool message's observed time and any other
+message's time; an AI message's ``response_metadata.created_at`` (the provider's) is preferred for its own, and
+an MCP result's ``_meta`` time for a return. LangChain's own forms carry no time: without one, not recorded.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from provenance_api.importers.common import (
@@ -93,7 +99,7 @@ def import_langchain(obj: Any, conversation_id: str) -> ImportResult:
             )
             continue
         try:
-            neutral.append(placed(_message(*read), index))
+            neutral.append(placed(_message(*read, parse_time(message.get("created_at"))), index))
         except ValueError as exc:
             errors.append(ImportIssue(f"{conversation_id}: message {index}", f"{read[0]} message rejected: {exc}"))
     return split_turns(
@@ -106,7 +112,9 @@ def import_langchain(obj: Any, conversation_id: str) -> ImportResult:
     )
 
 
-def _message(kind: str, data: dict[str, Any]) -> NeutralMessage:
+def _message(kind: str, data: dict[str, Any], recorded: datetime | None = None) -> NeutralMessage:
+    """One message; ``recorded``: the time written beside it (the LangGraph connector's first-seen checkpoint
+    ``ts``), its observed time for a tool message and its produced time otherwise."""
     role = _CHAT_ROLES.get(str(data.get("role")), "user") if kind == "chat" else _TYPES[kind]
     content = data.get("content")
     if role == "tool":
@@ -115,10 +123,10 @@ def _message(kind: str, data: dict[str, Any]) -> NeutralMessage:
         call_id = None if kind == "function" else opt_str(data.get("tool_call_id"))
         name = opt_str(data.get("name")) or ("function" if kind == "function" else None)
         result = NeutralToolResult(call_id, text, "failed" if failed else "success", name)
-        return NeutralMessage("tool", tool_results=[observed(result, content)])
+        return NeutralMessage("tool", tool_results=[observed(result, content, recorded)], created_at=recorded)
     text, media = message_content(content)
     if role != "assistant":
-        return NeutralMessage(role, text, attachments=media if role == "user" else [])
+        return NeutralMessage(role, text, attachments=media if role == "user" else [], created_at=recorded)
     calls = [
         NeutralToolCall(opt_str(c.get("id")), str(c.get("name") or "tool"), parse_arguments(c.get("args")))
         for c in optional_list(data, "tool_calls")
@@ -139,7 +147,7 @@ def _message(kind: str, data: dict[str, Any]) -> NeutralMessage:
             )
     metadata = as_dict(data.get("response_metadata"))
     model = opt_str(metadata.get("model_name")) or opt_str(metadata.get("model"))
-    created = parse_time(metadata.get("created_at") or metadata.get("created"))
+    created = parse_time(metadata.get("created_at") or metadata.get("created")) or recorded
     return NeutralMessage("assistant", text, calls, model=model, created_at=created)
 
 

@@ -17,6 +17,11 @@ rejected or failed ``apply_patch`` / shell call), and an output that is an MCP `
 ``isError: true`` (an object or a JSON string of one). A ``function_call_output`` has no failure field: the
 error string an agent library sends instead ("An error occurred while running the tool…") is kept as it is.
 An entry that is no Responses item, or an item type this reader does not read, is skipped (a warning).
+
+Times: the response's ``created_at`` is its output items' produced time. An item's own ``created_at`` (the API's
+items have none; the Agents SDK session connector writes the time its row was stored) is preferred: a
+``*_call_output``'s observed time (an MCP result's ``_meta`` time first), a user message's time, and for a
+model-side step the time of its first item that has one.
 """
 
 from __future__ import annotations
@@ -79,6 +84,7 @@ def import_openai_responses(obj: Any, conversation_id: str) -> ImportResult:
     warnings: list[ImportIssue] = []
     neutral: list[NeutralMessage] = []
     step: NeutralMessage | None = None  # the assistant step being gathered
+    own_time = False  # the step's time is one of its items' own
     finals: list[str] = []
     for index, item in enumerate(items):
         where = f"{conversation_id}: message {index}"
@@ -88,14 +94,18 @@ def import_openai_responses(obj: Any, conversation_id: str) -> ImportResult:
             continue
         if kind in _SKIPPED:
             continue
+        at = parse_time(item.get("created_at"))
         model_side = (kind == "message" and item.get("role") == "assistant") or (
             kind.endswith("_call") and not kind.endswith("_call_output")
         )
         if model_side:
             if step is None:
                 step, finals = placed(NeutralMessage("assistant", model=model), index), []
-                step.created_at = created if index >= first_output else None
+                step.created_at = at or (created if index >= first_output else None)
+                own_time = at is not None
                 neutral.append(step)
+            elif at is not None and not own_time:  # the first of its items with a time of its own
+                step.created_at, own_time = at, True
             _add_to_step(step, item, kind, finals)
             continue
         step = None
@@ -103,14 +113,14 @@ def import_openai_responses(obj: Any, conversation_id: str) -> ImportResult:
             text, mcp_error = return_text(item.get("output"))
             failed = mcp_error or item.get("status") == "failed"
             result = NeutralToolResult(opt_str(item.get("call_id")), text, "failed" if failed else "success")
-            result = observed(result, item.get("output"))
-            neutral.append(placed(NeutralMessage("tool", tool_results=[result]), index))
+            result = observed(result, item.get("output"), at)
+            neutral.append(placed(NeutralMessage("tool", tool_results=[result], created_at=at), index))
         elif kind == "message" and item.get("role") in _MESSAGE_ROLES:
             text, media = message_content(item.get("content"))
             if item["role"] in ("system", "developer"):
-                neutral.append(placed(NeutralMessage("system", text), index))
+                neutral.append(placed(NeutralMessage("system", text, created_at=at), index))
             else:
-                neutral.append(placed(NeutralMessage("user", text, attachments=media), index))
+                neutral.append(placed(NeutralMessage("user", text, attachments=media, created_at=at), index))
         else:
             warnings.append(ImportIssue(where, f"item type {kind!r} not read; skipped"))
     instructions = envelope.get("instructions")

@@ -55,7 +55,7 @@ class LocalModel:
         self,
         path: str | os.PathLike[str],
         *,
-        n_ctx: int = 4096,
+        n_ctx: int = 8192,
         n_threads: int | None = None,
         template: ChatTemplate = QWEN_TEMPLATE,
         seed: int = 0,

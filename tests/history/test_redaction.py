@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.api_server import SMALL_CLAIM, InProcessApi, scripted_factory, small_turn
+from support.api_server import SMALL_CLAIM, InProcessApi, KeyedJudge, scripted_factory, small_turn
+from support.fake_openai import FakeOpenAI, FakeReply
 
 from estimator.corpus.build import build_corpus
 from estimator.corpus.turn import StoredTurn
@@ -143,3 +144,30 @@ def test_an_import_redacts_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert main(["import", str(log), "--json"]) == 0
     database = stored_bytes(tmp_path / "data")
     assert KEY.encode() not in database and b"[redacted:api_key]" in database
+
+
+def test_a_cli_trace_logs_and_traces_the_redacted_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "data"
+    monkeypatch.setenv("PROVENANCE_DATA_DIR", str(data))
+    monkeypatch.setenv("PROVENANCE_REDACT_PATTERNS", "api_key,card_number")
+    turn = tmp_path / "turn.json"
+    turn.write_text(json.dumps(planted()), encoding="utf-8")
+    judge = KeyedJudge()
+    seen: list[str] = []
+
+    def reply(request: dict[str, Any]) -> FakeReply:
+        seen.append(json.dumps(request))
+        return FakeReply(text=judge.openai(request))
+
+    with FakeOpenAI(reply) as srv:
+        argv = ["trace", str(turn), "r0", "--model", "openai/fake", "--api-base", srv.base_url, "--yes", "--json"]
+        assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    said = "s0 (lookup_order(order_id=A-1)): values were redacted before the turn was stored"
+    assert any(w.startswith(said) for w in result["warnings"]), result["warnings"]
+    assert seen and not any(KEY in body or CARD in body for body in seen)  # the judge never saw them either
+    database = stored_bytes(data)
+    assert KEY.encode() not in database and CARD.encode() not in database and b"[redacted:api_key]" in database
+    assert main(["audit", "verify"]) == 0  # the logged turn is chained as the service chains it

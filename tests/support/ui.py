@@ -324,9 +324,10 @@ def sign_in_as_admin(run: BrowserRun, v: Viewer, hash_route: str = "") -> None:
     expect(page.locator("#signin-key")).to_have_count(0)  # the route's view replaced the form
 
 
-def run_trace(v: Viewer, turn_id: str, sentence: str) -> dict[str, Any]:
-    """A trace run through the API to its end; its TraceOut."""
-    quote = v.api.post("/v1/quotes", json={"turn_id": turn_id, "sentence": sentence})
+def run_trace(v: Viewer, turn_id: str, sentence: str | None = None, *, action: str | None = None) -> dict[str, Any]:
+    """A trace of a sentence (or, with ``action``, of an action) run through the API to its end; its TraceOut."""
+    target: dict[str, Any] = {"target": {"action": action}} if action is not None else {"sentence": sentence}
+    quote = v.api.post("/v1/quotes", json={"turn_id": turn_id, **target})
     assert quote.status_code == 201, quote.text
     started = v.api.post("/v1/traces", json={"quote_id": quote.json()["quote_id"]})
     assert started.status_code == 202, started.text

@@ -13,7 +13,7 @@ the LangChain importer reads as they are. Anything else (``pickle`` above all) i
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgpack
 
@@ -77,3 +77,41 @@ def decode(kind: str | None, data: bytes | str | None) -> Any:
     raise UnreadableValue(
         f"values serialised as {kind!r} are not read (only msgpack and json; pickle is never unpickled)"
     )
+
+
+class Packed(NamedTuple):
+    """An extension object left packed by :func:`shallow`: its code and payload, decoded by :func:`unpacked`."""
+
+    code: int
+    data: bytes
+
+
+def _shallow_hook(code: int, data: bytes) -> Any:
+    return _unpack_shallow(data) if code == EXT_DELTA_SNAPSHOT else Packed(code, data)
+
+
+def _unpack_shallow(data: bytes) -> Any:
+    return msgpack.unpackb(data, ext_hook=_shallow_hook, raw=False, strict_map_key=False)
+
+
+def shallow(kind: str | None, data: bytes | str | None) -> Any:
+    """One stored value with its extension objects (messages among them) left :class:`Packed`: a cheap read of a
+    checkpoint's plain fields and of the messages it holds, each of which equal bytes decode to the same
+    message. Values that are not msgpack are decoded whole. Raises ``UnreadableValue`` as :func:`decode` does."""
+    if kind != "msgpack" or data is None:
+        return decode(kind, data)
+    raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    try:
+        return _unpack_shallow(raw)
+    except (ValueError, RecursionError) as exc:
+        raise UnreadableValue(f"a {kind} value that does not decode: {exc}") from None
+
+
+def unpacked(value: Any) -> Any:
+    """A value :func:`shallow` left packed, decoded as :func:`decode` would have (anything else as it is)."""
+    if not isinstance(value, Packed):
+        return value
+    try:
+        return _ext_hook(value.code, value.data)
+    except (ValueError, RecursionError) as exc:
+        raise UnreadableValue(f"a msgpack value that does not decode: {exc}") from None

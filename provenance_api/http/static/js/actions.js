@@ -8,6 +8,8 @@ import { h } from './dom.js';
 import { clip, lineSpan } from './format.js';
 import { explain, label, labelNode, termHelp } from './glossary.js';
 import { openActionGate } from './gate.js';
+import { freshnessFindings, producedAt } from './freshness.js';
+import { incidentLink } from './incident.js';
 import { state } from './state.js';
 
 function sentenceText(id) {
@@ -59,9 +61,11 @@ function actionCard(a) {
   h('p', { class: 'action-origin' }, 'Origin: ', originBadge(a.origin)),
   reportedBy(a),
   a.suspect_injection ? steeredBox(a) : null,
+  producedAt(a.produced_at),
+  freshnessFindings(a.freshness, a.source_ages),
   h('h4', { class: 'arg-title' }, 'Arguments and where each came from'),
   argumentList(a.argument_sources),
-  h('div', { class: 'action-tools' }, trace));
+  h('div', { class: 'action-tools' }, trace, ' ', incidentLink(state.turn.turn_id, a.id)));
 }
 
 /** The "Actions" section, or null for a turn without tool calls. `data`: the actions' JSON, or {error}. */

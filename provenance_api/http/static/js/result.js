@@ -8,7 +8,10 @@ import { argumentList, goToAction, goToTreeSource, sourceLink, sourceWords } fro
 import { h } from './dom.js';
 import { renderChart } from './chart.js';
 import { callsButton } from './calls.js';
+import { actionSourceAges } from './envelope.js';
 import { exportActions } from './export.js';
+import { freshnessFindings } from './freshness.js';
+import { incidentLink } from './incident.js';
 import { fmtBilled, fmtDate, fmtDrop, fmtScore, lineSpan } from './format.js';
 import { explain, labelNode, termHelp, warningList } from './glossary.js';
 import { callsFigures, callsSentence } from './numbers.js';
@@ -126,7 +129,10 @@ export function renderResult(t) {
       numbersExplained(r),
       r.diagnosis ? h('p', null, h('span', { id: 'claim-diagnosis', class: 'diag' + (isAlarm(r.diagnosis) ? ' alarm' : ' neutral'), dataset: { diagnosis: r.diagnosis } }, diagnosisWords(r.diagnosis))) : null,
       r.round2_skipped_reason ? h('p', { class: 'note' }, 'Per-source round skipped: ' + r.round2_skipped_reason) : null),
-    h('div', { class: 'result-actions', id: 'result-actions' }, callsButton(t), exportActions(t))].filter(Boolean));
+    target ? freshnessFindings(r.freshness, actionSourceAges(target.id), { id: 'result-freshness' }) : null,
+    h('div', { class: 'result-actions', id: 'result-actions' }, callsButton(t), exportActions(t),
+      // the action traced, or the sentence (none for a free selection of text)
+      target || t.segment_id ? incidentLink(t.turn_id, target ? target.id : t.segment_id, { id: 'result-incident' }) : null)].filter(Boolean));
   if (estimator === 'proxy') wrap.append(renderProxy(r, t));
 
   // what carries the claim alone, then the sources: by effect, or by layer one click away

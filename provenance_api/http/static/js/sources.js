@@ -3,6 +3,7 @@
 
 import { api } from './api.js';
 import { byId, h, showError } from './dom.js';
+import { turnEnvelope } from './envelope.js';
 import { locate, prettyJson } from './evidence.js';
 import { enc, fmtInt, lineSpan, plural } from './format.js';
 import { kindIcon, kindName, LAYER_NAMES } from './icons.js';
@@ -48,7 +49,7 @@ export function renderSourcesPanel(sources) {
           h('div', { class: 'source-body' },
             h('button', { type: 'button', class: 'link-like', onclick: (ev) => openSource(s.id, null, null, ev.currentTarget) }, s.label),
             h('span', { class: 'source-meta' }, [s.id, kindName(s.kind), fmtInt(s.tokens) + ' tokens', s.turns_ago ? plural(s.turns_ago, 'turn') + ' ago' : null].filter(Boolean).join(' · ')),
-            sourceFlags(s)))));
+            sourceFlags(s), turnEnvelope(s.id)))));
     }
     panel.append(list);
   }

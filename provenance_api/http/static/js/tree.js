@@ -13,6 +13,7 @@ import { kindIcon, kindName, LAYER_NAMES } from './icons.js';
 import { byEffect, carriesAlone } from './order.js';
 import { probeControl } from './probe.js';
 import { loadSource, openSource } from './sources.js';
+import { resultEnvelope } from './envelope.js';
 import { state } from './state.js';
 import { diagnosisWords, isAlarm, supportLabel } from './words.js';
 
@@ -144,6 +145,7 @@ function renderSourceNode(s, r, withLayer) {
   }
   if (known.unversioned) span.append(h('span', { class: 'note warn' }, 'current text; an edit since this turn can\'t be detected'));
   if (known.truncated_for_span_check) span.append(h('span', { class: 'note' }, 'Only the first part of this source was checked for a quote.'));
+  span.append(...[resultEnvelope(s, r)].filter(Boolean));
   node.append(span);
   return node;
 }
