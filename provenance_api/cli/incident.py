@@ -3,7 +3,7 @@ the local store as ``provenance audit verify`` reads it (``PROVENANCE_DATA_DIR``
 
 The same document as ``GET /v1/turns/{turn_id}/incident``: Markdown by default (plain text, on a terminal or
 piped), ``--format json`` the endpoint's JSON. Exit status 0 printed; 1 the turn or the target is not in the store
-(the reason on stderr); 2 a usage error.
+(the reason on stderr, and for a missing turn the newest stored ones); 2 a usage error.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def register(sub: Any) -> None:
 
 
 def cmd_incident(args: argparse.Namespace) -> int:
-    from provenance_api.operations.incident import build_incident, incident_file
+    from provenance_api.operations.incident import build_incident, incident_file, stored_turn_hint
 
     settings = load_settings()
     tenant = args.tenant or settings.admin_tenant
@@ -48,6 +48,8 @@ def cmd_incident(args: argparse.Namespace) -> int:
         )
     except RecordMissing as exc:
         sys.stderr.write(f"provenance incident: {exc} (tenant {tenant!r})\n")
+        hint = asyncio.run(with_db(settings, lambda db: stored_turn_hint(db, tenant)))
+        sys.stderr.write(f"  {hint}\n")
         return 1
     except InvalidInput as exc:
         if exc.field != "target":

@@ -47,7 +47,7 @@ from provenance_api.storage import crud_traces, crud_turns, custody_verify, inci
 from provenance_api.storage.crud_turns import TurnRecord
 from provenance_api.storage.session import Database
 
-__all__ = ["IncidentFile", "IncidentFormat", "build_incident", "export_incident", "turn_incident"]
+__all__ = ["IncidentFile", "IncidentFormat", "build_incident", "export_incident", "stored_turn_hint", "turn_incident"]
 
 IncidentFormat = Literal["json", "markdown"]
 _ACTION_ID = re.compile(r"a\d+")
@@ -292,3 +292,12 @@ async def export_incident(
     services: Services, caller: Principal, turn_id: str, target: str, fmt: IncidentFormat
 ) -> IncidentFile:
     return incident_file(await turn_incident(services, caller, turn_id, target), fmt)
+
+
+async def stored_turn_hint(db: Database, tenant: str, shown: int = 5) -> str:
+    """Which turns the tenant does have, for an id that named none: the newest few, or how to store one."""
+    ids = await incident_reads.newest_turn_ids(db, tenant, shown + 1)
+    if not ids:
+        return "the store holds no turn of this tenant: provenance import FILE stores a history"
+    more = " …" if len(ids) > shown else ""
+    return "stored turns, newest first: " + ", ".join(ids[:shown]) + more + " (GET /v1/turns lists them all)"

@@ -10,10 +10,10 @@ from sqlalchemy import select
 
 from provenance_api.storage.crud_traces import TERMINAL
 from provenance_api.storage.custody_log import TURN_STORED
-from provenance_api.storage.models import CustodyRecordRow, TraceJobRow
+from provenance_api.storage.models import CustodyRecordRow, StoredTurnRow, TraceJobRow
 from provenance_api.storage.session import Database
 
-__all__ = ["TurnRecordEntry", "latest_finished_trace", "turn_record"]
+__all__ = ["TurnRecordEntry", "latest_finished_trace", "newest_turn_ids", "turn_record"]
 
 
 @dataclass(frozen=True)
@@ -67,3 +67,15 @@ async def turn_record(db: Database, tenant: str, turn_id: str) -> TurnRecordEntr
         return TurnRecordEntry(
             seq=row.seq, kind=row.kind, hash=row.hash, content_digest=row.content_digest, created_at=row.created_at
         )
+
+
+async def newest_turn_ids(db: Database, tenant: str, limit: int) -> list[str]:
+    """The ids of the tenant's ``limit`` most recently stored turns, newest first (to name when one is missing)."""
+    query = (
+        select(StoredTurnRow.turn_id)
+        .where(StoredTurnRow.tenant == tenant)
+        .order_by(StoredTurnRow.seq.desc())
+        .limit(limit)
+    )
+    async with db.session() as session:
+        return [str(turn_id) for turn_id in (await session.execute(query)).scalars()]

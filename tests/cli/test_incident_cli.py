@@ -43,10 +43,12 @@ def test_json_is_the_api_s_object_for_the_same_store(data_dir: Path, capsys: pyt
 def test_a_missing_turn_or_target_exits_1_with_the_reason(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(capsys, "incident", "nope", "a1")
     assert (code, out) == (1, "") and "no stored turn 'nope'" in err
+    assert f"stored turns, newest first: {TURN_ID} (GET /v1/turns lists them all)" in err  # where to find the id
     code, out, err = run_cli(capsys, "incident", TURN_ID, "a99")
     assert (code, out) == (1, "") and "a0…a1" in err and "fix:" in err
     code, out, err = run_cli(capsys, "incident", TURN_ID, "a1", "--tenant", "other")
     assert (code, out) == (1, "") and "tenant 'other'" in err
+    assert "the store holds no turn of this tenant: provenance import FILE stores a history" in err
 
 
 def test_a_usage_error_exits_2(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
