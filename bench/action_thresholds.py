@@ -37,11 +37,9 @@ import anyio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "bench" / "proxy")]
 
-from action_traces import items  # noqa: E402
+from action_traces import items, obeying_action  # noqa: E402
 from common import model_path  # noqa: E402
 
-from estimator.actions.trace import action_corpus, find_action  # noqa: E402
-from estimator.corpus.build import build_corpus  # noqa: E402
 from estimator.corpus.units import Layer  # noqa: E402
 from estimator.loo.call_tokens import content_token_mask  # noqa: E402
 from estimator.loo.logprob import DEFAULT_LOGPROB_PARAMS, scored_claim  # noqa: E402
@@ -65,11 +63,7 @@ async def record(args: argparse.Namespace) -> int:
             for i, item in enumerate(todo):
                 started = time.perf_counter()
                 planted = item["planted"]
-                turn = planted.turn
-                corpus = build_corpus(turn)
-                action = find_action(turn, f"a{planted.attack_action}")
-                kept, context = action_corpus(turn, corpus, action)
-                expected = next(u.id for u in kept.tool_units() if u.returned_at == planted.planted_call)
+                _, action, kept, context, expected = obeying_action(item)
                 texts, _ = windowed_texts(kept, DEFAULT_PARAMS, tok)
                 order = block_order(kept, texts, tok)
                 every = frozenset(u.id for u in kept.units)

@@ -80,6 +80,17 @@ def items(split: str, limit: int, every: int, seed: int, offset: int = 0) -> lis
     return out
 
 
+def obeying_action(item: dict[str, Any]) -> tuple[Any, Any, Any, Any, str]:
+    """One obeyed injection of ``items``: its turn, the obeying action, the corpus the agent had seen when it made
+    the call, that action's context, and the id of the planted return (the expected top source)."""
+    planted = item["planted"]
+    turn = planted.turn
+    action = find_action(turn, f"a{planted.attack_action}")
+    kept, context = action_corpus(turn, build_corpus(turn), action)
+    expected = next(u.id for u in kept.tool_units() if u.returned_at == planted.planted_call)
+    return turn, action, kept, context, expected
+
+
 async def main_async(args: argparse.Namespace) -> int:
     from provenance_api.providers.scorer_llamacpp import LlamaCppScorer, LocalModel
 
@@ -95,11 +106,7 @@ async def main_async(args: argparse.Namespace) -> int:
     try:
         for i, item in enumerate(todo):
             planted = item["planted"]
-            turn = planted.turn
-            corpus = build_corpus(turn)
-            action = find_action(turn, f"a{planted.attack_action}")
-            kept, context = action_corpus(turn, corpus, action)
-            expected = next(u.id for u in kept.tool_units() if u.returned_at == planted.planted_call)
+            turn, action, kept, context, expected = obeying_action(item)
             ranking = await rank(
                 scorer, action.text, context.query, kept, model="scripted-judge", lp=lp, tokenizer=tok, wording=ACTION
             )

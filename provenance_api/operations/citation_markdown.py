@@ -18,6 +18,7 @@ import math
 import re
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Literal
 
 from estimator import SCORES_DISAGREE
 from estimator.corpus.envelope import NOT_RECORDED, Envelope, shown_time
@@ -83,7 +84,7 @@ def _calls(planned: int, made: int, cached: int, billed: int, failed: int) -> st
     )
 
 
-def _unit(result: TraceJobResult) -> tuple[str, str]:
+def score_unit(result: TraceJobResult) -> tuple[Literal["points", "nats"], str]:
     """(unit, scale in words) of the trace's scores (a proxy's in nats when confirmed)."""
     if result.estimator == "logprob" or (isinstance(result, ProxyTraceResultModel) and result.units == "nats"):
         return "nats", "log-probability of the claim's words, in nats"
@@ -195,7 +196,7 @@ def _carrying(result: TraceJobResult, unit: str) -> list[str]:
 
 def _result_block(trace: TraceOut, result: TraceJobResult) -> list[str]:
     label, meaning = _words(f"verdict.{result.verdict}", result.verdict_text)
-    unit, scale = _unit(result)
+    unit, scale = score_unit(result)
     # hedged by the result's own disagreements, never by comparing texts (an older result's words may differ)
     hedge = _words("disagreement", "")[0] if any(d.kind in SCORES_DISAGREE for d in result.disagreements) else ""
     out = [f"**Verdict: {label}**{f' ({hedge})' if hedge else ''} — {meaning}", ""]

@@ -18,7 +18,6 @@ import anyio.to_thread
 
 from estimator.actions.trace import find_action
 from estimator.free_tier.gating import GateReport
-from estimator.results.models import ProxyTraceResultModel, TraceJobResult
 from provenance_api.core.errors import InvalidInput
 from provenance_api.core.evidence import canonical_json
 from provenance_api.core.schemas_actions import ActionOut, ActionSourceOut, ActionsOut
@@ -37,7 +36,7 @@ from provenance_api.core.schemas_incident import (
 )
 from provenance_api.core.settings import Settings
 from provenance_api.operations.auth import Principal
-from provenance_api.operations.citation_markdown import by_effect
+from provenance_api.operations.citation_markdown import by_effect, score_unit
 from provenance_api.operations.custody import bound_sources
 from provenance_api.operations.incident_markdown import chain_text, incident_markdown
 from provenance_api.operations.services import Services
@@ -106,14 +105,8 @@ def _source(source: ActionSourceOut, age_seconds: float | None, age: str) -> Inc
     )
 
 
-def _unit(result: TraceJobResult) -> Literal["points", "nats"]:
-    """The unit of a result's scores, as its citation block says it (``citation_markdown``)."""
-    nats = result.estimator == "logprob" or (isinstance(result, ProxyTraceResultModel) and result.units == "nats")
-    return "nats" if nats else "points"
-
-
-def _trace(trace_id: str | None, job: crud_traces.JobRecord | None) -> IncidentTraceOut | None:
-    if trace_id is None or job is None:
+def _trace(job: crud_traces.JobRecord | None) -> IncidentTraceOut | None:
+    if job is None:
         return None
     trace = trace_out(job)
     result = trace.result
@@ -123,7 +116,7 @@ def _trace(trace_id: str | None, job: crud_traces.JobRecord | None) -> IncidentT
         status=trace.status,
         estimator=None if result is None else result.estimator,
         verdict=None if result is None else result.verdict,
-        unit=None if result is None else _unit(result),
+        unit=None if result is None else score_unit(result)[0],
         finished_at=trace.finished_at,
         reason=trace.reason,
         sources=[
@@ -185,7 +178,7 @@ async def build_incident(db: Database, settings: Settings, tenant: str, turn_id:
 
     trace_id = await incident_reads.latest_finished_trace(db, tenant, turn_id, wanted)
     job = None if trace_id is None else await crud_traces.get_job(db, tenant, trace_id, "trace")
-    trace = _trace(trace_id, job)
+    trace = _trace(job)
     texts = {g.segment.id: g.segment.text for g in view.report.segments}
     if action is not None:
         call = find_action(record.turn, action.id).text
