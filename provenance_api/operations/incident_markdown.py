@@ -10,9 +10,8 @@ the same incident gives the same bytes (nothing in it is the time it was written
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 
-from estimator.corpus.envelope import NOT_RECORDED
+from estimator.corpus.envelope import NOT_RECORDED, shown_time
 from provenance_api.core.glossary import label
 from provenance_api.core.schemas_incident import (
     IncidentCauseOut,
@@ -47,10 +46,6 @@ def _term(prefix: str, value: str | None) -> str:
         return label(f"{prefix}.{value}")
     except KeyError:
         return value
-
-
-def _when(at: datetime | None) -> str:
-    return at.isoformat() if at is not None else NOT_RECORDED
 
 
 def _or_not(value: str | None) -> str:
@@ -110,7 +105,7 @@ def chain_text(
 
 def _custody(source: IncidentSourceOut) -> str:
     if source.custody == "gateway":
-        where = f"{_or_not(source.custody_server)}, {_when(source.custody_observed_at)}"
+        where = f"{_or_not(source.custody_server)}, {shown_time(source.custody_observed_at)}"
         return f"{label('custody.gateway')} ({escape(where)})"
     return label("custody.history")
 
@@ -128,7 +123,7 @@ def _source_row(source: IncidentSourceOut) -> str:
         code(source.tool),
         _cell(_or_not(env.server if env else None)),
         _cell(_or_not(env.resource if env else None)),
-        _cell(_when(env.observed_at if env else None)),
+        _cell(shown_time(env.observed_at if env else None)),
         _cell(_or_not(env.principal if env else None)),
         _cell(_or_not(env.tenant if env else None)),
         _cell(_or_not(env.scope if env else None)),
@@ -199,7 +194,7 @@ def _trace(trace: IncidentTraceOut | None, note: str) -> list[str]:
         return [*out, escape(note) + "."]
     out.append(
         f"Trace {code(trace.trace_id)}: {trace.status}; estimator {_or_not(trace.estimator)}; verdict "
-        f"{escape(_term('verdict', trace.verdict))}; finished {_when(trace.finished_at)}."
+        f"{escape(_term('verdict', trace.verdict))}; finished {shown_time(trace.finished_at)}."
     )
     if trace.reason:
         out.append(f"Reason: {escape(trace.reason)}")
@@ -232,7 +227,7 @@ def _custody_log(incident: IncidentOut) -> list[str]:
     else:
         rec = log.record
         out.append(
-            f"The turn's record: number {rec.seq} ({rec.kind}, {_when(rec.created_at)}), hash {code(rec.hash)}, "
+            f"The turn's record: number {rec.seq} ({rec.kind}, {shown_time(rec.created_at)}), hash {code(rec.hash)}, "
             f"attesting {code(rec.content_digest)}."
         )
     head = f"; {label('audit.head')} {log.head.seq} {code(log.head.hash)}" if log.head else ""
@@ -260,8 +255,9 @@ def _heading(incident: IncidentOut) -> list[str]:
         "",
         f"- Conversation: {escape(_or_not(t.conversation))} · agent {escape(_or_not(t.agent))} · model "
         f"{escape(_or_not(t.model))}",
-        f"- Answer produced: {_when(t.answered_at)} · stored {_when(t.stored_at)} · turn digest {code(t.digest)}",
-        f"- {'Call made' if target.kind == 'action' else 'Sentence produced'}: {_when(target.produced_at)}",
+        f"- Answer produced: {shown_time(t.answered_at)} · stored {shown_time(t.stored_at)} · turn digest "
+        f"{code(t.digest)}",
+        f"- {'Call made' if target.kind == 'action' else 'Sentence produced'}: {shown_time(target.produced_at)}",
     ]
     if target.kind == "sentence":
         out.append(f"- Sentence ({target.status}): {escape(target.text or '')}")
