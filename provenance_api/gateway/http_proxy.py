@@ -29,10 +29,10 @@ from collections import deque
 from urllib.parse import urlsplit
 
 from provenance_api.gateway.http_exchanges import Exchange, Requests, Responses
-from provenance_api.gateway.http_wire import SseSplitter, find_head_end
+from provenance_api.gateway.http_wire import find_head_end
 from provenance_api.gateway.recorder import Recorder
 
-__all__ = ["HttpGateway", "SseSplitter", "run_http"]
+__all__ = ["HttpGateway", "run_http"]
 
 _HIGH_WATER = 1 << 20
 

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from provenance_api.core.evidence import EvidenceRecord, result_digest
-from provenance_api.gateway.http_proxy import SseSplitter
+from provenance_api.gateway.http_wire import SseSplitter
 from provenance_api.gateway.observe import Identity, Observer
 from provenance_api.gateway.recorder import Recorder, read_gaps_file
 from provenance_api.gateway.stdio_proxy import LineSplitter
